@@ -1,0 +1,49 @@
+# The commands a person and CI run.  `make demo` and `make test` each do all
+# the set-up they need (virtualenv, install, broker) and are safe to repeat.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint unit kafka kafka-stop topics worker bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+kafka: $(STAMP)
+	scripts/kafka start
+
+kafka-stop:
+	scripts/kafka stop
+
+topics: kafka
+	$(BIN)/xwait topics create
+
+# The main job: broker, topics, a worker, and a scripted scenario.
+demo: topics
+	$(BIN)/python scripts/demo.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+# Everything CI runs: lint, types, and the whole suite against a real broker
+# (tests start one through scripts/kafka when none answers).
+test: lint
+	$(BIN)/pytest
+
+worker: topics
+	$(BIN)/xwait worker
+
+bench: topics
+	$(BIN)/python bench/park_bench.py
+
+clean:
+	-scripts/kafka stop
+	rm -rf .xwait $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,65 @@
+"""`xwait topics create|describe`."""
+
+from __future__ import annotations
+
+import argparse
+
+from streams import topics
+from streams.cli import EXIT_FAILED, EXIT_OK, emit
+from streams.config import Settings
+
+
+def _state_row(st: topics.TopicState) -> dict[str, object]:
+    return {
+        "role": st.spec.role,
+        "topic": st.spec.name,
+        "exists": st.exists,
+        "partitions": st.partitions,
+        "expectedPartitions": st.spec.partitions,
+        "config": st.config,
+    }
+
+
+def _problems(states: list[topics.TopicState]) -> list[str]:
+    problems = []
+    for st in states:
+        if not st.exists:
+            problems.append(f"{st.spec.name}: missing (run `xwait topics create`)")
+        elif st.partitions != st.spec.partitions:
+            problems.append(
+                f"{st.spec.name}: {st.partitions} partitions, expected {st.spec.partitions}"
+            )
+    counts = {st.partitions for st in states if st.exists}
+    if len(counts) > 1:
+        problems.append(
+            "co-partitioning broken: partition counts differ ("
+            + ", ".join(f"{st.spec.name}={st.partitions}" for st in states if st.exists)
+            + "); a wait's records would land on different workers"
+        )
+    return problems
+
+
+def run_topics(args: argparse.Namespace, settings: Settings) -> int:
+    specs = topics.load_specs(settings)
+    if args.topics_command == "create":
+        report = topics.create(settings, specs)
+        problems = _problems(topics.describe(settings, specs)) if report.mismatched else []
+        text = "\n".join(
+            [f"created  {name}" for name in report.created]
+            + [f"existed  {name}" for name in report.existed]
+            + [f"PROBLEM  {p}" for p in problems]
+        )
+        emit({"created": report.created, "existed": report.existed, "problems": problems},
+             args.json, text)
+        return EXIT_FAILED if problems else EXIT_OK
+    states = topics.describe(settings, specs)
+    problems = _problems(states)
+    lines = [
+        f"{st.spec.name:<40} {st.partitions if st.exists else '-':>4} partitions  "
+        + " ".join(f"{k}={v}" for k, v in sorted(st.config.items()))
+        for st in states
+    ]
+    lines += [f"PROBLEM  {p}" for p in problems]
+    emit({"topics": [_state_row(st) for st in states], "problems": problems}, args.json,
+         "\n".join(lines))
+    return EXIT_FAILED if problems else EXIT_OK

@@ -1,0 +1,42 @@
+"""The root of every error xwait raises on purpose.
+
+Callers that want "anything xwait refused" catch :class:`XwaitError`; callers
+that can act on a specific failure catch the leaf. Each error lives next to
+the code that raises it, but all of them hang from this one root::
+
+    XwaitError                      streams.errors
+    ├── CodecError                  streams.codec.errors   (wire formats)
+    │   ├── UndecodableRecord       bytes that are neither readable Avro nor valid JSON;
+    │   │                           carries .reason (machine) and .detail (human)
+    │   ├── UnencodableRecord       a record that does not fit its schema (a bug of ours)
+    │   ├── SchemaNotFound          a record type or schema file that does not exist
+    │   └── InvalidSchema           an .avsc file that does not parse (refused at start-up)
+    ├── DefinitionError             streams.core.errors   (a wait definition that is wrong)
+    ├── ConfigError                 an XWAIT_* setting or flag xwait cannot use
+    ├── TopologyError               topology/topics.yaml missing or malformed
+    └── KafkaUnavailable            the broker did not answer: check XWAIT_BOOTSTRAP
+
+This module deliberately imports nothing: the pure decision core
+(``streams.core``) must be able to subclass ``XwaitError`` without pulling in
+fastavro, Kafka clients or faust, and without an import cycle.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "KafkaUnavailable", "TopologyError", "XwaitError"]
+
+
+class XwaitError(Exception):
+    """Something xwait refused, with a message meant for the person who must fix it."""
+
+
+class ConfigError(XwaitError):
+    """A setting (XWAIT_* variable or flag) with a value xwait cannot use."""
+
+
+class TopologyError(XwaitError):
+    """topology/topics.yaml is missing or malformed."""
+
+
+class KafkaUnavailable(XwaitError):
+    """The broker did not answer in time: check XWAIT_BOOTSTRAP and that Kafka runs."""

@@ -1,0 +1,157 @@
+"""The contract's topics: declared in topology/topics.yaml, created with confluent-kafka.
+
+Co-partitioning is what makes one wait's records meet in one worker, so the
+admin refuses to call a set of topics healthy when their partition counts
+differ, and says which topic is off.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from streams.config import Settings
+from streams.errors import KafkaUnavailable, TopologyError
+
+log = logging.getLogger(__name__)
+
+# How long an admin call may take before the CLI gives up and says the broker
+# is unreachable; a healthy local broker answers in milliseconds.
+ADMIN_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    role: str  # requests, replies, ... (the name used in code)
+    name: str  # the topic's real name, prefix applied
+    partitions: int
+    replication_factor: int
+    config: dict[str, str]
+    doc: str
+
+
+@dataclass(frozen=True)
+class TopicState:
+    spec: TopicSpec
+    exists: bool
+    partitions: int | None  # what the broker has, None when missing
+    config: dict[str, str]
+
+    @property
+    def matches(self) -> bool:
+        return self.exists and self.partitions == self.spec.partitions
+
+
+def load_specs(settings: Settings, path: Path | None = None) -> list[TopicSpec]:
+    """Read topics.yaml; `settings.partitions` overrides the file's count."""
+    path = path or settings.topology / "topics.yaml"
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read the topic declarations ({exc})") from exc
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"{path}: not valid YAML ({exc})") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("topics"), dict):
+        raise TopologyError(f"{path}: field 'topics': expected a mapping of role to topic")
+    rf = doc.get("replication_factor", 1)
+    if not isinstance(rf, int) or rf < 1:
+        raise TopologyError(f"{path}: field 'replication_factor': expected a whole number >= 1")
+    specs = []
+    for role, body in doc["topics"].items():
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            raise TopologyError(f"{path}: field 'topics.{role}.name': expected a string")
+        config = body.get("config") or {}
+        if not isinstance(config, dict):
+            raise TopologyError(f"{path}: field 'topics.{role}.config': expected a mapping")
+        specs.append(
+            TopicSpec(
+                role=str(role),
+                name=body["name"].format(prefix=settings.topic_prefix, app=settings.app_id),
+                partitions=settings.partitions,
+                replication_factor=rf,
+                config={str(k): str(v) for k, v in config.items()},
+                doc=str(body.get("doc", "")),
+            )
+        )
+    return specs
+
+
+def admin_client(settings: Settings) -> AdminClient:
+    return AdminClient(settings.confluent())
+
+
+def _existing(admin: AdminClient) -> dict[str, int]:
+    try:
+        meta = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+    except KafkaException as exc:
+        raise KafkaUnavailable(f"the broker did not answer a metadata request: {exc}") from exc
+    return {name: len(t.partitions) for name, t in meta.topics.items()}
+
+
+def describe(settings: Settings, specs: list[TopicSpec]) -> list[TopicState]:
+    admin = admin_client(settings)
+    existing = _existing(admin)
+    configs: dict[str, dict[str, str]] = {}
+    present = [s for s in specs if s.name in existing]
+    if present:
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, s.name) for s in present]
+        for resource, future in admin.describe_configs(resources).items():
+            try:
+                entries: dict[str, Any] = future.result(timeout=ADMIN_TIMEOUT_S)
+            except KafkaException as exc:
+                raise KafkaUnavailable(f"describe_configs {resource.name}: {exc}") from exc
+            configs[resource.name] = {k: str(v.value) for k, v in entries.items()}
+    return [
+        TopicState(
+            spec=s,
+            exists=s.name in existing,
+            partitions=existing.get(s.name),
+            config={k: configs.get(s.name, {}).get(k, "") for k in s.config},
+        )
+        for s in specs
+    ]
+
+
+@dataclass(frozen=True)
+class CreateReport:
+    created: list[str]
+    existed: list[str]
+    mismatched: list[TopicState]
+
+
+def create(settings: Settings, specs: list[TopicSpec]) -> CreateReport:
+    """Create what is missing; never alter what exists (that is a migration)."""
+    admin = admin_client(settings)
+    existing = _existing(admin)
+    missing = [s for s in specs if s.name not in existing]
+    created: list[str] = []
+    existed = [s.name for s in specs if s.name in existing]
+    if missing:
+        futures = admin.create_topics(
+            [NewTopic(s.name, s.partitions, s.replication_factor, config=s.config)
+             for s in missing],
+            operation_timeout=ADMIN_TIMEOUT_S,
+        )
+        for name, future in futures.items():
+            try:
+                future.result(timeout=ADMIN_TIMEOUT_S)
+                created.append(name)
+                log.info("topic created topic=%s", name)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if getattr(err, "name", lambda: "")() == "TOPIC_ALREADY_EXISTS":
+                    existed.append(name)  # another process created it meanwhile
+                    continue
+                raise KafkaUnavailable(f"creating topic {name}: {exc}") from exc
+    states = describe(settings, specs)
+    return CreateReport(
+        created=created,
+        existed=existed,
+        mismatched=[st for st in states if not st.matches],
+    )

@@ -1,0 +1,59 @@
+"""scripts/kafka's failures are clear, one line, non-zero."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kafka"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_start_fails_clearly_when_the_port_is_taken(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, str(SCRIPT), "start", "--port", str(port)],
+            capture_output=True, text=True, timeout=60, check=False,
+            env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)},
+        )
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == (
+        f"scripts/kafka: error: port {port} on 127.0.0.1 is taken by another process; "
+        "choose another with --port or XWAIT_KAFKA_PORT"
+    )
+    assert not list(tmp_path.glob("*.pid")), "a failed start must leave no pid file behind"
+
+
+def test_status_and_stop_of_a_broker_never_started_say_so(tmp_path: Path) -> None:
+    port = str(_free_port())
+    env = {"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)}
+    status = subprocess.run([sys.executable, str(SCRIPT), "status", "--port", port],
+                            capture_output=True, text=True, env=env, check=False)
+    assert status.returncode == 1
+    assert f"kafka not running on port {port}" in status.stdout
+    stop = subprocess.run([sys.executable, str(SCRIPT), "stop", "--port", port],
+                          capture_output=True, text=True, env=env, check=False)
+    assert stop.returncode == 0
+    assert "no broker started by this script is running" in stop.stdout
+
+
+def test_start_without_java_fails_with_one_clear_line(tmp_path: Path) -> None:
+    port = str(_free_port())
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "start", "--port", port],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={"PATH": str(tmp_path), "XWAIT_KAFKA_HOME": str(tmp_path)},
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("scripts/kafka: error: Java is not installed")

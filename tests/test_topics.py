@@ -1,0 +1,78 @@
+"""`xwait topics create|describe` against the real broker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streams.cli import main
+from streams.config import Settings
+
+
+def _cli(settings: Settings, *args: str) -> list[str]:
+    return [*args, "--bootstrap", settings.bootstrap, "--prefix", settings.topic_prefix,
+            "--partitions", str(settings.partitions)]
+
+
+@pytest.fixture(autouse=True)
+def _app_id(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XWAIT_APP_ID", settings.app_id)
+
+
+def test_create_makes_every_contract_topic_and_a_second_run_reports_them_as_existing(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_cli(settings, "topics", "create", "--json")) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert sorted(first["created"]) == sorted(
+        [f"{settings.topic_prefix}.{n}" for n in
+         ("requests", "replies", "commands", "timers", "actions", "outcomes", "rejected")]
+        + [f"{settings.app_id}-waits-changelog"]
+    )
+    assert first["existed"] == [] and first["problems"] == []
+
+    assert main(_cli(settings, "topics", "create", "--json")) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["created"] == []
+    assert sorted(second["existed"]) == sorted(first["created"])
+
+    assert main(_cli(settings, "topics", "describe", "--json")) == 0
+    described = json.loads(capsys.readouterr().out)
+    by_role = {t["role"]: t for t in described["topics"]}
+    assert {t["partitions"] for t in described["topics"]} == {settings.partitions}
+    assert by_role["waits-changelog"]["config"]["cleanup.policy"] == "compact"
+    assert by_role["requests"]["config"]["cleanup.policy"] == "delete"
+
+
+def test_describe_fails_loudly_when_one_topic_has_a_different_partition_count(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = f"{settings.topic_prefix}.replies"
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin.create_topics([NewTopic(odd, settings.partitions + 1, 1)])[odd].result(timeout=30)
+
+    assert main(_cli(settings, "topics", "create")) == 1
+    out = capsys.readouterr().out
+    assert f"existed  {odd}" in out
+    assert "co-partitioning broken" in out
+
+    assert main(_cli(settings, "topics", "describe", "--json")) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert f"{odd}: {settings.partitions + 1} partitions, expected {settings.partitions}" in problems
+
+
+def test_describe_reports_missing_topics_and_fails(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_cli(settings, "topics", "describe")) == 1
+    assert "missing (run `xwait topics create`)" in capsys.readouterr().out
+
+
+def test_unreachable_broker_exits_3_with_one_clear_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("streams.topics.ADMIN_TIMEOUT_S", 2.0)
+    assert main(["topics", "describe", "--bootstrap", "127.0.0.1:1"]) == 3
+    assert capsys.readouterr().err.startswith("xwait: Kafka unreachable:")
