@@ -60,7 +60,8 @@ def test_describe_fails_loudly_when_one_topic_has_a_different_partition_count(
 
     assert main(_cli(settings, "topics", "describe", "--json")) == 1
     problems = json.loads(capsys.readouterr().out)["problems"]
-    assert f"{odd}: {settings.partitions + 1} partitions, expected {settings.partitions}" in problems
+    expected = f"{odd}: {settings.partitions + 1} partitions, expected {settings.partitions}"
+    assert expected in problems
 
 
 def test_describe_reports_missing_topics_and_fails(
