@@ -1,0 +1,67 @@
+"""Which partition a key belongs to, exactly as Kafka's Java client decides it.
+
+Every xwait topic is keyed by the wait key and co-partitioned, so a wait's
+request, replies, commands and timers meet in one worker only if every
+producer maps a key to the same partition. Java clients and aiokafka use
+murmur2 (``Utils.toPositive(Utils.murmur2(key)) % partitions``); librdkafka
+defaults to a CRC32 partitioner, and its ``murmur2_random`` setting is the one
+that agrees with Java for non-null keys. This module is the reference the
+service checks records against, to forward a misrouted record instead of
+losing it. Pure Python, no Kafka client imported: the CLI, the SDK and the
+core may all use it.
+"""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = ["murmur2", "partition_for"]
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2``: MurmurHash2, 32-bit, seed 0x9747b28c, as a signed int.
+
+    Signed, like Java's ``int``, so the values equal Kafka's published test
+    vectors; ``murmur2(x) & 0xFFFFFFFF`` is the unsigned form other ports
+    (aiokafka) return. Runs per record: whole 4-byte words are unpacked in one
+    ``struct`` call, and masking is done once per step.
+    """
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    words = length >> 2
+    if words:
+        for k in struct.unpack_from(f"<{words}I", data):
+            k = (k * _M) & _MASK
+            k ^= k >> 24
+            k = (k * _M) & _MASK
+            h = ((h * _M) & _MASK) ^ k
+
+    tail = length & 3
+    if tail:
+        base = length & ~3
+        if tail == 3:
+            h ^= data[base + 2] << 16
+        if tail >= 2:
+            h ^= data[base + 1] << 8
+        h ^= data[base]
+        h = (h * _M) & _MASK
+
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for a non-null ``key``.
+
+    ``(murmur2(key) & 0x7fffffff) % partitions``: Java's ``toPositive`` masks
+    the sign bit rather than taking ``abs``, so both must agree bit for bit.
+    """
+    if partitions <= 0:
+        raise ValueError(f"partitions must be at least 1, got {partitions}")
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
