@@ -1,0 +1,884 @@
+"""decide(slot, event, now) -> (slot, effects): every rule of the wait, in one pure function.
+
+The numbered rules are those of DESIGN.md "The wait, as a state machine".
+Nothing here reads a clock, a table or the network: the processor loads the
+slot, passes the record and the time, stores the returned slot and applies the
+effects. Replaying the same inputs therefore reproduces the same states and
+effects, which is what makes a crashed worker's replacement agree with it.
+
+Timer bookkeeping is derived, not hand-written: handlers only change the
+timers held in the state, and ``decide`` emits ``DisarmTimer``/``ArmTimer`` by
+diffing ``Slot.armed_timers()`` before and after, so effects and state cannot
+disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from streams.core.definition import (
+    DEFAULT_EARLY_REPLY_TTL_MS,
+    DEFAULT_RETENTION_MS,
+    InvalidReplyRoute,
+    Variant,
+    WaitDefinition,
+)
+from streams.core.durations import parse_duration_ms
+from streams.core.effects import (
+    ActionKind,
+    ArmTimer,
+    BufferEarlyReply,
+    DisarmTimer,
+    Discard,
+    DiscardReason,
+    Effect,
+    EmitAction,
+    EmitOutcome,
+    OutcomeKind,
+    OutcomeReason,
+    Purge,
+    Reject,
+    RejectReason,
+    TraceEntry,
+)
+from streams.core.events import (
+    PARTY_SEPARATOR,
+    Command,
+    CommandKind,
+    Event,
+    Reply,
+    ReviewOutcome,
+    StartWait,
+    TimerFired,
+    TimerKind,
+    split_correlation_key,
+)
+from streams.core.state import (
+    MAX_HELD_REPLIES,
+    MAX_REPLY_IDS,
+    TRACE_HEAD,
+    TRACE_TAIL,
+    ArmedTimer,
+    HeldReply,
+    Slot,
+    Suspension,
+    Wait,
+    WaitStatus,
+)
+from streams.core.validation import parse_json, schema_issue
+
+__all__ = ["OPERATOR_CHANNEL", "Decision", "action_id", "decide", "outcome_id"]
+
+OPERATOR_CHANNEL = "operator"
+"""The channel recorded for replies delivered by hand (DELIVER command)."""
+
+_ID_NAMESPACE = uuid.UUID("5f0c1d2e-8a57-4c1b-9a7e-3b6d2f0e9c41")
+"""Fixed forever: changing it changes every outcome and action id."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The new slot (None: delete the key) and the effects, in the order to apply them."""
+
+    slot: Slot | None
+    effects: tuple[Effect, ...]
+
+
+def outcome_id(wait_key: str, parked_at: int) -> str:
+    """Same wait, same id (re-processing is idempotent); a key re-used after purge
+    parks at another time and so gets a new id."""
+    return str(uuid.uuid5(_ID_NAMESPACE, f"outcome\x1f{wait_key}\x1f{parked_at}"))
+
+
+def action_id(
+    wait_key: str,
+    parked_at: int,
+    action: ActionKind,
+    stage: int,
+    level: int,
+    party: str | None,
+    attempt: int,
+) -> str:
+    """Deterministic, so a consumer can de-duplicate actions re-sent after a crash."""
+    name = "\x1f".join(
+        ("action", wait_key, str(parked_at), action.value, str(stage), str(level),
+         party or "", str(attempt))
+    )
+    return str(uuid.uuid5(_ID_NAMESPACE, name))
+
+
+class _Ctx:
+    """Per-decision scratch: the clock, effects gathered so far, the generation counter."""
+
+    __slots__ = ("definitions", "effects", "generation", "now")
+
+    def __init__(self, now: int, definitions: Mapping[str, WaitDefinition], generation: int):
+        self.now = now
+        self.definitions = definitions
+        self.generation = generation
+        self.effects: list[Effect] = []
+
+    def arm(self, kind: TimerKind, due_at: int) -> ArmedTimer:
+        timer = ArmedTimer(kind=kind, due_at=due_at, generation=self.generation)
+        self.generation += 1
+        return timer
+
+    def reject(self, reason: RejectReason, detail: str, reply: Reply | None = None) -> None:
+        self.effects.append(Reject(reason=reason, detail=detail, reply=reply))
+
+
+def decide(
+    slot: Slot | None,
+    event: Event,
+    now_ms: int,
+    definitions: Mapping[str, WaitDefinition],
+) -> Decision:
+    """Decide what ``event`` does to the wait stored under its key at time ``now_ms``."""
+    ctx = _Ctx(now_ms, definitions, slot.next_generation if slot is not None else 1)
+    new: Slot | None
+    if isinstance(event, StartWait):
+        new = _on_start(slot, event, ctx)
+    elif isinstance(event, Reply):
+        new = _on_reply_record(slot, event, ctx)
+    elif isinstance(event, Command):
+        new = _on_command(slot, event, ctx)
+    else:
+        new = _on_timer(slot, event, ctx)
+
+    if new is not None and new.wait is None and not new.early_replies:
+        new = None
+    if new is not None and new is not slot and new.next_generation != ctx.generation:
+        new = replace(new, next_generation=ctx.generation)
+
+    before = slot.armed_timers() if slot is not None else frozenset()
+    after = new.armed_timers() if new is not None else frozenset()
+    effects = ctx.effects
+    for t in sorted(before - after, key=_timer_order):
+        effects.append(DisarmTimer(kind=t.kind, due_at=t.due_at, generation=t.generation))
+    for t in sorted(after - before, key=_timer_order):
+        effects.append(ArmTimer(kind=t.kind, due_at=t.due_at, generation=t.generation))
+    if slot is not None and new is None:
+        effects.append(Purge())
+    return Decision(slot=new, effects=tuple(effects))
+
+
+def _timer_order(t: ArmedTimer) -> tuple[int, str, int]:
+    return (t.due_at, t.kind.value, t.generation)
+
+
+# ---------------------------------------------------------------- requests
+
+
+def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
+    key = ev.correlation_key
+    if not key or PARTY_SEPARATOR in key:
+        ctx.reject(
+            RejectReason.INVALID_REQUEST,
+            f"Expected a correlation key without '{PARTY_SEPARATOR}', but got {key!r}",
+        )
+        return slot
+    if slot is not None and slot.wait is not None:
+        w = slot.wait
+        ctx.reject(
+            RejectReason.DUPLICATE,
+            f"Expected no wait under key {key!r}, but one parked at {w.parked_at} "
+            f"is {w.status.value}",
+        )
+        return slot
+    d = ctx.definitions.get(ev.definition)
+    if d is None:
+        ctx.reject(
+            RejectReason.UNKNOWN_DEFINITION,
+            f"Expected one of the definitions {sorted(ctx.definitions)}, "
+            f"but the request names {ev.definition!r}",
+        )
+        return slot
+    override: int | None = None
+    if ev.deadline is not None:
+        try:
+            override = parse_duration_ms(ev.deadline)
+        except ValueError as exc:
+            ctx.reject(RejectReason.INVALID_REQUEST, f"{exc} (the request's deadline)")
+            return slot
+    parties = ev.parties or d.parties
+    if d.variant is Variant.FIRST_VALID and not parties:
+        ctx.reject(
+            RejectReason.INVALID_REQUEST,
+            f"Expected parties for the first-valid definition {d.name!r}, "
+            "but neither the request nor the definition names any",
+        )
+        return slot
+    if len(set(parties)) != len(parties) or any(
+        not p or PARTY_SEPARATOR in p for p in parties
+    ):
+        ctx.reject(
+            RejectReason.INVALID_REQUEST,
+            f"Expected distinct, non-empty party names without '{PARTY_SEPARATOR}', "
+            f"but got {list(parties)}",
+        )
+        return slot
+
+    parked_at = min(ev.requested_at, ctx.now)
+    wait = Wait(
+        key=key,
+        definition=d.name,
+        tenant=ev.tenant,
+        parked_at=parked_at,
+        payload=ev.payload,
+        parties=tuple(parties),
+        deadline_override_ms=override,
+        trace=(TraceEntry(parked_at, "requested", f"definition {d.name}"),),
+    )
+    wait = _open_stage(wait, d, ctx, start=parked_at)
+    early = slot.early_replies if slot is not None else ()
+    for held in early:
+        waited = ctx.now - held.received_at
+        if waited > d.early_reply_ttl_ms:
+            ctx.reject(
+                RejectReason.UNMATCHED,
+                f"Expected the request within the early-reply TTL of {d.early_reply_ttl_ms} ms "
+                f"of the reply, but it came {waited} ms later",
+                held.reply,
+            )
+            continue
+        wait = _on_reply(wait, held.reply, d, ctx, held=True)
+    return Slot(wait=wait, next_generation=ctx.generation)
+
+
+# ---------------------------------------------------------------- replies
+
+
+def _on_reply_record(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
+    if slot is None or slot.wait is None:
+        return _buffer_early(slot, reply, ctx)
+    w = slot.wait
+    d = ctx.definitions.get(w.definition)
+    if d is None:
+        ctx.reject(RejectReason.UNKNOWN_DEFINITION, _missing_definition(w))
+        return slot
+    new = _on_reply(w, reply, d, ctx, held=False)
+    return slot if new is w else replace(slot, wait=new)
+
+
+def _buffer_early(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
+    """Rule 7: hold a reply that beat its request, for the longest TTL any definition allows.
+
+    The reply does not say which definition it belongs to, so it is held for the
+    longest TTL; when the request arrives its own definition's TTL is applied.
+    """
+    early = slot.early_replies if slot is not None else ()
+    if reply.reply_id is not None and any(h.reply.reply_id == reply.reply_id for h in early):
+        ctx.reject(
+            RejectReason.DUPLICATE,
+            f"Expected a new reply id, but {reply.reply_id!r} is already held for this key",
+        )
+        return slot
+    if len(early) >= MAX_HELD_REPLIES:
+        ctx.reject(
+            RejectReason.OVERFLOW,
+            f"Expected at most {MAX_HELD_REPLIES} early replies for key "
+            f"{reply.correlation_key!r}, but {len(early)} are already held",
+        )
+        return slot
+    ttl = _longest_early_ttl(ctx.definitions)
+    expires_at = ctx.now + ttl
+    ctx.effects.append(BufferEarlyReply(reply=reply, received_at=ctx.now, expires_at=expires_at))
+    timer = slot.early_timer if slot is not None and slot.early_timer is not None else None
+    if timer is None:
+        timer = ctx.arm(TimerKind.EARLY_REPLY, expires_at)
+    return Slot(
+        wait=None,
+        early_replies=(*early, HeldReply(reply=reply, received_at=ctx.now)),
+        early_timer=timer,
+        next_generation=ctx.generation,
+    )
+
+
+def _longest_early_ttl(definitions: Mapping[str, WaitDefinition]) -> int:
+    return max((d.early_reply_ttl_ms for d in definitions.values()),
+               default=DEFAULT_EARLY_REPLY_TTL_MS)
+
+
+def _on_reply(w: Wait, reply: Reply, d: WaitDefinition, ctx: _Ctx, *, held: bool) -> Wait:
+    """Rules 1, 2, 4 and 9 for one reply: correlation, tenant, race, validation."""
+    about = reply if held else None
+    key, party = split_correlation_key(reply.correlation_key)
+    if key != w.key:
+        ctx.reject(
+            RejectReason.UNMATCHED,
+            f"Expected correlation key {w.key!r}, but the reply carries {key!r}",
+            about,
+        )
+        return w
+    if party is not None and party not in w.parties:
+        ctx.reject(
+            RejectReason.UNMATCHED,
+            f"Expected a party of this wait {list(w.parties)}, but the reply names {party!r}",
+            about,
+        )
+        return w
+    if party is None and d.variant is Variant.FIRST_VALID:
+        ctx.reject(
+            RejectReason.UNMATCHED,
+            f"Expected a per-party key {w.key}{PARTY_SEPARATOR}PARTY, "
+            f"but the reply carries {reply.correlation_key!r}",
+            about,
+        )
+        return w
+    if reply.tenant != w.tenant:
+        ctx.reject(
+            RejectReason.TENANT_MISMATCH,
+            f"Expected tenant {w.tenant!r}, but the reply is from {reply.tenant!r}",
+            about,
+        )
+        return w
+    if reply.reply_id is not None and reply.reply_id in w.reply_ids:
+        ctx.reject(
+            RejectReason.DUPLICATE,
+            f"Expected a new reply id, but {reply.reply_id!r} was already seen by this wait",
+            about,
+        )
+        return w
+    if w.status is WaitStatus.DONE:
+        ctx.reject(RejectReason.LATE, _ended(w), about)
+        return w
+    if w.status is WaitStatus.IN_REVIEW:
+        ctx.reject(
+            RejectReason.LATE,
+            "Expected the wait to be waiting for a reply, but an earlier reply won "
+            "and is in review",
+            about,
+        )
+        return w
+    if w.status is WaitStatus.SUSPENDED:
+        if len(w.held) >= MAX_HELD_REPLIES:
+            ctx.reject(
+                RejectReason.OVERFLOW,
+                f"Expected at most {MAX_HELD_REPLIES} replies recorded while suspended, "
+                f"but {len(w.held)} are already recorded",
+                about,
+            )
+            return w
+        w = _remember_reply_id(w, reply)
+        w = replace(w, held=(*w.held, HeldReply(reply=reply, received_at=ctx.now)))
+        return _trace(w, ctx.now, "reply_recorded", _who(reply.channel, party))
+    w = _remember_reply_id(w, reply)
+    return _judge(w, d, ctx, reply.response_data, reply.channel, party, about, by_operator=False)
+
+
+def _judge(
+    w: Wait,
+    d: WaitDefinition,
+    ctx: _Ctx,
+    data: str,
+    channel: str,
+    party: str | None,
+    about: Reply | None,
+    *,
+    by_operator: bool,
+) -> Wait:
+    """Validate before believing (rule 4), then the variant decides what a verdict means."""
+    issue: str | None = None
+    if not by_operator and d.channels and channel not in d.channels:
+        issue = (
+            f"Expected a reply on one of the channels {list(d.channels)}, "
+            f"but it came on {channel!r}"
+        )
+    value: object = None
+    if issue is None:
+        parsed = parse_json(data)
+        issue, value = parsed.issue, parsed.value
+    if d.variant is Variant.PROBE and issue is None:
+        ready = value.get("resultReady") if isinstance(value, dict) else None
+        if ready is False:
+            return _trace(w, ctx.now, "poll_result", "not ready; polling goes on")
+        if ready is not True:
+            issue = f"Expected responseData.resultReady to be true or false, but got {ready!r}"
+    if issue is None:
+        issue = schema_issue(d.response_schema, value)
+    who = _who(channel, party)
+    if d.variant is Variant.FIRST_VALID:
+        if issue is None and isinstance(value, dict) and value.get("replyAcceptable") is False:
+            issue = "Expected an acceptable reply, but the party declined (replyAcceptable: false)"
+        if issue is not None:
+            ctx.reject(RejectReason.UNACCEPTABLE, f"{issue}; the wait goes on", about)
+            return _trace(w, ctx.now, "reply_unacceptable", f"{who}: {issue}")
+    if issue is not None:
+        w = replace(w, response_data=data, response_valid=False, validation_issue=issue)
+        w = _trace(w, ctx.now, "reply_invalid", f"{who}: {issue}")
+        if d.invalid_reply is InvalidReplyRoute.ESCALATE:
+            return _escalate(replace(w, timers=()), d, ctx, OutcomeReason.INVALID_REPLY_ESCALATED)
+        return _to_review(w, d, ctx, channel)
+    if by_operator:
+        reason = OutcomeReason.DELIVERED
+    elif d.variant is Variant.PROBE:
+        reason = OutcomeReason.RESULT_READY
+    else:
+        reason = OutcomeReason.REPLY_VALID
+    w = _trace(w, ctx.now, "reply_valid", who)
+    return _accept(w, d, ctx, data, valid=True, reason=reason, winner=party)
+
+
+def _to_review(w: Wait, d: WaitDefinition, ctx: _Ctx, channel: str) -> Wait:
+    """The reply won the race, so reminders and deadline stop; a person decides now."""
+    reviews = w.reviews + 1
+    w = replace(w, status=WaitStatus.IN_REVIEW, timers=(), reviews=reviews)
+    payload = json.dumps(
+        {"responseData": w.response_data, "validationIssue": w.validation_issue,
+         "channel": channel},
+        separators=(",", ":"),
+    )
+    _act(ctx, w, d, ActionKind.REVIEW_NEEDED, party=None, attempt=reviews, payload=payload)
+    return _trace(w, ctx.now, "review_needed", w.validation_issue or "")
+
+
+def _accept(
+    w: Wait,
+    d: WaitDefinition,
+    ctx: _Ctx,
+    data: str | None,
+    *,
+    valid: bool,
+    reason: OutcomeReason,
+    winner: str | None,
+) -> Wait:
+    """A stage's answer is settled: the next stage opens, or the wait ends received."""
+    w = replace(w, response_data=data, response_valid=valid)
+    if d.variant is Variant.CHAINED and w.stage + 1 < len(d.stages):
+        done_stage = d.stages[w.stage].name
+        w = replace(
+            w,
+            stage=w.stage + 1,
+            level=0,
+            stage_reminders=0,
+            status=WaitStatus.PARKED,
+            stage_results=(*w.stage_results, data or ""),
+            timers=(),
+        )
+        w = _trace(w, ctx.now, "stage_completed", f"{done_stage} ({reason.value})")
+        return _open_stage(w, d, ctx, start=ctx.now)
+    if d.variant is Variant.CHAINED:
+        w = replace(w, response_data=_combine_stages(d, (*w.stage_results, data or "")))
+    return _end(w, d, ctx, OutcomeKind.RECEIVED, reason, winner=winner)
+
+
+def _combine_stages(d: WaitDefinition, results: tuple[str, ...]) -> str:
+    """Chained outcome: ``{"stage name": responseData, ...}`` so no stage's answer is lost."""
+    combined: dict[str, object] = {}
+    for stage, text in zip(d.stages, results, strict=False):
+        parsed = parse_json(text)
+        combined[stage.name] = parsed.value if parsed.issue is None else text
+    return json.dumps(combined, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------- stages, timers, escalation
+
+
+def _open_stage(w: Wait, d: WaitDefinition, ctx: _Ctx, *, start: int) -> Wait:
+    stage = d.stages[w.stage]
+    if d.variant is Variant.FIRST_VALID:
+        for p in w.parties:
+            _act(ctx, w, d, ActionKind.SEND_REQUEST, party=p, attempt=0, payload=w.payload)
+    else:
+        _act(ctx, w, d, ActionKind.SEND_REQUEST, party=stage.party, attempt=0, payload=w.payload)
+    return _arm_phase(w, d, ctx, start=start)
+
+
+def _arm_phase(w: Wait, d: WaitDefinition, ctx: _Ctx, *, start: int) -> Wait:
+    """Arm the timers of the current stage and escalation level, counted from ``start``."""
+    stage = d.stages[w.stage]
+    if w.level == 0:
+        deadline = w.deadline_override_ms or stage.deadline_ms
+    else:
+        deadline = stage.escalation[w.level - 1].deadline_ms
+    timers = [ctx.arm(TimerKind.DEADLINE, start + deadline)]
+    if w.level == 0 and stage.reminder is not None and w.stage_reminders < stage.reminder.limit:
+        timers.append(ctx.arm(TimerKind.REMINDER, start + stage.reminder.interval_ms))
+    if d.variant is Variant.PROBE and d.poll_interval_ms is not None:
+        timers.append(ctx.arm(TimerKind.POLL, start + d.poll_interval_ms))
+    return replace(w, timers=tuple(timers))
+
+
+def _escalate(w: Wait, d: WaitDefinition, ctx: _Ctx, exhausted: OutcomeReason) -> Wait:
+    """Rule 6: the next level waits again with its own deadline; after the last, escalated."""
+    levels = d.stages[w.stage].escalation
+    if w.level < len(levels):
+        target = levels[w.level]
+        w = replace(w, level=w.level + 1, status=WaitStatus.PARKED, timers=())
+        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=target.target, attempt=0,
+             payload=w.payload)
+        w = _trace(w, ctx.now, "escalated", f"level {w.level} to {target.target}")
+        return _arm_phase(w, d, ctx, start=ctx.now)
+    if not levels:
+        w = replace(w, level=1)
+        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=None, attempt=0, payload=w.payload)
+        w = _trace(w, ctx.now, "escalated", "level 1 (no further level defined)")
+    return _end(w, d, ctx, OutcomeKind.ESCALATED, exhausted)
+
+
+def _on_timer(slot: Slot | None, ev: TimerFired, ctx: _Ctx) -> Slot | None:
+    """Rules 2, 3, 6, 10 and the probe loop. A timer no longer armed changes nothing.
+
+    The punctuator is trusted about due-ness: a matching timer fires even if
+    ``now`` is slightly before ``due_at`` (another worker's clock), because
+    refusing it would lose the timer and the wait would never end.
+    """
+    armed = _find_armed(slot, ev)
+    if slot is None or armed is None:
+        ctx.effects.append(Discard(
+            DiscardReason.STALE_TIMER,
+            f"Expected an armed {ev.kind.value} timer with generation {ev.generation} due at "
+            f"{ev.due_at} under key {ev.wait_key!r}, but there is none",
+        ))
+        return slot
+    if armed.kind is TimerKind.EARLY_REPLY:
+        return _expire_early(slot, armed, ctx)
+    w = slot.wait
+    if w is None:  # unreachable: _find_armed matches wait timers only when a wait exists
+        return slot
+    if armed.kind is TimerKind.RETENTION:
+        return None
+    d = ctx.definitions.get(w.definition)
+    if d is None:
+        ctx.reject(RejectReason.UNKNOWN_DEFINITION, _missing_definition(w))
+        return slot
+    w = replace(w, timers=tuple(t for t in w.timers if t != armed))
+    if armed.kind is TimerKind.REMINDER:
+        w = _remind(w, d, ctx)
+    elif armed.kind is TimerKind.POLL:
+        polls = w.polls + 1
+        w = replace(w, polls=polls)
+        _act(ctx, w, d, ActionKind.POLL, party=None, attempt=polls, payload=w.payload)
+        w = _trace(w, ctx.now, "poll", f"#{polls}")
+        if d.poll_interval_ms is not None:
+            w = replace(w, timers=(*w.timers, ctx.arm(TimerKind.POLL,
+                                                      ctx.now + d.poll_interval_ms)))
+    else:
+        w = _trace(replace(w, timers=()), ctx.now, "deadline_passed", f"level {w.level}")
+        w = _escalate(w, d, ctx, OutcomeReason.DEADLINE_EXHAUSTED)
+    return replace(slot, wait=w)
+
+
+def _find_armed(slot: Slot | None, ev: TimerFired) -> ArmedTimer | None:
+    if slot is None:
+        return None
+    if ev.kind is TimerKind.EARLY_REPLY:
+        candidates: tuple[ArmedTimer, ...] = (
+            (slot.early_timer,) if slot.early_timer is not None else ()
+        )
+    else:
+        candidates = slot.wait.timers if slot.wait is not None else ()
+    for t in candidates:
+        if t.kind is ev.kind and t.generation == ev.generation and t.due_at == ev.due_at:
+            return t
+    return None
+
+
+def _remind(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
+    """Rule 3: nudge, then wait on the same wait; the next reminder until the limit."""
+    stage = d.stages[w.stage]
+    n = w.stage_reminders + 1
+    w = replace(w, stage_reminders=n, reminders_sent=w.reminders_sent + 1)
+    if d.variant is Variant.FIRST_VALID:
+        for p in w.parties:
+            _act(ctx, w, d, ActionKind.SEND_REMINDER, party=p, attempt=n, payload=w.payload)
+    else:
+        _act(ctx, w, d, ActionKind.SEND_REMINDER, party=stage.party, attempt=n,
+             payload=w.payload)
+    w = _trace(w, ctx.now, "reminder", f"#{n}")
+    if stage.reminder is not None and n < stage.reminder.limit:
+        w = replace(w, timers=(*w.timers, ctx.arm(TimerKind.REMINDER,
+                                                  ctx.now + stage.reminder.interval_ms)))
+    return w
+
+
+def _expire_early(slot: Slot, armed: ArmedTimer, ctx: _Ctx) -> Slot | None:
+    """Rule 7: early replies whose TTL passed without a request become ``unmatched``."""
+    ttl = _longest_early_ttl(ctx.definitions)
+    cutoff = max(ctx.now, armed.due_at)
+    kept: list[HeldReply] = []
+    for held in slot.early_replies:
+        if held.received_at + ttl <= cutoff:
+            ctx.reject(
+                RejectReason.UNMATCHED,
+                f"Expected a request for key {_held_key(held)!r} within {ttl} ms of its reply, "
+                "but none arrived",
+                held.reply,
+            )
+        else:
+            kept.append(held)
+    if not kept:
+        return None
+    timer = ctx.arm(TimerKind.EARLY_REPLY, kept[0].received_at + ttl)
+    return replace(slot, early_replies=tuple(kept), early_timer=timer)
+
+
+def _held_key(held: HeldReply) -> str:
+    return split_correlation_key(held.reply.correlation_key)[0]
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _on_command(slot: Slot | None, cmd: Command, ctx: _Ctx) -> Slot | None:
+    key, _ = split_correlation_key(cmd.correlation_key)
+    if slot is None or slot.wait is None:
+        ctx.reject(
+            RejectReason.UNMATCHED,
+            f"Expected a wait under key {key!r} for {cmd.command.value}, but there is none",
+        )
+        return slot
+    w = slot.wait
+    if w.status is WaitStatus.DONE:
+        ctx.reject(RejectReason.LATE, f"{_ended(w)}; {cmd.command.value} does nothing")
+        return slot
+    d = ctx.definitions.get(w.definition)
+    if cmd.command is CommandKind.CANCEL:
+        new = _cancel(w, d, ctx, cmd)
+    elif d is None:
+        ctx.reject(RejectReason.UNKNOWN_DEFINITION, _missing_definition(w))
+        return slot
+    elif cmd.command is CommandKind.SUSPEND:
+        new = _suspend(w, ctx, cmd)
+    elif cmd.command is CommandKind.RESUME:
+        new = _resume(w, d, ctx)
+    elif cmd.command is CommandKind.DELIVER:
+        new = _deliver(w, d, ctx, cmd)
+    else:
+        new = _review(w, d, ctx, cmd)
+    return slot if new is w else replace(slot, wait=new)
+
+
+def _suspend(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
+    """Rule 9: keep the wait's place and what is left of each timer; decide nothing."""
+    if w.status is WaitStatus.SUSPENDED:
+        ctx.effects.append(Discard(DiscardReason.ALREADY_SUSPENDED,
+                                   "Expected a wait to suspend, but it is already suspended"))
+        return w
+    # Negative when a timer was already due but not yet fired: it stays overdue on resume
+    # and fires at once, but only once (each kind is armed once).
+    remaining = tuple((t.kind, t.due_at - ctx.now) for t in sorted(w.timers, key=_timer_order))
+    suspension = Suspension(reason=cmd.reason, at=ctx.now, resume_to=w.status,
+                            remaining=remaining, operator=cmd.operator)
+    w = replace(w, status=WaitStatus.SUSPENDED, suspension=suspension, timers=())
+    return _trace(w, ctx.now, "suspended", _by(cmd.reason, cmd.operator))
+
+
+def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
+    """Rule 9: restore each timer with what was left, then decide the recorded replies."""
+    if w.status is not WaitStatus.SUSPENDED or w.suspension is None:
+        ctx.effects.append(Discard(DiscardReason.NOT_SUSPENDED,
+                                   f"Expected a suspended wait, but it is {w.status.value}"))
+        return w
+    s = w.suspension
+    timers = tuple(ctx.arm(kind, ctx.now + left) for kind, left in s.remaining)
+    held = w.held
+    w = replace(w, status=s.resume_to, suspension=None, timers=timers, held=())
+    w = _trace(w, ctx.now, "resumed", f"after {ctx.now - s.at} ms suspended")
+    for h in held:
+        if w.status is not WaitStatus.PARKED:
+            ctx.reject(
+                RejectReason.LATE,
+                "Expected the wait to be waiting for a reply, but "
+                + ("it ended before this recorded reply was decided"
+                   if w.status is WaitStatus.DONE
+                   else "an earlier reply won and is in review"),
+                h.reply,
+            )
+            continue
+        _, party = split_correlation_key(h.reply.correlation_key)
+        w = _judge(w, d, ctx, h.reply.response_data, h.reply.channel, party, h.reply,
+                   by_operator=h.by_operator)
+    return w
+
+
+def _cancel(w: Wait, d: WaitDefinition | None, ctx: _Ctx, cmd: Command) -> Wait:
+    w = _trace(w, ctx.now, "cancelled", _by(cmd.reason, cmd.operator))
+    if w.held:
+        w = _trace(w, ctx.now, "undecided",
+                   f"{len(w.held)} replies recorded while suspended were not decided")
+    return _end(w, d, ctx, OutcomeKind.CANCELLED, OutcomeReason.CANCELLED_BY_OPERATOR)
+
+
+def _deliver(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
+    """Manual delivery by an operator: still validated, never channel- or tenant-checked."""
+    if cmd.response_data is None:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   "Expected responseData with DELIVER, but none was given")
+        return w
+    reply = Reply(correlation_key=w.key, response_data=cmd.response_data, tenant=w.tenant,
+                  channel=OPERATOR_CHANNEL)
+    if w.status is WaitStatus.SUSPENDED:
+        if len(w.held) >= MAX_HELD_REPLIES:
+            ctx.reject(RejectReason.OVERFLOW,
+                       f"Expected at most {MAX_HELD_REPLIES} replies recorded while suspended, "
+                       f"but {len(w.held)} are already recorded")
+            return w
+        w = replace(w, held=(*w.held, HeldReply(reply, ctx.now, by_operator=True)))
+        return _trace(w, ctx.now, "delivery_recorded", _by(cmd.reason, cmd.operator))
+    if w.status is WaitStatus.IN_REVIEW:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   "Expected a parked wait for DELIVER, but it is in review: answer with REVIEW")
+        return w
+    w = _trace(w, ctx.now, "delivered", _by(cmd.reason, cmd.operator))
+    return _judge(w, d, ctx, cmd.response_data, OPERATOR_CHANNEL, None, None, by_operator=True)
+
+
+def _review(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
+    """Rule 4: a person's decision on an invalid reply ends the wait (or stage) received."""
+    if w.status is not WaitStatus.IN_REVIEW:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   f"Expected the wait to be in review, but it is {w.status.value}")
+        return w
+    if cmd.review_outcome == ReviewOutcome.ACCEPT.value:
+        data, valid, reason = w.response_data, False, OutcomeReason.REVIEW_ACCEPTED
+    elif cmd.review_outcome == ReviewOutcome.SUBMIT_CORRECTION.value:
+        parsed = parse_json(cmd.response_data)
+        issue = parsed.issue or schema_issue(d.response_schema, parsed.value)
+        if issue is not None:
+            ctx.reject(RejectReason.INVALID_COMMAND, f"{issue} (in the submitted correction)")
+            return w
+        data, valid, reason = cmd.response_data, True, OutcomeReason.REVIEW_CORRECTED
+    else:
+        ctx.reject(
+            RejectReason.INVALID_COMMAND,
+            f"Expected reviewOutcome {ReviewOutcome.ACCEPT.value!r} or "
+            f"{ReviewOutcome.SUBMIT_CORRECTION.value!r}, but got {cmd.review_outcome!r}",
+        )
+        return w
+    w = replace(w, review_outcome=cmd.review_outcome, review_note=cmd.review_note,
+                status=WaitStatus.PARKED)
+    w = _trace(w, ctx.now, "reviewed", f"{cmd.review_outcome}: {cmd.review_note or ''}")
+    return _accept(w, d, ctx, data, valid=valid, reason=reason, winner=None)
+
+
+# ---------------------------------------------------------------- the end
+
+
+def _end(
+    w: Wait,
+    d: WaitDefinition | None,
+    ctx: _Ctx,
+    kind: OutcomeKind,
+    reason: OutcomeReason,
+    *,
+    winner: str | None = None,
+) -> Wait:
+    """Rule 5 and 10: one outcome with its reason, then a small row kept for retention."""
+    w = _trace(w, ctx.now, "ended", f"{kind.value} ({reason.value})")
+    ctx.effects.append(EmitOutcome(
+        outcome_id=outcome_id(w.key, w.parked_at),
+        correlation_key=w.key,
+        definition=w.definition,
+        tenant=w.tenant,
+        outcome=kind,
+        reason=reason,
+        response_data=w.response_data,
+        response_valid=w.response_valid,
+        validation_issue=w.validation_issue,
+        review_outcome=w.review_outcome,
+        review_note=w.review_note,
+        reminders_sent=w.reminders_sent,
+        escalation_level=w.level,
+        parked_at=w.parked_at,
+        ended_at=ctx.now,
+        trace=emitted_trace(w),
+    ))
+    if d is not None and d.variant is Variant.FIRST_VALID:
+        for p in w.parties:
+            if p != winner:
+                _act(ctx, w, d, ActionKind.CLOSE_OUT, party=p, attempt=0, payload=None)
+    retention = d.retention_ms if d is not None else DEFAULT_RETENTION_MS
+    # A finished wait only needs to recognise late replies and duplicate requests:
+    # keep identity, outcome and reply ids; drop payload, data and trace (already emitted).
+    return Wait(
+        key=w.key,
+        definition=w.definition,
+        tenant=w.tenant,
+        parked_at=w.parked_at,
+        status=WaitStatus.DONE,
+        parties=w.parties,
+        stage=w.stage,
+        level=w.level,
+        reminders_sent=w.reminders_sent,
+        outcome=kind,
+        reason=reason,
+        ended_at=ctx.now,
+        reply_ids=w.reply_ids,
+        timers=(ctx.arm(TimerKind.RETENTION, ctx.now + retention),),
+    )
+
+
+def emitted_trace(w: Wait) -> tuple[TraceEntry, ...]:
+    """The stored trace, with a marker where entries were dropped to bound the state."""
+    if not w.trace_dropped:
+        return w.trace
+    head, tail = w.trace[:TRACE_HEAD], w.trace[TRACE_HEAD:]
+    marker = TraceEntry(tail[0].at if tail else head[-1].at, "trace_truncated",
+                        f"{w.trace_dropped} entries omitted")
+    return (*head, marker, *tail)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _act(
+    ctx: _Ctx,
+    w: Wait,
+    d: WaitDefinition,
+    kind: ActionKind,
+    *,
+    party: str | None,
+    attempt: int,
+    payload: str | None,
+) -> None:
+    per_party = d.variant is Variant.FIRST_VALID and party is not None and party in w.parties
+    key = f"{w.key}{PARTY_SEPARATOR}{party}" if per_party else w.key
+    ctx.effects.append(EmitAction(
+        action_id=action_id(w.key, w.parked_at, kind, w.stage, w.level, party, attempt),
+        correlation_key=key,
+        definition=w.definition,
+        tenant=w.tenant,
+        action=kind,
+        party=party,
+        level=w.level,
+        attempt=attempt,
+        payload=payload,
+        at=ctx.now,
+    ))
+
+
+def _trace(w: Wait, at: int, event: str, detail: str) -> Wait:
+    trace = (*w.trace, TraceEntry(at, event, detail))
+    dropped = w.trace_dropped
+    if len(trace) > TRACE_HEAD + TRACE_TAIL:
+        trace = trace[:TRACE_HEAD] + trace[TRACE_HEAD + 1:]
+        dropped += 1
+    return replace(w, trace=trace, trace_dropped=dropped)
+
+
+def _remember_reply_id(w: Wait, reply: Reply) -> Wait:
+    if reply.reply_id is None:
+        return w
+    return replace(w, reply_ids=(*w.reply_ids, reply.reply_id)[-MAX_REPLY_IDS:])
+
+
+def _ended(w: Wait) -> str:
+    outcome = w.outcome.value if w.outcome is not None else "?"
+    return f"Expected a wait still waiting, but it ended {outcome} at {w.ended_at}"
+
+
+def _missing_definition(w: Wait) -> str:
+    return (f"Expected definition {w.definition!r} of wait {w.key!r} to be loaded, "
+            "but it is not; restore it to let the wait finish")
+
+
+def _who(channel: str, party: str | None) -> str:
+    return f"channel {channel!r}" + (f", party {party!r}" if party is not None else "")
+
+
+def _by(reason: str | None, operator: str | None) -> str:
+    return f"{reason or 'no reason given'} (by {operator or 'unknown operator'})"

@@ -1,0 +1,221 @@
+"""What a decision asks the outside world to do, as plain data.
+
+The processor applies effects in the order given: rejections and discards
+first (they concern the input), then outcomes and actions, then timer index
+changes, then ``Purge``. Nothing here performs I/O; that is the point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from streams.core.events import Reply, TimerKind
+
+__all__ = [
+    "ActionKind",
+    "ArmTimer",
+    "BufferEarlyReply",
+    "Discard",
+    "DiscardReason",
+    "DisarmTimer",
+    "Effect",
+    "EmitAction",
+    "EmitOutcome",
+    "OutcomeKind",
+    "OutcomeReason",
+    "Purge",
+    "Reject",
+    "RejectReason",
+    "TraceEntry",
+]
+
+
+class OutcomeKind(StrEnum):
+    """The three ways a wait ends (contract values)."""
+
+    RECEIVED = "RECEIVED"
+    ESCALATED = "ESCALATED"
+    CANCELLED = "CANCELLED"
+
+
+class OutcomeReason(StrEnum):
+    """The named reason carried by every terminal outcome (rule 5)."""
+
+    REPLY_VALID = "reply_valid"
+    """A reply passed validation and won the race."""
+    REVIEW_ACCEPTED = "review_accepted"
+    """An invalid reply was accepted as it was by a reviewer."""
+    REVIEW_CORRECTED = "review_corrected"
+    """An invalid reply was replaced by a reviewer's corrected data."""
+    DELIVERED = "delivered"
+    """An operator delivered the reply by hand (DELIVER command)."""
+    RESULT_READY = "result_ready"
+    """Probe variant: a poll result said ``resultReady: true``."""
+    DEADLINE_EXHAUSTED = "deadline_exhausted"
+    """The deadline of the last escalation level passed."""
+    INVALID_REPLY_ESCALATED = "invalid_reply_escalated"
+    """An invalid reply was routed to escalation and no level was left."""
+    CANCELLED_BY_OPERATOR = "cancelled_by_operator"
+    """A CANCEL command; the operator's reason is in the trace."""
+
+
+class ActionKind(StrEnum):
+    """What the outside world must do (contract values)."""
+
+    SEND_REQUEST = "SEND_REQUEST"
+    SEND_REMINDER = "SEND_REMINDER"
+    RUN_ESCALATION = "RUN_ESCALATION"
+    REVIEW_NEEDED = "REVIEW_NEEDED"
+    CLOSE_OUT = "CLOSE_OUT"
+    POLL = "POLL"
+
+
+class RejectReason(StrEnum):
+    """Why an input record was refused; published to the ``rejected`` topic.
+
+    ``undecodable`` is raised by the codec in the processor, never by decide().
+    """
+
+    UNMATCHED = "unmatched"
+    """No wait under the key (early reply past its TTL, command for no wait,
+    a key or party the wait does not know)."""
+    LATE = "late"
+    """The wait is already done, or a reply already won and is in review."""
+    DUPLICATE = "duplicate"
+    """A second request for a key that has a wait, or a reply id seen before."""
+    UNDECODABLE = "undecodable"
+    TENANT_MISMATCH = "tenant_mismatch"
+    """A reply from a tenant other than the wait's; it never ends the wait."""
+    UNACCEPTABLE = "unacceptable"
+    """First-valid variant: a party's reply failed validation or declined;
+    the wait goes on."""
+    UNKNOWN_DEFINITION = "unknown_definition"
+    """A request (or event on a wait) names a definition not loaded."""
+    INVALID_REQUEST = "invalid_request"
+    """A request with a malformed deadline override, parties or key."""
+    INVALID_COMMAND = "invalid_command"
+    """A command that does not apply to the wait in its current state."""
+    OVERFLOW = "overflow"
+    """Too many replies held for one key (early or while suspended)."""
+
+
+class DiscardReason(StrEnum):
+    """Internal no-ops: counted by the processor, not published."""
+
+    STALE_TIMER = "stale_timer"
+    """A timer record whose (kind, generation, due_at) is no longer armed:
+    it lost a race, was disarmed, or is a duplicate."""
+    ALREADY_SUSPENDED = "already_suspended"
+    NOT_SUSPENDED = "not_suspended"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """One line of "what happened when" (rule 5)."""
+
+    at: int
+    event: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EmitOutcome:
+    """The one terminal record of a wait, to the ``outcomes`` topic."""
+
+    outcome_id: str
+    correlation_key: str
+    definition: str
+    tenant: str | None
+    outcome: OutcomeKind
+    reason: OutcomeReason
+    response_data: str | None
+    response_valid: bool
+    validation_issue: str | None
+    review_outcome: str | None
+    review_note: str | None
+    reminders_sent: int
+    escalation_level: int
+    parked_at: int
+    ended_at: int
+    trace: tuple[TraceEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EmitAction:
+    """Something the outside world must do, to the ``actions`` topic.
+
+    ``correlation_key`` is ``WAITKEY~PARTY`` for actions aimed at one party of a
+    first-valid wait, so the party's reply carries its own key back.
+    ``payload`` is JSON text: the request's payload, or for REVIEW_NEEDED an
+    object with ``responseData``, ``validationIssue`` and ``channel``.
+    """
+
+    action_id: str
+    correlation_key: str
+    definition: str
+    tenant: str | None
+    action: ActionKind
+    party: str | None
+    level: int
+    attempt: int
+    payload: str | None
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTimer:
+    kind: TimerKind
+    due_at: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class DisarmTimer:
+    """``due_at`` is included so an index ordered by due time can find the entry."""
+
+    kind: TimerKind
+    due_at: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class BufferEarlyReply:
+    """A reply arrived before its request and is held until ``expires_at`` (rule 7).
+
+    Informational (for metrics/logs): the reply is already in the returned slot.
+    """
+
+    reply: Reply
+    received_at: int
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Publish the input to ``rejected`` with this reason.
+
+    ``reply`` is set when the rejection concerns a reply held earlier (buffered
+    before its request, or recorded while suspended) rather than the input
+    record being processed; the processor should publish that reply's fields.
+    """
+
+    reason: RejectReason
+    detail: str
+    reply: Reply | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Discard:
+    reason: DiscardReason
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """Delete everything stored under the key (the decision's slot is None)."""
+
+
+Effect = (
+    EmitOutcome | EmitAction | ArmTimer | DisarmTimer | BufferEarlyReply | Reject | Discard | Purge
+)

@@ -1,0 +1,124 @@
+"""The four kinds of input record a wait reacts to, as the core sees them.
+
+Field names mirror the contract in DESIGN.md ("The contract users build on"),
+in snake_case; the codec maps camelCase wire names onto them. All times are
+integer epoch milliseconds. Events are frozen so that replaying a log yields
+the same decisions: nothing downstream can mutate what was decided upon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = [
+    "PARTY_SEPARATOR",
+    "Command",
+    "CommandKind",
+    "Event",
+    "Reply",
+    "ReviewOutcome",
+    "StartWait",
+    "TimerFired",
+    "TimerKind",
+    "split_correlation_key",
+]
+
+PARTY_SEPARATOR = "~"
+"""Per-party replies use ``WAITKEY~PARTY``; Kafka keys them by WAITKEY alone."""
+
+
+class CommandKind(StrEnum):
+    """Operator commands (contract values, upper case on the wire)."""
+
+    SUSPEND = "SUSPEND"
+    RESUME = "RESUME"
+    CANCEL = "CANCEL"
+    DELIVER = "DELIVER"
+    REVIEW = "REVIEW"
+
+
+class ReviewOutcome(StrEnum):
+    """What a reviewer decided about a reply that failed validation."""
+
+    ACCEPT = "Accept"
+    SUBMIT_CORRECTION = "Submit Correction"
+
+
+class TimerKind(StrEnum):
+    """Why a timer was armed.
+
+    ``EARLY_REPLY`` is the one kind beyond the design's four: it expires replies
+    buffered before their request (rule 7) so that a key nobody ever requests
+    does not keep state forever.
+    """
+
+    REMINDER = "reminder"
+    DEADLINE = "deadline"
+    POLL = "poll"
+    RETENTION = "retention"
+    EARLY_REPLY = "early_reply"
+
+
+@dataclass(frozen=True, slots=True)
+class StartWait:
+    """A process asks for a wait: the request record."""
+
+    correlation_key: str
+    definition: str
+    requested_at: int
+    tenant: str | None = None
+    payload: str | None = None
+    parties: tuple[str, ...] = ()
+    deadline: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """An outside party answers; ``response_data`` is raw JSON text, possibly broken."""
+
+    correlation_key: str
+    response_data: str
+    tenant: str | None = None
+    channel: str = ""
+    reply_id: str | None = None
+    sent_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """An operator acts on one wait."""
+
+    correlation_key: str
+    command: CommandKind
+    reason: str | None = None
+    review_outcome: str | None = None
+    review_note: str | None = None
+    response_data: str | None = None
+    operator: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """The punctuator says a timer it had indexed is due.
+
+    ``generation`` identifies one arming: a record whose (kind, generation,
+    due_at) is no longer armed in the slot is stale and changes nothing.
+    """
+
+    wait_key: str
+    kind: TimerKind
+    due_at: int
+    generation: int
+
+
+Event = StartWait | Reply | Command | TimerFired
+
+
+def split_correlation_key(correlation_key: str) -> tuple[str, str | None]:
+    """``WAITKEY~PARTY`` -> (WAITKEY, PARTY); ``WAITKEY`` -> (WAITKEY, None).
+
+    The processor uses the first element as the Kafka/table key.
+    """
+    base, sep, party = correlation_key.partition(PARTY_SEPARATOR)
+    return base, (party if sep else None)

@@ -1,0 +1,137 @@
+"""What is stored under one wait key: the wait, if any, and replies held early.
+
+One table row per key holds everything for that key (``Slot``), so one read
+and one write per record suffice and a wait cannot drift apart from its early
+replies. A million parked waits are normal: fields default to empty values
+that the codec leaves out, and the trace is bounded (see ``TRACE_HEAD``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
+from streams.core.events import Reply, TimerKind
+
+__all__ = [
+    "MAX_HELD_REPLIES",
+    "MAX_REPLY_IDS",
+    "TRACE_HEAD",
+    "TRACE_TAIL",
+    "ArmedTimer",
+    "HeldReply",
+    "Slot",
+    "Suspension",
+    "Wait",
+    "WaitStatus",
+]
+
+TRACE_HEAD = 4
+TRACE_TAIL = 12
+"""The trace keeps its first 4 and last 12 entries and counts what it dropped
+in between: the start and the end explain most waits, and a wait with a long
+reminder or poll loop must not grow without bound (probe waits poll every
+few minutes for hours)."""
+
+MAX_HELD_REPLIES = 16
+"""Replies held per key, early or while suspended. A real wait sees one or a
+handful; more is a flood or a loop, refused as ``overflow`` not stored."""
+
+MAX_REPLY_IDS = 8
+"""Reply ids remembered for de-duplication: re-deliveries arrive close together."""
+
+
+class WaitStatus(StrEnum):
+    PARKED = "parked"
+    IN_REVIEW = "in_review"
+    SUSPENDED = "suspended"
+    DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class ArmedTimer:
+    """One arming of a timer; the generation tells it apart from earlier armings."""
+
+    kind: TimerKind
+    due_at: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeldReply:
+    """A reply kept for later: before its request, or while the wait is suspended."""
+
+    reply: Reply
+    received_at: int
+    by_operator: bool = False
+    """A DELIVER command recorded while suspended: no channel or tenant check."""
+
+
+@dataclass(frozen=True, slots=True)
+class Suspension:
+    """Why and since when a wait is suspended, and what it goes back to.
+
+    ``remaining`` is what was left of each armed timer at suspension; resume
+    re-arms each once with that much left, so suspended time never counts and
+    missed reminders do not burst out.
+    """
+
+    reason: str | None
+    at: int
+    resume_to: WaitStatus
+    remaining: tuple[tuple[TimerKind, int], ...] = ()
+    operator: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    key: str
+    definition: str
+    tenant: str | None
+    parked_at: int
+    status: WaitStatus = WaitStatus.PARKED
+    payload: str | None = None
+    parties: tuple[str, ...] = ()
+    deadline_override_ms: int | None = None
+    stage: int = 0
+    level: int = 0
+    stage_reminders: int = 0
+    reminders_sent: int = 0
+    polls: int = 0
+    reviews: int = 0
+    timers: tuple[ArmedTimer, ...] = ()
+    suspension: Suspension | None = None
+    held: tuple[HeldReply, ...] = ()
+    response_data: str | None = None
+    response_valid: bool = False
+    validation_issue: str | None = None
+    review_outcome: str | None = None
+    review_note: str | None = None
+    stage_results: tuple[str, ...] = ()
+    outcome: OutcomeKind | None = None
+    reason: OutcomeReason | None = None
+    ended_at: int | None = None
+    reply_ids: tuple[str, ...] = ()
+    trace: tuple[TraceEntry, ...] = ()
+    trace_dropped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """Everything stored under one wait key.
+
+    ``next_generation`` numbers timer armings for this key; it lives here (not
+    in the wait) so early-reply timers and wait timers never share a number.
+    """
+
+    wait: Wait | None = None
+    early_replies: tuple[HeldReply, ...] = ()
+    early_timer: ArmedTimer | None = None
+    next_generation: int = 1
+
+    def armed_timers(self) -> frozenset[ArmedTimer]:
+        timers: set[ArmedTimer] = set(self.wait.timers) if self.wait is not None else set()
+        if self.early_timer is not None:
+            timers.add(self.early_timer)
+        return frozenset(timers)

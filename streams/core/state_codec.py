@@ -1,0 +1,191 @@
+"""The stored form of a ``Slot``: compact JSON, versioned, stdlib only.
+
+One row per wait key, and a million parked waits are normal, so every byte
+counts: keys are one or two letters, fields at their default are left out,
+timers and trace entries are arrays. ``v`` is the format version; a reader
+refuses versions it does not know rather than guess (a newer writer's row).
+
+Layout (``v`` 1)::
+
+    slot   {"v":1, "w":wait?, "e":[held..]?, "et":timer?, "g":next_generation}
+    timer  [kind, due_at, generation]          kind: r d p x e (see _KIND)
+    held   [reply, received_at, by_operator?]
+    reply  {"c":key, "r":responseData, "t":tenant?, "h":channel?, "i":replyId?, "s":sentAt?}
+    trace  [at, event, detail]
+    wait   short keys from _WAIT_KEYS, defaults omitted
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, fields
+from typing import Any
+
+from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
+from streams.core.events import Reply, TimerKind
+from streams.core.state import ArmedTimer, HeldReply, Slot, Suspension, Wait, WaitStatus
+
+__all__ = ["STATE_VERSION", "StateDecodeError", "decode_slot", "encode_slot"]
+
+STATE_VERSION = 1
+
+_KIND = {
+    TimerKind.REMINDER: "r",
+    TimerKind.DEADLINE: "d",
+    TimerKind.POLL: "p",
+    TimerKind.RETENTION: "x",
+    TimerKind.EARLY_REPLY: "e",
+}
+_KIND_BACK = {v: k for k, v in _KIND.items()}
+
+_WAIT_KEYS = {
+    "key": "k", "definition": "d", "tenant": "t", "parked_at": "a", "status": "s",
+    "payload": "p", "parties": "ps", "deadline_override_ms": "o", "stage": "sg",
+    "level": "l", "stage_reminders": "sr", "reminders_sent": "rs", "polls": "po",
+    "reviews": "rv", "timers": "tm", "suspension": "su", "held": "h",
+    "response_data": "rd", "response_valid": "ok", "validation_issue": "vi",
+    "review_outcome": "ro", "review_note": "rn", "stage_results": "sx",
+    "outcome": "oc", "reason": "rz", "ended_at": "ea", "reply_ids": "ri",
+    "trace": "tr", "trace_dropped": "td",
+}
+_WAIT_NAMES = {v: k for k, v in _WAIT_KEYS.items()}
+_WAIT_DEFAULTS = {
+    f.name: f.default for f in fields(Wait) if f.default is not MISSING
+}
+
+
+class StateDecodeError(ValueError):
+    """Stored bytes that are not a slot this version can read (corruption or a newer writer)."""
+
+
+def encode_slot(slot: Slot) -> bytes:
+    out: dict[str, Any] = {"v": STATE_VERSION, "g": slot.next_generation}
+    if slot.wait is not None:
+        out["w"] = _enc_wait(slot.wait)
+    if slot.early_replies:
+        out["e"] = [_enc_held(h) for h in slot.early_replies]
+    if slot.early_timer is not None:
+        out["et"] = _enc_timer(slot.early_timer)
+    return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_slot(data: bytes) -> Slot:
+    try:
+        raw = json.loads(data)
+        if not isinstance(raw, dict) or raw.get("v") != STATE_VERSION:
+            version = raw.get("v") if isinstance(raw, dict) else None
+            raise StateDecodeError(
+                f"Expected a stored slot of version {STATE_VERSION}, but found version {version!r}"
+            )
+        return Slot(
+            wait=_dec_wait(raw["w"]) if "w" in raw else None,
+            early_replies=tuple(_dec_held(h) for h in raw.get("e", ())),
+            early_timer=_dec_timer(raw["et"]) if "et" in raw else None,
+            next_generation=int(raw["g"]),
+        )
+    except StateDecodeError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise StateDecodeError(f"Expected a stored slot, but could not read it: {exc}") from exc
+
+
+def _enc_timer(t: ArmedTimer) -> list[Any]:
+    return [_KIND[t.kind], t.due_at, t.generation]
+
+
+def _dec_timer(raw: list[Any]) -> ArmedTimer:
+    return ArmedTimer(kind=_KIND_BACK[raw[0]], due_at=int(raw[1]), generation=int(raw[2]))
+
+
+def _enc_reply(r: Reply) -> dict[str, Any]:
+    out: dict[str, Any] = {"c": r.correlation_key, "r": r.response_data}
+    if r.tenant is not None:
+        out["t"] = r.tenant
+    if r.channel:
+        out["h"] = r.channel
+    if r.reply_id is not None:
+        out["i"] = r.reply_id
+    if r.sent_at is not None:
+        out["s"] = r.sent_at
+    return out
+
+
+def _dec_reply(raw: dict[str, Any]) -> Reply:
+    return Reply(correlation_key=raw["c"], response_data=raw["r"], tenant=raw.get("t"),
+                 channel=raw.get("h", ""), reply_id=raw.get("i"), sent_at=raw.get("s"))
+
+
+def _enc_held(h: HeldReply) -> list[Any]:
+    out: list[Any] = [_enc_reply(h.reply), h.received_at]
+    if h.by_operator:
+        out.append(1)
+    return out
+
+
+def _dec_held(raw: list[Any]) -> HeldReply:
+    return HeldReply(reply=_dec_reply(raw[0]), received_at=int(raw[1]),
+                     by_operator=len(raw) > 2 and bool(raw[2]))
+
+
+def _enc_suspension(s: Suspension) -> dict[str, Any]:
+    out: dict[str, Any] = {"a": s.at, "b": s.resume_to.value,
+                           "m": [[_KIND[k], left] for k, left in s.remaining]}
+    if s.reason is not None:
+        out["r"] = s.reason
+    if s.operator is not None:
+        out["o"] = s.operator
+    return out
+
+
+def _dec_suspension(raw: dict[str, Any]) -> Suspension:
+    return Suspension(
+        reason=raw.get("r"), at=int(raw["a"]), resume_to=WaitStatus(raw["b"]),
+        remaining=tuple((_KIND_BACK[k], int(left)) for k, left in raw["m"]),
+        operator=raw.get("o"),
+    )
+
+
+def _enc_wait(w: Wait) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, short in _WAIT_KEYS.items():
+        value = getattr(w, name)
+        if name in _WAIT_DEFAULTS and value == _WAIT_DEFAULTS[name]:
+            continue
+        if name == "timers":
+            value = [_enc_timer(t) for t in value]
+        elif name == "held":
+            value = [_enc_held(h) for h in value]
+        elif name == "trace":
+            value = [[e.at, e.event, e.detail] for e in value]
+        elif name == "suspension":
+            value = _enc_suspension(value)
+        elif name in ("parties", "stage_results", "reply_ids"):
+            value = list(value)
+        elif name in ("status", "outcome", "reason"):
+            value = value.value
+        out[short] = value
+    return out
+
+
+def _dec_wait(raw: dict[str, Any]) -> Wait:
+    kwargs: dict[str, Any] = {}
+    for short, value in raw.items():
+        name = _WAIT_NAMES[short]
+        if name == "timers":
+            value = tuple(_dec_timer(t) for t in value)
+        elif name == "held":
+            value = tuple(_dec_held(h) for h in value)
+        elif name == "trace":
+            value = tuple(TraceEntry(int(a), e, d) for a, e, d in value)
+        elif name == "suspension":
+            value = _dec_suspension(value)
+        elif name in ("parties", "stage_results", "reply_ids"):
+            value = tuple(value)
+        elif name == "status":
+            value = WaitStatus(value)
+        elif name == "outcome":
+            value = OutcomeKind(value)
+        elif name == "reason":
+            value = OutcomeReason(value)
+        kwargs[name] = value
+    return Wait(**kwargs)

@@ -1,0 +1,263 @@
+"""Load wait definitions from ``topology/waits/*.yaml`` into frozen ``WaitDefinition`` values.
+
+A definition that is wrong is refused at start-up, not when the first wait
+needs it: a typo in a deadline found at 3 a.m. by a parked wait is far worse
+than a worker that will not start. Every refusal is a ``DefinitionError``
+naming the file, the field and what was expected.
+
+The YAML format (see the shipped examples for comments on each field)::
+
+    name: expense-approval         # optional, defaults to the file name without .yaml
+    variant: single-channel        # single-channel | multi-channel | first-valid | probe | chained
+    channels: [email]              # accepted reply channels; omitted = any
+    parties: [a, b]                # first-valid: default parties when a request names none
+    reminder: {every: PT24H, limit: 2}   # or a cycle: R2/PT24H
+    deadline: P3D                  # ISO 8601; years and months are refused
+    escalation:                    # levels after the deadline, each waits again
+      - {target: director, deadline: PT12H}
+    invalid_reply: review          # review | escalate
+    early_reply_ttl: PT10M         # how long a reply may wait for its request
+    retention: P7D                 # how long a finished wait is remembered
+    poll: PT5M                     # probe only: time between polls
+    response_schema: {...}         # JSON Schema of responseData
+    stages:                        # chained only, instead of deadline/reminder/escalation
+      - {name: manager, party: manager, deadline: P2D, reminder: ..., escalation: [...]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import exceptions as schema_exceptions
+from jsonschema import validators
+
+from streams.core.definition import (
+    DEFAULT_EARLY_REPLY_TTL_MS,
+    DEFAULT_RETENTION_MS,
+    EscalationLevel,
+    InvalidReplyRoute,
+    ReminderPolicy,
+    Stage,
+    Variant,
+    WaitDefinition,
+)
+from streams.core.durations import parse_cycle_ms, parse_duration_ms
+from streams.core.errors import DefinitionError
+from streams.core.events import PARTY_SEPARATOR
+
+__all__ = ["DefinitionError", "load_definition", "load_definitions"]
+
+_TOP_FIELDS = frozenset({
+    "name", "variant", "channels", "parties", "reminder", "deadline", "escalation",
+    "invalid_reply", "early_reply_ttl", "retention", "poll", "response_schema", "stages",
+})
+_STAGE_FIELDS = frozenset({"name", "party", "deadline", "reminder", "escalation"})
+_LEVEL_FIELDS = frozenset({"target", "deadline"})
+_REMINDER_FIELDS = frozenset({"every", "limit"})
+
+
+def load_definitions(folder: Path) -> dict[str, WaitDefinition]:
+    """Every ``*.yaml`` in ``folder``, by definition name; refuses the first wrong one."""
+    if not folder.is_dir():
+        raise DefinitionError(str(folder), "(folder)", "a folder of wait definitions",
+                              "it does not exist")
+    found: dict[str, WaitDefinition] = {}
+    for path in sorted(folder.glob("*.yaml")):
+        definition = load_definition(path)
+        if definition.name in found:
+            raise DefinitionError(
+                str(path), "name", "a name no other definition uses",
+                f"{definition.name!r} is also defined in {found[definition.name].source}",
+            )
+        found[definition.name] = definition
+    return found
+
+
+def load_definition(path: Path) -> WaitDefinition:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise DefinitionError(str(path), "(document)", "a readable YAML document",
+                              f"reading it failed: {exc}") from exc
+    return _Reader(str(path)).definition(raw, default_name=path.stem)
+
+
+class _Reader:
+    """Reads one file; knows the file name so every error can name it."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, field: str, expected: str, found: str) -> DefinitionError:
+        return DefinitionError(self.file, field, expected, found)
+
+    def definition(self, raw: object, *, default_name: str) -> WaitDefinition:
+        top = self.mapping(raw, "(document)", _TOP_FIELDS)
+        name = self.text(top.get("name", default_name), "name")
+        variant_raw = top.get("variant")
+        try:
+            variant = Variant(str(variant_raw))
+        except ValueError:
+            raise self.fail("variant", f"one of {[v.value for v in Variant]}",
+                            f"got {variant_raw!r}") from None
+
+        channels = self.names(top.get("channels", []), "channels")
+        if variant is Variant.MULTI_CHANNEL and len(channels) < 2:
+            raise self.fail("channels", "at least two channels for a multi-channel wait",
+                            f"got {list(channels)}")
+        if variant is Variant.SINGLE_CHANNEL and len(channels) > 1:
+            raise self.fail("channels", "at most one channel for a single-channel wait",
+                            f"got {list(channels)}")
+        parties = self.names(top.get("parties", []), "parties")
+        if variant is not Variant.FIRST_VALID and parties:
+            raise self.fail("parties", "parties only on a first-valid wait",
+                            f"variant is {variant.value}")
+
+        if variant is Variant.CHAINED:
+            for field in ("deadline", "reminder", "escalation"):
+                if field in top:
+                    raise self.fail(field, "per-stage settings under 'stages' for a chained wait",
+                                    f"'{field}' is given at the top")
+            stages_raw = top.get("stages")
+            if not isinstance(stages_raw, list) or len(stages_raw) < 2:
+                raise self.fail("stages", "a list of at least two stages for a chained wait",
+                                f"got {stages_raw!r}")
+            stages = tuple(self.stage(s, f"stages[{i}]") for i, s in enumerate(stages_raw))
+            names = [s.name for s in stages]
+            if len(set(names)) != len(names):
+                raise self.fail("stages", "distinct stage names", f"got {names}")
+        else:
+            if "stages" in top:
+                raise self.fail("stages", "stages only on a chained wait",
+                                f"variant is {variant.value}")
+            stages = (Stage(
+                name=name,
+                deadline_ms=self.duration(top.get("deadline"), "deadline"),
+                reminder=self.reminder(top.get("reminder"), "reminder"),
+                escalation=self.levels(top.get("escalation", []), "escalation"),
+            ),)
+
+        poll: int | None = None
+        if variant is Variant.PROBE:
+            poll = self.duration(top.get("poll"), "poll")
+        elif "poll" in top:
+            raise self.fail("poll", "poll only on a probe wait", f"variant is {variant.value}")
+
+        route_raw = top.get("invalid_reply", InvalidReplyRoute.REVIEW.value)
+        try:
+            route = InvalidReplyRoute(str(route_raw))
+        except ValueError:
+            raise self.fail("invalid_reply", f"one of {[r.value for r in InvalidReplyRoute]}",
+                            f"got {route_raw!r}") from None
+
+        return WaitDefinition(
+            name=name,
+            variant=variant,
+            stages=stages,
+            channels=channels,
+            parties=parties,
+            response_schema=self.schema(top.get("response_schema"), "response_schema"),
+            invalid_reply=route,
+            early_reply_ttl_ms=(self.duration(top["early_reply_ttl"], "early_reply_ttl")
+                                if "early_reply_ttl" in top else DEFAULT_EARLY_REPLY_TTL_MS),
+            retention_ms=(self.duration(top["retention"], "retention")
+                          if "retention" in top else DEFAULT_RETENTION_MS),
+            poll_interval_ms=poll,
+            source=self.file,
+        )
+
+    def stage(self, raw: object, field: str) -> Stage:
+        m = self.mapping(raw, field, _STAGE_FIELDS)
+        party = m.get("party")
+        return Stage(
+            name=self.text(m.get("name"), f"{field}.name"),
+            party=self.text(party, f"{field}.party") if party is not None else None,
+            deadline_ms=self.duration(m.get("deadline"), f"{field}.deadline"),
+            reminder=self.reminder(m.get("reminder"), f"{field}.reminder"),
+            escalation=self.levels(m.get("escalation", []), f"{field}.escalation"),
+        )
+
+    def levels(self, raw: object, field: str) -> tuple[EscalationLevel, ...]:
+        if not isinstance(raw, list):
+            raise self.fail(field, "a list of {target, deadline} levels", f"got {raw!r}")
+        levels = []
+        for i, item in enumerate(raw):
+            m = self.mapping(item, f"{field}[{i}]", _LEVEL_FIELDS)
+            levels.append(EscalationLevel(
+                target=self.text(m.get("target"), f"{field}[{i}].target"),
+                deadline_ms=self.duration(m.get("deadline"), f"{field}[{i}].deadline"),
+            ))
+        return tuple(levels)
+
+    def reminder(self, raw: object, field: str) -> ReminderPolicy | None:
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            try:
+                limit, interval = parse_cycle_ms(raw)
+            except ValueError as exc:
+                raise self.fail(field, "a cycle such as R3/PT1H or {every, limit}",
+                                str(exc)) from None
+            return ReminderPolicy(interval_ms=interval, limit=limit)
+        m = self.mapping(raw, field, _REMINDER_FIELDS)
+        limit_raw = m.get("limit")
+        if isinstance(limit_raw, bool) or not isinstance(limit_raw, int) or limit_raw < 1:
+            raise self.fail(f"{field}.limit", "a whole number of reminders, 1 or more",
+                            f"got {limit_raw!r}")
+        return ReminderPolicy(interval_ms=self.duration(m.get("every"), f"{field}.every"),
+                              limit=limit_raw)
+
+    def duration(self, raw: object, field: str) -> int:
+        if not isinstance(raw, str):
+            raise self.fail(field, "an ISO 8601 duration such as PT24H or P3D",
+                            f"got {raw!r}")
+        try:
+            return parse_duration_ms(raw)
+        except ValueError as exc:
+            text = str(exc)
+            found = text.split(", but ", 1)[1] if ", but " in text else text
+            raise self.fail(field, "a positive ISO 8601 duration in weeks, days, hours, "
+                            "minutes or seconds", found) from None
+
+    def schema(self, raw: object, field: str) -> str | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise self.fail(field, "a JSON Schema object", f"got {raw!r}")
+        cls = validators.validator_for(raw, default=validators.Draft202012Validator)
+        try:
+            cls.check_schema(raw)
+        except schema_exceptions.SchemaError as exc:
+            where = "/".join(str(p) for p in exc.path)
+            raise self.fail(f"{field}/{where}" if where else field, "a valid JSON Schema",
+                            exc.message) from None
+        return json.dumps(raw, sort_keys=True, separators=(",", ":"))
+
+    def mapping(self, raw: object, field: str, allowed: frozenset[str]) -> Mapping[str, Any]:
+        if not isinstance(raw, dict):
+            raise self.fail(field, "a mapping of fields", f"got {type(raw).__name__}")
+        unknown = sorted(str(k) for k in raw if k not in allowed)
+        if unknown:
+            raise self.fail(f"{field}.{unknown[0]}" if field != "(document)" else unknown[0],
+                            f"one of the fields {sorted(allowed)}",
+                            f"found {unknown[0]!r}")
+        return raw
+
+    def text(self, raw: object, field: str) -> str:
+        if not isinstance(raw, str) or not raw.strip():
+            raise self.fail(field, "a non-empty string", f"got {raw!r}")
+        if PARTY_SEPARATOR in raw:
+            raise self.fail(field, f"a name without '{PARTY_SEPARATOR}'", f"got {raw!r}")
+        return raw
+
+    def names(self, raw: object, field: str) -> tuple[str, ...]:
+        if not isinstance(raw, list):
+            raise self.fail(field, "a list of names", f"got {raw!r}")
+        names = tuple(self.text(item, f"{field}[{i}]") for i, item in enumerate(raw))
+        if len(set(names)) != len(names):
+            raise self.fail(field, "distinct names", f"got {list(names)}")
+        return names

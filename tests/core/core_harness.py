@@ -1,0 +1,115 @@
+"""A tiny driver for decide(): holds the slot and a clock the test moves by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from streams.core import (
+    ActionKind,
+    Command,
+    CommandKind,
+    Effect,
+    EmitAction,
+    EmitOutcome,
+    Event,
+    Reject,
+    Reply,
+    Slot,
+    StartWait,
+    TimerFired,
+    TimerKind,
+    Wait,
+    WaitDefinition,
+    decide,
+)
+from streams.definitions import load_definitions
+
+REPO = Path(__file__).resolve().parents[2]
+DEFINITIONS = load_definitions(REPO / "topology" / "waits")
+
+SECOND = 1000
+MINUTE = 60 * SECOND
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
+T0 = 1_700_000_000_000
+KEY = "k-7f3a9c2e4b1d4e8f9a0b1c2d3e4f5a6b"
+
+APPROVED = '{"decision": "approved", "by": "sam"}'
+
+
+class Run:
+    def __init__(self, definitions: Mapping[str, WaitDefinition] = DEFINITIONS) -> None:
+        self.definitions = definitions
+        self.slot: Slot | None = None
+        self.now = T0
+        self.history: list[tuple[Effect, ...]] = []
+
+    @property
+    def wait(self) -> Wait:
+        assert self.slot is not None and self.slot.wait is not None
+        return self.slot.wait
+
+    def send(self, event: Event) -> tuple[Effect, ...]:
+        decision = decide(self.slot, event, self.now, self.definitions)
+        self.slot = decision.slot
+        self.history.append(decision.effects)
+        return decision.effects
+
+    def advance(self, ms: int) -> Run:
+        self.now += ms
+        return self
+
+    def start(self, definition: str = "expense-approval", **kw: object) -> tuple[Effect, ...]:
+        fields: dict[str, object] = {"correlation_key": KEY, "definition": definition,
+                                     "requested_at": self.now, "tenant": "acme"}
+        fields.update(kw)
+        return self.send(StartWait(**fields))  # type: ignore[arg-type]
+
+    def reply(self, data: str = APPROVED, **kw: object) -> tuple[Effect, ...]:
+        fields: dict[str, object] = {"correlation_key": KEY, "response_data": data,
+                                     "tenant": "acme", "channel": "portal"}
+        fields.update(kw)
+        return self.send(Reply(**fields))  # type: ignore[arg-type]
+
+    def command(self, kind: CommandKind, **kw: object) -> tuple[Effect, ...]:
+        return self.send(Command(correlation_key=KEY, command=kind, operator="olga",
+                                 **kw))  # type: ignore[arg-type]
+
+    def due(self, kind: TimerKind) -> int:
+        assert self.slot is not None
+        matches = [t for t in self.slot.armed_timers() if t.kind is kind]
+        assert len(matches) == 1, f"expected one armed {kind}, got {matches}"
+        return matches[0].due_at
+
+    def fire(self, kind: TimerKind) -> tuple[Effect, ...]:
+        """Move the clock to the armed timer of ``kind`` and fire it, as the punctuator would."""
+        assert self.slot is not None
+        (timer,) = [t for t in self.slot.armed_timers() if t.kind is kind]
+        self.now = max(self.now, timer.due_at)
+        return self.send(TimerFired(KEY, timer.kind, timer.due_at, timer.generation))
+
+
+def outcomes(effects: tuple[Effect, ...]) -> list[EmitOutcome]:
+    return [e for e in effects if isinstance(e, EmitOutcome)]
+
+
+def the_outcome(effects: tuple[Effect, ...]) -> EmitOutcome:
+    (outcome,) = outcomes(effects)
+    return outcome
+
+
+def actions(effects: tuple[Effect, ...], kind: ActionKind | None = None) -> list[EmitAction]:
+    return [e for e in effects
+            if isinstance(e, EmitAction) and (kind is None or e.action is kind)]
+
+
+def rejects(effects: tuple[Effect, ...]) -> list[Reject]:
+    return [e for e in effects if isinstance(e, Reject)]
+
+
+def the_reject(effects: tuple[Effect, ...]) -> Reject:
+    (reject,) = rejects(effects)
+    assert reject.detail.startswith("Expected "), reject.detail
+    assert ", but " in reject.detail, reject.detail
+    return reject

@@ -1,0 +1,284 @@
+"""Properties over random interleavings of requests, replies, timers and commands.
+
+A random program of operations runs against one wait key with a clock that
+jumps by random amounts; timers fire the way the punctuator would (the clock
+moves to their due time), plus stale and duplicated timer records. After every
+step the invariants of DESIGN.md are checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from core_harness import DAY, DEFINITIONS, HOUR, KEY, MINUTE, T0
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streams.core import (
+    ArmTimer,
+    Command,
+    CommandKind,
+    Discard,
+    Effect,
+    EmitAction,
+    EmitOutcome,
+    Event,
+    OutcomeReason,
+    Reject,
+    Reply,
+    Slot,
+    StartWait,
+    TimerFired,
+    TimerKind,
+    WaitStatus,
+    decide,
+    decode_slot,
+    encode_slot,
+)
+
+DATA = [
+    '{"decision": "approved"}', '{"decision": "maybe"}', "{broken",
+    '{"amount": 3, "currency": "EUR"}',
+    '{"price": 5}', '{"price": 5, "replyAcceptable": false}', '{"resultReady": false}',
+    '{"resultReady": true}', '{"resultReady": "x"}',
+]
+VALID = {
+    "expense-approval": ['{"decision": "approved"}'],
+    "vendor-quote": ['{"amount": 3, "currency": "EUR"}'],
+    "first-valid": ['{"price": 5}'],
+    "probe": ['{"resultReady": true}', '{"resultReady": false}'],
+    "two-stage-approval": ['{"decision": "rejected"}'],
+}
+Op = tuple[Any, ...]
+TENANTS = ["acme", "globex", None]
+
+
+def _pick(options: list[str | None], index: int) -> str | None:
+    return options[index % len(options)]
+
+advance = st.tuples(st.just("advance"), st.integers(0, 3 * DAY))
+start = st.tuples(st.just("start"), st.sampled_from([None, None, "PT1H", "P2D"]))
+reply = st.tuples(st.just("reply"), st.integers(0, 30), st.integers(0, 30),
+                  st.sampled_from(["acme", "acme", "acme", *TENANTS]),
+                  st.integers(0, 30), st.sampled_from([None, None, "r1", "r2"]))
+fire = st.tuples(st.just("fire"), st.integers(0, 5))
+refire = st.tuples(st.just("refire"), st.integers(0, 50))
+stale = st.tuples(st.just("stale"), st.sampled_from(list(TimerKind)), st.integers(0, 12),
+                  st.integers(0, 10 * DAY))
+command = st.tuples(st.just("command"),
+                    st.sampled_from([*CommandKind, *[CommandKind.SUSPEND] * 4,
+                                     *[CommandKind.RESUME] * 3, CommandKind.REVIEW]),
+                    st.sampled_from(["Accept", "Submit Correction", "Nope"]),
+                    st.sampled_from(DATA))
+pause = st.tuples(st.just("pause"), st.integers(0, 5 * DAY), st.none() | reply)
+"""Suspend, maybe a reply, time passes, resume: a macro, so resumes are not left to luck."""
+op = st.one_of(advance, start, reply, reply, reply, fire, fire, fire, refire, stale, command,
+               command, pause)
+
+
+def _expand(ops: list[Op]) -> list[Op]:
+    out: list[Op] = []
+    for o in ops:
+        if o[0] != "pause":
+            out.append(o)
+            continue
+        out.append(("command", CommandKind.SUSPEND, "", ""))
+        if o[2] is not None:
+            out.append(o[2])
+        out += [("advance", o[1]), ("command", CommandKind.RESUME, "", "")]
+    return out
+
+
+program = st.tuples(
+    st.sampled_from(sorted(DEFINITIONS)),
+    st.tuples(st.integers(0, 4), st.lists(op, min_size=3, max_size=45)).map(
+        lambda p: _expand([("start", None), *p[1]] if p[0] else p[1])),
+)
+
+
+@dataclass
+class Step:
+    event: Event
+    now: int
+    before: Slot | None
+    after: Slot | None
+    effects: tuple[Effect, ...]
+
+
+@dataclass
+class World:
+    definition: str
+    slot: Slot | None = None
+    now: int = T0
+    fired: list[TimerFired] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+
+    def event_for(self, operation: Op) -> Event | None:
+        kind = operation[0]
+        if kind == "advance":
+            self.now += int(operation[1])
+            return None
+        if kind == "start":
+            return StartWait(KEY, self.definition, requested_at=self.now, tenant="acme",
+                             deadline=operation[1])
+        if kind == "reply":
+            _, data_i, channel_i, tenant, party_i, reply_id = operation
+            d = DEFINITIONS[self.definition]
+            data = _pick([*VALID[d.name] * 4, *DATA], int(data_i))
+            channel = _pick([*d.channels * 3, "portal", "poller", "fax"], int(channel_i))
+            party = _pick([*d.parties * 3, None, "stranger"], int(party_i))
+            key = KEY if party is None else f"{KEY}~{party}"
+            return Reply(key, str(data), tenant=tenant, channel=str(channel),
+                         reply_id=reply_id)
+        if kind == "fire":
+            armed = sorted(self.slot.armed_timers(), key=lambda t: (t.due_at, t.generation)) \
+                if self.slot is not None else []
+            if not armed:
+                return None
+            timer = armed[int(operation[1]) % len(armed)]
+            self.now = max(self.now, timer.due_at)
+            fired = TimerFired(KEY, timer.kind, timer.due_at, timer.generation)
+            self.fired.append(fired)
+            return fired
+        if kind == "refire":
+            if not self.fired:
+                return None
+            return self.fired[int(operation[1]) % len(self.fired)]
+        if kind == "stale":
+            _, timer_kind, generation, offset = operation
+            return TimerFired(KEY, timer_kind, T0 + int(offset), int(generation))
+        _, command, outcome, data = operation
+        return Command(KEY, command, reason="r", review_outcome=str(outcome),
+                       response_data=str(data), operator="op")
+
+
+def run_program(definition: str, ops: list[Op], *, via_codec: bool) -> World:
+    world = World(definition)
+    for operation in ops:
+        event = world.event_for(operation)
+        if event is None:
+            continue
+        slot = world.slot
+        if via_codec and slot is not None:
+            slot = decode_slot(encode_slot(slot))
+        decision = decide(slot, event, world.now, DEFINITIONS)
+        world.steps.append(Step(event, world.now, world.slot, decision.slot, decision.effects))
+        world.slot = decision.slot
+    return world
+
+
+def _status(slot: Slot | None) -> WaitStatus | None:
+    return slot.wait.status if slot is not None and slot.wait is not None else None
+
+
+def _phase_deadline(definition: str, stage: int, level: int, override: int | None) -> int:
+    s = DEFINITIONS[definition].stages[stage]
+    if level == 0:
+        return override or s.deadline_ms
+    return s.escalation[level - 1].deadline_ms
+
+
+SETTINGS = settings(max_examples=400, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(program)
+def test_every_interleaving_keeps_the_invariants(case: tuple[str, list[Op]]) -> None:
+    definition, ops = case
+    world = run_program(definition, ops, via_codec=False)
+    outcomes_per_wait: dict[int, int] = {}
+    phase: tuple[int, int, int] | None = None
+    phase_start = 0
+    suspended_in_phase = 0
+    suspended_since: int | None = None
+
+    for step in world.steps:
+        before, after, effects = _status(step.before), _status(step.after), step.effects
+        emitted = [e for e in effects if isinstance(e, EmitOutcome)]
+
+        # Every rejection says what was expected and what was found instead.
+        for e in effects:
+            if isinstance(e, Reject | Discard):
+                assert e.detail.startswith("Expected ") and ", but " in e.detail, e.detail
+
+        # Exactly one terminal outcome, with a named reason, when and only when a wait ends.
+        if after is WaitStatus.DONE and before is not WaitStatus.DONE:
+            assert len(emitted) == 1
+            assert isinstance(emitted[0].reason, OutcomeReason)
+            assert step.after is not None and step.after.wait is not None
+            parked = step.after.wait.parked_at
+            outcomes_per_wait[parked] = outcomes_per_wait.get(parked, 0) + 1
+            assert outcomes_per_wait[parked] == 1
+        else:
+            assert emitted == []
+
+        # Nothing is decided while suspended (only RESUME or CANCEL leave suspension).
+        if before is WaitStatus.SUSPENDED:
+            leaves = isinstance(step.event, Command) and step.event.command in (
+                CommandKind.RESUME, CommandKind.CANCEL)
+            if not leaves:
+                assert after is WaitStatus.SUSPENDED
+                assert not [e for e in effects if isinstance(e, EmitAction | ArmTimer)]
+
+        # A stale or duplicated timer changes nothing.
+        if isinstance(step.event, TimerFired):
+            armed = step.before.armed_timers() if step.before is not None else frozenset()
+            if not any((t.kind, t.generation, t.due_at) == (step.event.kind,
+                       step.event.generation, step.event.due_at) for t in armed):
+                assert step.after == step.before
+                assert all(isinstance(e, Discard) for e in effects)
+
+        # A reply never ends (or changes) another tenant's wait.
+        if isinstance(step.event, Reply) and step.before is not None and \
+                step.before.wait is not None and step.event.tenant != step.before.wait.tenant:
+            assert step.after == step.before and emitted == []
+
+        # Time spent suspended never counts against a deadline.
+        wait = step.after.wait if step.after is not None else None
+        if wait is None or wait.status is WaitStatus.DONE:
+            phase, suspended_since = None, None
+            continue
+        if before is not WaitStatus.SUSPENDED and after is WaitStatus.SUSPENDED:
+            suspended_since = step.now
+        if before is WaitStatus.SUSPENDED and after is not WaitStatus.SUSPENDED:
+            assert suspended_since is not None
+            suspended_in_phase += step.now - suspended_since
+            suspended_since = None
+        current = (wait.parked_at, wait.stage, wait.level)
+        if current != phase:
+            phase, suspended_in_phase = current, 0
+            phase_start = wait.parked_at if before in (None,) else step.now
+        deadlines = [t for t in wait.timers if t.kind is TimerKind.DEADLINE]
+        if wait.status is WaitStatus.PARKED:
+            assert len(deadlines) == 1
+            expected = phase_start + suspended_in_phase + _phase_deadline(
+                wait.definition, wait.stage, wait.level, wait.deadline_override_ms)
+            assert deadlines[0].due_at == expected
+
+
+@SETTINGS
+@given(program)
+def test_replaying_the_same_events_gives_the_same_states_and_effects(
+    case: tuple[str, list[Op]],
+) -> None:
+    definition, ops = case
+    first = run_program(definition, ops, via_codec=False)
+    again = run_program(definition, ops, via_codec=True)
+    replayed = [(s.after, s.effects) for s in again.steps]
+    assert [(s.after, s.effects) for s in first.steps] == replayed
+    for step in first.steps:
+        if step.after is not None:
+            assert decode_slot(encode_slot(step.after)) == step.after
+
+
+def test_suspended_hours_push_the_escalation_back_by_exactly_that_long() -> None:
+    world = run_program("expense-approval", [("start", None), ("advance", 5 * MINUTE),
+                                              ("command", CommandKind.SUSPEND, "Accept", ""),
+                                              ("advance", 2 * HOUR),
+                                              ("command", CommandKind.RESUME, "Accept", ""),
+                                              ("fire", 1), ("fire", 0)],
+                        via_codec=True)
+    (outcome,) = [e for e in world.steps[-1].effects if isinstance(e, EmitOutcome)]
+    assert outcome.ended_at == T0 + 3 * DAY + 12 * HOUR + 2 * HOUR

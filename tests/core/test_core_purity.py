@@ -1,0 +1,47 @@
+"""House style 1: the decision core imports nothing from Kafka, faust, RocksDB or the web."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import streams.core
+
+FORBIDDEN = ("faust", "aiokafka", "confluent_kafka", "rocksdict", "fastavro", "aiohttp")
+CORE = Path(streams.core.__file__).parent
+
+
+def _imported_roots(path: Path) -> set[str]:
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_no_core_module_imports_a_kafka_faust_rocksdb_avro_or_web_library() -> None:
+    modules = sorted(CORE.rglob("*.py"))
+    assert len(modules) >= 8
+    offenders = {str(p.relative_to(CORE)): sorted(_imported_roots(p) & set(FORBIDDEN))
+                 for p in modules}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_importing_the_core_loads_none_of_them_even_indirectly() -> None:
+    code = (
+        "import sys, streams.core, streams.definitions\n"
+        f"print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, cwd=CORE.parent.parent)
+    assert result.stdout.strip() == ""
+
+
+def test_public_names_are_listed_and_all_exist() -> None:
+    assert len(streams.core.__all__) == len(set(streams.core.__all__))
+    missing = [n for n in streams.core.__all__ if not hasattr(streams.core, n)]
+    assert missing == []

@@ -1,0 +1,344 @@
+"""Rules 1-6 and 10 on the base shape.
+
+expense-approval: reminders every PT24H up to 2, deadline P3D, director PT12H.
+"""
+
+from __future__ import annotations
+
+import json
+
+from core_harness import (
+    APPROVED,
+    DAY,
+    HOUR,
+    KEY,
+    T0,
+    Run,
+    actions,
+    outcomes,
+    the_outcome,
+    the_reject,
+)
+
+from streams.core import (
+    ActionKind,
+    ArmTimer,
+    CommandKind,
+    DisarmTimer,
+    OutcomeKind,
+    OutcomeReason,
+    Purge,
+    RejectReason,
+    TimerKind,
+    WaitStatus,
+    outcome_id,
+)
+
+
+def test_request_parks_the_wait_sends_the_request_and_arms_reminder_and_deadline() -> None:
+    run = Run()
+    effects = run.start(payload='{"expense": 42}')
+    assert run.wait.status is WaitStatus.PARKED
+    (send,) = actions(effects, ActionKind.SEND_REQUEST)
+    assert send.correlation_key == KEY and send.payload == '{"expense": 42}'
+    armed = {(e.kind, e.due_at) for e in effects if isinstance(e, ArmTimer)}
+    assert armed == {(TimerKind.REMINDER, T0 + DAY), (TimerKind.DEADLINE, T0 + 3 * DAY)}
+
+
+def test_deadline_counts_from_requested_at_not_from_processing_time() -> None:
+    run = Run()
+    run.advance(HOUR)
+    run.start(requested_at=T0)
+    assert run.due(TimerKind.DEADLINE) == T0 + 3 * DAY
+
+
+def test_valid_reply_ends_the_wait_received_with_the_contract_variables() -> None:
+    run = Run()
+    run.start()
+    run.advance(HOUR)
+    effects = run.reply()
+    outcome = the_outcome(effects)
+    assert outcome.outcome is OutcomeKind.RECEIVED
+    assert outcome.reason is OutcomeReason.REPLY_VALID
+    assert outcome.response_data == APPROVED and outcome.response_valid
+    assert outcome.validation_issue is None and outcome.reminders_sent == 0
+    assert outcome.correlation_key == KEY and outcome.tenant == "acme"
+    assert (outcome.parked_at, outcome.ended_at) == (T0, T0 + HOUR)
+    assert [t.event for t in outcome.trace] == ["requested", "reply_valid", "ended"]
+    assert run.wait.status is WaitStatus.DONE
+
+
+def test_reply_that_wins_disarms_reminder_and_deadline_and_arms_retention() -> None:
+    run = Run()
+    run.start()
+    effects = run.reply()
+    disarmed = {e.kind for e in effects if isinstance(e, DisarmTimer)}
+    armed = [e for e in effects if isinstance(e, ArmTimer)]
+    assert disarmed == {TimerKind.REMINDER, TimerKind.DEADLINE}
+    assert [(a.kind, a.due_at) for a in armed] == [(TimerKind.RETENTION, T0 + 7 * DAY)]
+
+
+def test_deadline_that_loses_the_race_to_a_reply_is_discarded_as_stale() -> None:
+    run = Run()
+    run.start()
+    deadline = [t for t in run.slot.armed_timers() if t.kind is TimerKind.DEADLINE][0]  # type: ignore[union-attr]
+    run.reply()
+    before = run.slot
+    from streams.core import Discard, DiscardReason, TimerFired
+
+    effects = run.send(TimerFired(KEY, deadline.kind, deadline.due_at, deadline.generation))
+    assert run.slot == before
+    assert [type(e) for e in effects] == [Discard]
+    assert effects[0].reason is DiscardReason.STALE_TIMER  # type: ignore[union-attr]
+
+
+def test_reply_that_loses_the_race_to_the_last_deadline_is_rejected_late() -> None:
+    run = Run()
+    run.start()
+    run.fire(TimerKind.DEADLINE)
+    run.fire(TimerKind.DEADLINE)
+    reject = the_reject(run.reply())
+    assert reject.reason is RejectReason.LATE
+    assert "ended ESCALATED" in reject.detail
+
+
+def test_second_reply_after_the_winner_is_rejected_late_and_changes_nothing() -> None:
+    run = Run()
+    run.start()
+    run.reply()
+    before = run.slot
+    effects = run.reply('{"decision": "rejected"}')
+    assert the_reject(effects).reason is RejectReason.LATE and not outcomes(effects)
+    assert run.slot == before
+
+
+def test_reminders_loop_back_to_the_same_wait_up_to_the_limit() -> None:
+    run = Run()
+    run.start()
+    first = run.fire(TimerKind.REMINDER)
+    second = run.fire(TimerKind.REMINDER)
+    assert [a.attempt for a in actions(first + second, ActionKind.SEND_REMINDER)] == [1, 2]
+    assert run.slot is not None
+    assert {t.kind for t in run.slot.armed_timers()} == {TimerKind.DEADLINE}
+    assert run.wait.status is WaitStatus.PARKED and run.wait.reminders_sent == 2
+    outcome = the_outcome(run.reply())
+    assert outcome.reminders_sent == 2
+
+
+def test_deadline_escalates_to_the_director_who_waits_again_with_a_stricter_deadline() -> None:
+    run = Run()
+    run.start()
+    effects = run.fire(TimerKind.DEADLINE)
+    (escalation,) = actions(effects, ActionKind.RUN_ESCALATION)
+    assert (escalation.party, escalation.level) == ("director", 1)
+    assert not outcomes(effects)
+    assert run.due(TimerKind.DEADLINE) == T0 + 3 * DAY + 12 * HOUR
+    outcome = the_outcome(run.reply())
+    assert outcome.outcome is OutcomeKind.RECEIVED and outcome.escalation_level == 1
+
+
+def test_escalation_exhausted_ends_the_wait_escalated_with_the_level_reached() -> None:
+    run = Run()
+    run.start()
+    run.fire(TimerKind.REMINDER)
+    run.fire(TimerKind.DEADLINE)
+    outcome = the_outcome(run.fire(TimerKind.DEADLINE))
+    assert outcome.outcome is OutcomeKind.ESCALATED
+    assert outcome.reason is OutcomeReason.DEADLINE_EXHAUSTED
+    assert outcome.escalation_level == 1 and outcome.reminders_sent == 1
+
+
+def test_reply_with_another_correlation_key_is_unmatched_and_the_wait_goes_on() -> None:
+    run = Run()
+    run.start()
+    reject = the_reject(run.reply(correlation_key="someone-else"))
+    assert reject.reason is RejectReason.UNMATCHED
+    assert run.wait.status is WaitStatus.PARKED
+
+
+def test_reply_from_another_tenant_is_rejected_and_never_ends_the_wait() -> None:
+    run = Run()
+    run.start()
+    effects = run.reply(tenant="globex")
+    assert the_reject(effects).reason is RejectReason.TENANT_MISMATCH
+    assert not outcomes(effects) and run.wait.status is WaitStatus.PARKED
+
+
+def test_reply_that_fails_the_schema_goes_to_review_with_the_issue() -> None:
+    run = Run()
+    run.start()
+    effects = run.reply('{"decision": "maybe"}')
+    assert run.wait.status is WaitStatus.IN_REVIEW
+    (review,) = actions(effects, ActionKind.REVIEW_NEEDED)
+    payload = json.loads(review.payload or "")
+    assert payload["validationIssue"].startswith("Expected responseData to match the schema")
+    assert "maybe" in payload["validationIssue"]
+    assert not outcomes(effects)
+    assert run.slot is not None and not run.slot.armed_timers()
+
+
+def test_unparseable_reply_goes_to_review_not_a_crash() -> None:
+    run = Run()
+    run.start()
+    run.reply("{not json")
+    assert run.wait.status is WaitStatus.IN_REVIEW
+    assert (run.wait.validation_issue or "").startswith("Expected responseData to be JSON")
+
+
+def test_reply_on_a_channel_the_definition_does_not_accept_goes_to_review() -> None:
+    run = Run()
+    run.start()
+    run.reply(channel="fax")
+    assert run.wait.status is WaitStatus.IN_REVIEW
+    assert "'fax'" in (run.wait.validation_issue or "")
+
+
+def test_review_accept_ends_received_with_the_original_data_and_the_note() -> None:
+    run = Run()
+    run.start()
+    run.reply('{"decision": "maybe"}')
+    outcome = the_outcome(run.command(CommandKind.REVIEW, review_outcome="Accept",
+                                      review_note="called them, it is a yes"))
+    assert outcome.outcome is OutcomeKind.RECEIVED
+    assert outcome.reason is OutcomeReason.REVIEW_ACCEPTED
+    assert outcome.response_data == '{"decision": "maybe"}' and not outcome.response_valid
+    assert outcome.review_outcome == "Accept"
+    assert outcome.review_note == "called them, it is a yes"
+    assert outcome.validation_issue is not None
+
+
+def test_review_correction_ends_received_with_the_corrected_data() -> None:
+    run = Run()
+    run.start()
+    run.reply('{"decision": "maybe"}')
+    outcome = the_outcome(run.command(CommandKind.REVIEW, review_outcome="Submit Correction",
+                                      review_note="fixed", response_data=APPROVED))
+    assert outcome.reason is OutcomeReason.REVIEW_CORRECTED
+    assert outcome.response_data == APPROVED and outcome.response_valid
+
+
+def test_review_correction_that_still_fails_the_schema_is_refused_and_review_goes_on() -> None:
+    run = Run()
+    run.start()
+    run.reply('{"decision": "maybe"}')
+    effects = run.command(CommandKind.REVIEW, review_outcome="Submit Correction",
+                          response_data='{"decision": 3}')
+    assert the_reject(effects).reason is RejectReason.INVALID_COMMAND
+    assert run.wait.status is WaitStatus.IN_REVIEW
+
+
+def test_review_with_an_unknown_outcome_is_refused() -> None:
+    run = Run()
+    run.start()
+    run.reply('{"decision": "maybe"}')
+    reject = the_reject(run.command(CommandKind.REVIEW, review_outcome="Approve"))
+    assert reject.reason is RejectReason.INVALID_COMMAND and "'Approve'" in reject.detail
+
+
+def test_review_on_a_parked_wait_is_refused() -> None:
+    run = Run()
+    run.start()
+    assert the_reject(run.command(CommandKind.REVIEW, review_outcome="Accept")).reason \
+        is RejectReason.INVALID_COMMAND
+
+
+def test_reply_while_another_is_in_review_is_rejected_late() -> None:
+    run = Run()
+    run.start()
+    run.reply('{"decision": "maybe"}')
+    assert the_reject(run.reply()).reason is RejectReason.LATE
+    assert run.wait.status is WaitStatus.IN_REVIEW
+
+
+def test_definition_routing_invalid_replies_to_escalation_escalates_instead_of_review() -> None:
+    run = Run()
+    run.start("probe")
+    effects = run.reply('{"resultReady": "soon"}', channel="poller")
+    outcome = the_outcome(effects)
+    assert outcome.outcome is OutcomeKind.ESCALATED
+    assert outcome.reason is OutcomeReason.INVALID_REPLY_ESCALATED
+    assert "resultReady" in (outcome.validation_issue or "")
+    assert actions(effects, ActionKind.RUN_ESCALATION)
+
+
+def test_duplicate_request_is_rejected_and_the_wait_is_untouched() -> None:
+    run = Run()
+    run.start()
+    before = run.slot
+    reject = the_reject(run.start())
+    assert reject.reason is RejectReason.DUPLICATE and run.slot == before
+
+
+def test_request_after_the_wait_ended_is_still_a_duplicate_during_retention() -> None:
+    run = Run()
+    run.start()
+    run.reply()
+    assert the_reject(run.start()).reason is RejectReason.DUPLICATE
+
+
+def test_reply_with_a_seen_reply_id_is_a_duplicate_not_late() -> None:
+    run = Run()
+    run.start()
+    run.reply(reply_id="r-1")
+    assert the_reject(run.reply(reply_id="r-1")).reason is RejectReason.DUPLICATE
+
+
+def test_request_naming_an_unknown_definition_is_rejected() -> None:
+    run = Run()
+    reject = the_reject(run.start("no-such-thing"))
+    assert reject.reason is RejectReason.UNKNOWN_DEFINITION and run.slot is None
+
+
+def test_request_deadline_overrides_the_definition_for_that_wait_only() -> None:
+    run = Run()
+    run.start(deadline="PT2H")
+    assert run.due(TimerKind.DEADLINE) == T0 + 2 * HOUR
+    other = Run()
+    other.start()
+    assert other.due(TimerKind.DEADLINE) == T0 + 3 * DAY
+
+
+def test_request_with_a_malformed_deadline_override_is_rejected() -> None:
+    run = Run()
+    reject = the_reject(run.start(deadline="P1M"))
+    assert reject.reason is RejectReason.INVALID_REQUEST and "months" in reject.detail
+
+
+def test_request_with_a_party_separator_in_its_key_is_rejected() -> None:
+    run = Run()
+    assert the_reject(run.start(correlation_key="a~b")).reason is RejectReason.INVALID_REQUEST
+
+
+def test_retention_purges_the_finished_wait_and_the_key_can_be_reused_with_a_new_id() -> None:
+    run = Run()
+    run.start()
+    first = the_outcome(run.reply())
+    effects = run.fire(TimerKind.RETENTION)
+    assert run.slot is None and isinstance(effects[-1], Purge)
+    run.start()
+    second = the_outcome(run.reply())
+    assert first.outcome_id != second.outcome_id
+    assert second.outcome_id == outcome_id(KEY, run.wait.parked_at)
+
+
+def test_outcome_and_action_ids_are_the_same_when_the_same_events_are_replayed() -> None:
+    a, b = Run(), Run()
+    for run in (a, b):
+        run.start()
+        run.fire(TimerKind.REMINDER)
+        run.reply()
+    assert a.history == b.history
+    ids = [e.action_id for effects in a.history for e in actions(effects)]
+    assert len(ids) == len(set(ids))
+
+
+def test_trace_of_a_long_wait_is_bounded_and_marks_what_was_left_out() -> None:
+    run = Run()
+    run.start("probe")
+    for _ in range(23):
+        run.fire(TimerKind.POLL)
+    outcome = the_outcome(run.reply('{"resultReady": true}'))
+    events = [t.event for t in outcome.trace]
+    assert len(events) == 17
+    assert events[0] == "requested" and events[-1] == "ended"
+    assert "trace_truncated" in events
