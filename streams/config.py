@@ -69,6 +69,10 @@ class Settings:
     # after a partition moves (which sees every timer that fell due during the
     # move) cannot stall the event loop.
     timer_batch: int = 5000
+    # How long the group waits for a silent worker before moving its
+    # partitions: the time a kill -9 leaves them unprocessed.  Shorter fails
+    # over faster but evicts a worker whose event loop stalls that long.
+    session_timeout: float = 20.0
     web_port: int = 6066
     web_host: str = "127.0.0.1"
     console_token: str | None = field(default=None, repr=False)
@@ -154,6 +158,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         guarantee=guarantee,
         timer_tick=_float(env, "XWAIT_TIMER_TICK", defaults.timer_tick),
         timer_batch=_int(env, "XWAIT_TIMER_BATCH", defaults.timer_batch),
+        session_timeout=_float(env, "XWAIT_SESSION_TIMEOUT", defaults.session_timeout),
         web_port=_int(env, "XWAIT_WEB_PORT", defaults.web_port),
         web_host=env.get("XWAIT_WEB_HOST") or defaults.web_host,
         console_token=env.get("XWAIT_CONSOLE_TOKEN") or None,

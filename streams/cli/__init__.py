@@ -3,11 +3,24 @@
 Exit codes scripts can trust: 0 success, 1 the operation failed (for
 `topics describe`: the topics are not healthy), 2 bad usage or configuration,
 3 Kafka unreachable.
+
+Per command, what "failed" (1) and "bad usage" (2) mean:
+
+* `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `review`: 2 when
+  an argument is refused before anything is produced (unknown definition or
+  channel, JSON that does not parse, a deadline isodate cannot read, a key with
+  `~`, a broken definition folder); 1 when a topic is missing or Kafka refused
+  or did not confirm a record.
+* `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
+  record could not be decoded (it is reported on stderr, the tail goes on).
+* `definitions`: 1 when a definition is broken (the message names the file
+  and the field) or the folder holds none.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import sys
@@ -42,7 +55,115 @@ def build_parser() -> argparse.ArgumentParser:
                        ("describe", "show topics; fail when co-partitioning is broken")):
         _common(topics_sub.add_parser(name, help=text))
 
+    worker = sub.add_parser("worker", help="run a stream-processing worker")
+    _common(worker)
+    worker.add_argument("--data-dir", type=Path, help="RocksDB folder (XWAIT_DATA_DIR)")
+    worker.add_argument("--guarantee", choices=[g.value for g in config.Guarantee],
+                        help="processing guarantee (XWAIT_GUARANTEE)")
+    worker.add_argument("--timer-tick", type=float, help="punctuator tick, s (XWAIT_TIMER_TICK)")
+    worker.add_argument("--web-port", type=int, help="web/console port (XWAIT_WEB_PORT)")
+    worker.add_argument("--web-host", help="web/console bind address (XWAIT_WEB_HOST)")
+    worker.add_argument("--loglevel", dest="log_level", help="log level (XWAIT_LOG_LEVEL)")
+
+    _producing_commands(sub)
+
+    tail = sub.add_parser("tail", help="print outcomes, actions or rejected records as JSON lines")
+    _common(tail)
+    tail.add_argument("kind", choices=["outcomes", "actions", "rejected"])
+    tail.add_argument("--from-beginning", action="store_true",
+                      help="start at the oldest record instead of new ones only")
+    tail.add_argument("--count", type=_positive_int, help="stop after N records")
+    tail.add_argument("--timeout", type=_positive_float,
+                      help="stop after S seconds (with --count: fail when fewer arrived)")
+    tail.add_argument("--group", dest="group_id",
+                      help="consumer group, to commit progress (default: a throw-away group)")
+
+    definitions = sub.add_parser(
+        "definitions", help="list and validate the wait definitions in topology/waits")
+    _common(definitions)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above zero, got {text!r}")
+    return value
+
+
+def _default_operator() -> str | None:
+    try:
+        return getpass.getuser()  # $LOGNAME, $USER, ..., then the password database
+    except (OSError, KeyError):
+        return None
+
+
+def _operator(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--operator", default=_default_operator(),
+                        help="who gives the command, for the trace (default: $USER)")
+
+
+def _producing_commands(sub: Any) -> None:
+    start = sub.add_parser("start", help="start a wait (or a batch: --count, --file)")
+    _common(start)
+    start.add_argument("definition", nargs="?",
+                       help="wait definition name (with --file: the default for its lines)")
+    start.add_argument("--key", help="correlation key (default: 128 fresh random bits)")
+    start.add_argument("--tenant", help="owner of the wait; replies must name the same")
+    start.add_argument("--payload", help="JSON handed to the send_request action")
+    start.add_argument("--party", dest="parties", action="append", default=[],
+                       help="a party of a first-valid wait (repeatable)")
+    start.add_argument("--deadline", help="ISO 8601 duration overriding the definition's")
+    batch = start.add_mutually_exclusive_group()
+    batch.add_argument("--count", type=_positive_int, help="start N waits, each its own key")
+    batch.add_argument("--file", type=Path,
+                       help="JSON lines, one wait each: definition, correlationKey, tenant, "
+                            "payload, parties, deadline ('-' reads stdin)")
+
+    reply = sub.add_parser("reply", help="answer a wait (KEY is WAITKEY or WAITKEY~PARTY)")
+    _common(reply)
+    reply.add_argument("key")
+    reply.add_argument("--channel", required=True, help="channel the reply came through")
+    reply.add_argument("--data", required=True, help="the answer, JSON (responseData)")
+    reply.add_argument("--tenant", help="tenant the reply claims")
+    reply.add_argument("--reply-id", help="id that makes a retried reply a duplicate")
+
+    for name, text in (("suspend", "pause a wait's deadlines, keeping its place"),
+                       ("resume", "resume a suspended wait"),
+                       ("cancel", "end a wait as CANCELLED"),
+                       ("deliver", "hand in an answer as if a reply had arrived")):
+        cmd = sub.add_parser(name, help=text)
+        _common(cmd)
+        _operator(cmd)
+        cmd.add_argument("key")
+        cmd.add_argument("--reason", required=name in ("suspend", "cancel"), help="why")
+        if name == "deliver":
+            cmd.add_argument("--data", required=True, help="the answer, JSON (responseData)")
+
+    review = sub.add_parser("review", help="answer a review_needed action")
+    review_sub = review.add_subparsers(dest="review_command", required=True)
+    for name, text in (("accept", "accept the reply as it is"),
+                       ("correct", "end the wait with corrected data")):
+        cmd = review_sub.add_parser(name, help=text)
+        _common(cmd)
+        _operator(cmd)
+        cmd.add_argument("key")
+        cmd.add_argument("--note", required=True, help="the reviewer's note")
+        if name == "correct":
+            cmd.add_argument("--data", required=True, help="the corrected answer, JSON")
 
 
 def settings_from(args: argparse.Namespace) -> config.Settings:
@@ -64,12 +185,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    # librdkafka narrates every retry (coordinator loading, connection refused);
+    # the CLI reports the outcome in one line of its own instead.
+    logging.getLogger("streams.client.librdkafka").setLevel(logging.CRITICAL)
     try:
         settings = settings_from(args)
         if args.command == "topics":
             from streams.cli.topics import run_topics
 
             return run_topics(args, settings)
+        if args.command == "worker":
+            from streams.cli.worker import run_worker
+
+            return run_worker(settings)
+        if args.command == "start":
+            from streams.cli.start import run_start
+
+            return run_start(args, settings)
+        if args.command == "reply":
+            from streams.cli.reply import run_reply
+
+            return run_reply(args, settings)
+        if args.command in ("suspend", "resume", "cancel", "deliver", "review"):
+            from streams.cli.commands import run_command
+
+            return run_command(args, settings)
+        if args.command == "tail":
+            from streams.cli.tail import run_tail
+
+            return run_tail(args, settings)
+        if args.command == "definitions":
+            from streams.cli.definitions import run_definitions
+
+            return run_definitions(args, settings)
     except ConfigError as exc:
         print(f"xwait: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -78,6 +226,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_KAFKA
     except XwaitError as exc:
         print(f"xwait: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _exit_code(exc)
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE  # pragma: no cover - parser.error exits
+
+
+def _exit_code(exc: XwaitError) -> int:
+    """2 for what the user can fix in the command or the configuration, else 1."""
+    # Imported here, only on the error path: `topics` and `worker` need neither.
+    from streams.client.errors import InvalidRequest
+    from streams.core.errors import DefinitionError
+
+    return EXIT_USAGE if isinstance(exc, InvalidRequest | DefinitionError) else EXIT_FAILED

@@ -13,11 +13,14 @@ higher concurrency) runs `RecordHandler.handle` and applies the result:
        the input partition's transaction instead.
 
 A crash between any two steps re-delivers the input record (its offset was
-not committed).  Processing it again against the already-changed state is
-safe: the core answers a replayed request with `duplicate`, a replayed reply
-with `late`, a replayed timer with a discard; outcome and action ids are
-deterministic, so a consumer can also de-duplicate the records of step 3
-that were sent before the crash.
+not committed).  The state it changed may survive the crash while the
+records it produced do not (RocksDB is written at once, and the changelog
+and the outputs go to different partitions of the producer), so deciding
+again would answer "late" and lose the outcome.  The row therefore keeps the
+offsets of the inputs it reflects and what they produced until they are
+committed (`streams.processor.envelope`): a replayed input sends its records
+again instead of being decided again.  Outcome and action ids are
+deterministic, so consumers can drop the duplicates at-least-once allows.
 
 The punctuator emits timer records through a producer of its own, outside
 faust's transactions: in exactly_once a transaction commits only when its
@@ -47,20 +50,14 @@ from streams.config import Settings
 from streams.core import WaitDefinition, decode_slot
 from streams.definitions import load_definitions
 from streams.partitioning import partition_for
-from streams.processor.records import (
-    INPUT_ROLES,
-    Handled,
-    InputRecord,
-    RecordHandler,
-    Role,
-    SlotWrite,
-    timer_record,
-)
+from streams.processor.envelope import decode_row
+from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role, RowWrite
+from streams.processor.records import RecordHandler, timer_record
 from streams.timers.index import DueTimer, TimerIndex
 
 log = logging.getLogger(__name__)
 
-TABLE_WAITS = "waits"  # wait key (utf-8 bytes) -> encode_slot(Slot) bytes
+TABLE_WAITS = "waits"  # wait key (utf-8 bytes) -> envelope.Row (slot, seen offsets, outbox)
 
 # RocksDB options per table partition.  faust's defaults (64 MiB write
 # buffers x 3 and a 2 GiB block cache for every partition) reserve gigabytes
@@ -107,7 +104,9 @@ class Worker:
         self.index = TimerIndex()
         self.topic_names = {role: settings.topic(role.value) for role in Role}
         self.role_by_topic = {name: role for role, name in self.topic_names.items()}
-        self.handler = RecordHandler(definitions, settings.partitions, self.topic_names)
+        self.handler = RecordHandler(definitions, settings.partitions)
+        # (input role, partition) -> offset below which faust has committed.
+        self.committed: dict[tuple[Role, int], int] = {}
         self.app = self._build_app()
         self._timer_producer: Producer | None = None
 
@@ -125,6 +124,8 @@ class Worker:
             topic_allow_declare=True,
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
+            broker_session_timeout=s.session_timeout,
+            broker_heartbeat_interval=max(1.0, s.session_timeout / 6),
             web_port=s.web_port,
             web_bind=s.web_host,
             web_host=s.web_host,
@@ -147,6 +148,16 @@ class Worker:
         app.agent(self.inputs, name="xwait-processor", concurrency=1)(self._process)
         app.timer(interval=s.timer_tick, name="xwait-punctuator")(self._punctuate)
         self.waits.on_recover(self._rebuild_index)
+        on_commit = app.tables.on_commit
+
+        def track_commits(offsets: Any) -> None:
+            for tp, offset in offsets.items():
+                role = self.role_by_topic.get(tp.topic)
+                if role is not None:
+                    self.committed[(role, tp.partition)] = offset
+            on_commit(offsets)
+
+        app.tables.on_commit = track_commits  # type: ignore[method-assign]
         worker = self
 
         async def stats(view: View, request: Request) -> Response:
@@ -165,9 +176,12 @@ class Worker:
             msg = event.message
             rec = InputRecord(self.role_by_topic[msg.topic], msg.topic, msg.partition,
                               msg.offset, event.key, event.value)
-            handled = self.handler.handle(rec, self._load, now_ms())
+            handled = self.handler.handle(rec, self._load, now_ms(), self._committed)
             await self._apply(rec, handled)
             yield None
+
+    def _committed(self, role: Role, partition: int) -> int:
+        return self.committed.get((role, partition), -1)
 
     def _load(self, wait_key: str) -> bytes | None:
         value = self.waits.get(wait_key.encode())
@@ -176,10 +190,10 @@ class Worker:
     async def _apply(self, rec: InputRecord, handled: Handled) -> None:
         if handled.wait_key is not None:
             key = handled.wait_key.encode()
-            if handled.slot is SlotWrite.DELETE:
+            if handled.row is RowWrite.DELETE:
                 self.waits.pop(key, None)
-            elif isinstance(handled.slot, bytes):
-                self.waits[key] = handled.slot
+            elif isinstance(handled.row, bytes):
+                self.waits[key] = handled.row
             after_kinds = {t.kind for t in handled.timers_after}
             for t in handled.timers_before:
                 if t.kind not in after_kinds:
@@ -235,14 +249,18 @@ class Worker:
         processed against a partition whose index is not yet rebuilt.
         """
         started = time.monotonic()
+        await self._rewind_uncommitted_inputs()
         owned = self.owned_partitions()
         found: dict[int, list[DueTimer]] = defaultdict(list)
         for key, value in self.waits.items():
             partition = partition_for(key, self.settings.partitions)
             if partition not in owned or not isinstance(value, bytes):
                 continue
+            slot = decode_row(value).slot
+            if slot is None:
+                continue
             wait_key = key.decode()
-            for t in decode_slot(value).armed_timers():
+            for t in decode_slot(slot).armed_timers():
                 found[partition].append(
                     DueTimer(partition, wait_key, t.kind.value, t.due_at, t.generation))
         for p in self.index.partitions() - owned:
@@ -251,6 +269,23 @@ class Worker:
             self.index.replace_partition(p, found.get(p, []))
         log.info("timer index rebuilt partitions=%s timers=%d seconds=%.2f",
                  sorted(owned), len(self.index), time.monotonic() - started)
+
+    async def _rewind_uncommitted_inputs(self) -> None:
+        """Start input partitions that have no committed offset at their beginning.
+
+        Measured here: after a kill -9 before the group's first commit, the
+        restarted worker sometimes began such partitions at their end and
+        silently skipped every waiting request (faust 0.15.3 / aiokafka 0.14,
+        despite auto_offset_reset=earliest).  An explicit seek removes the
+        race: nothing before the first commit is ever skipped.
+        """
+        consumer: Any = self.app.consumer  # seek_to_committed is not in faust's ConsumerT
+        committed = await consumer.seek_to_committed()
+        for tp, offset in committed.items():
+            if tp.topic in self.role_by_topic and (offset is None or offset < 0):
+                log.info("no committed offset topic=%s partition=%d: reading from the start",
+                         tp.topic, tp.partition)
+                await consumer.seek(tp, 0)
 
     # -- web ---------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from streams import codec
 from streams.codec import RecordType, UndecodableRecord
 from streams.core import (
-    ArmedTimer,
     Command,
     CommandKind,
     Decision,
@@ -37,79 +34,25 @@ from streams.core import (
     split_correlation_key,
 )
 from streams.partitioning import partition_for
+from streams.processor.envelope import OutboxEntry, Row, decode_row, encode_row
+from streams.processor.model import (
+    RECORD_TYPE,
+    Handled,
+    InputRecord,
+    OutRecord,
+    ProcessorReject,
+    Role,
+    RowWrite,
+)
 
 log = logging.getLogger(__name__)
 
-
-class Role(StrEnum):
-    """The contract's topics, by what they carry (names: `Settings.topic(role)`)."""
-
-    REQUESTS = "requests"
-    REPLIES = "replies"
-    COMMANDS = "commands"
-    TIMERS = "timers"
-    ACTIONS = "actions"
-    OUTCOMES = "outcomes"
-    REJECTED = "rejected"
+Committed = Callable[[Role, int], int]
+"""`committed(role, partition)`: the input offset below which all is committed."""
 
 
-INPUT_ROLES = (Role.REQUESTS, Role.REPLIES, Role.COMMANDS, Role.TIMERS)
-RECORD_TYPE = {
-    Role.REQUESTS: RecordType.START_WAIT,
-    Role.REPLIES: RecordType.REPLY,
-    Role.COMMANDS: RecordType.COMMAND,
-    Role.TIMERS: RecordType.TIMER,
-}
-
-
-class ProcessorReject(StrEnum):
-    """Rejection reasons the processor adds to the core's `RejectReason`s."""
-
-    UNDECODABLE = "undecodable"
-    NO_KEY = "no_key"
-    KEY_MISMATCH = "key_mismatch"
-    INVALID_COMMAND = "invalid_command"
-    INTERNAL_ERROR = "internal_error"
-
-
-@dataclass(frozen=True)
-class InputRecord:
-    role: Role
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-
-
-@dataclass(frozen=True)
-class OutRecord:
-    role: Role
-    key: bytes
-    value: bytes
-    partition: int | None = None  # None: the partitioner (murmur2) decides
-
-
-class SlotWrite(StrEnum):
-    UNCHANGED = "unchanged"
-    DELETE = "delete"
-
-
-@dataclass
-class Handled:
-    """What one input record asks the worker to do, in this order:
-
-    1. write `slot` under `wait_key` (bytes), delete it, or leave it;
-    2. move the timer index from `timers_before` to `timers_after`;
-    3. send `out` (rejections, outcomes, actions, forwards).
-    """
-
-    wait_key: str | None = None
-    slot: bytes | SlotWrite = SlotWrite.UNCHANGED
-    timers_before: frozenset[ArmedTimer] = frozenset()
-    timers_after: frozenset[ArmedTimer] = frozenset()
-    out: list[OutRecord] = field(default_factory=list)
-    counters: list[str] = field(default_factory=list)
+def nothing_committed(role: Role, partition: int) -> int:
+    return -1
 
 
 def to_event(role: Role, record: Mapping[str, Any]) -> Event:
@@ -188,18 +131,16 @@ def reply_record(r: Reply) -> dict[str, Any]:
 
 
 class RecordHandler:
-    """Turns one input record and the stored slot into a `Handled`.
+    """Turns one input record and the stored row into a `Handled`.
 
     Bad input never raises: it becomes a rejection with its reason, and the
     worker goes on.  A bug in decide() is caught too, published with reason
     `internal_error` (the input is kept, the state left as it was) and logged.
     """
 
-    def __init__(self, definitions: Mapping[str, WaitDefinition], partitions: int,
-                 topic_names: Mapping[Role, str]) -> None:
+    def __init__(self, definitions: Mapping[str, WaitDefinition], partitions: int) -> None:
         self.definitions = definitions
         self.partitions = partitions
-        self.topic_names = topic_names
 
     def rejected(self, rec: InputRecord, reason: str, detail: str, now_ms: int,
                  original: bytes | None = None, key: bytes | None = None) -> OutRecord:
@@ -210,13 +151,17 @@ class RecordHandler:
         })
         return OutRecord(Role.REJECTED, rec.key or key or b"", value)
 
-    def handle(self, rec: InputRecord, load: Callable[[str], bytes | None],
-               now_ms: int) -> Handled:
+    def _refuse(self, rec: InputRecord, reason: ProcessorReject, detail: str,
+                now_ms: int) -> Handled:
+        return Handled(out=[self.rejected(rec, reason, detail, now_ms)],
+                       counters=[f"rejected.{reason.value}"])
+
+    def handle(self, rec: InputRecord, load: Callable[[str], bytes | None], now_ms: int,
+               committed: Committed = nothing_committed) -> Handled:
+        """`load` reads the stored row of a wait key."""
         if not rec.key:
-            return Handled(out=[self.rejected(rec, ProcessorReject.NO_KEY,
-                                              "Expected the wait key as record key, but the "
-                                              "record has none", now_ms)],
-                           counters=["rejected.no_key"])
+            return self._refuse(rec, ProcessorReject.NO_KEY, "Expected the wait key as record "
+                                "key, but the record has none", now_ms)
         expected = partition_for(rec.key, self.partitions)
         if expected != rec.partition:
             # Produced with another partitioner (librdkafka's CRC32 default):
@@ -225,46 +170,64 @@ class RecordHandler:
                            counters=["misrouted"])
         try:
             wait_key = rec.key.decode("utf-8")
-            decoded = codec.decode(RECORD_TYPE[rec.role], rec.value)
-            event = to_event(rec.role, decoded)
+            event = to_event(rec.role, codec.decode(RECORD_TYPE[rec.role], rec.value))
         except UndecodableRecord as exc:
-            return Handled(out=[self.rejected(rec, ProcessorReject.UNDECODABLE,
-                                              f"{exc.reason}: {exc.detail}", now_ms)],
-                           counters=["rejected.undecodable"])
+            return self._refuse(rec, ProcessorReject.UNDECODABLE, f"{exc.reason}: {exc.detail}",
+                                now_ms)
         except UnicodeDecodeError:
-            return Handled(out=[self.rejected(rec, ProcessorReject.UNDECODABLE,
-                                              "record key is not UTF-8", now_ms)],
-                           counters=["rejected.undecodable"])
+            return self._refuse(rec, ProcessorReject.UNDECODABLE, "record key is not UTF-8",
+                                now_ms)
         except ValueError as exc:  # an enum value the core does not know
             reason = (ProcessorReject.INVALID_COMMAND if rec.role is Role.COMMANDS
                       else ProcessorReject.UNDECODABLE)
-            return Handled(out=[self.rejected(rec, reason, str(exc), now_ms)],
-                           counters=[f"rejected.{reason}"])
+            return self._refuse(rec, reason, str(exc), now_ms)
         event_key = (event.wait_key if isinstance(event, TimerFired)
                      else split_correlation_key(event.correlation_key)[0])
         if event_key != wait_key:
-            return Handled(out=[self.rejected(
-                rec, ProcessorReject.KEY_MISMATCH,
-                f"Expected the record key to be the wait key {event_key!r}, but it is "
-                f"{wait_key!r}", now_ms)], counters=["rejected.key_mismatch"])
+            return self._refuse(rec, ProcessorReject.KEY_MISMATCH, "Expected the record key to "
+                                f"be the wait key {event_key!r}, but it is {wait_key!r}", now_ms)
         try:
             stored = load(wait_key)
-            slot = decode_slot(stored) if stored is not None else None
+            row = decode_row(stored) if stored is not None else Row(None)
+            slot = decode_slot(row.slot) if row.slot is not None else None
+            if row.is_replay(rec.role, rec.offset):
+                return self._replay(rec, wait_key, row, slot, committed)
             decision = decide(slot, event, now_ms, self.definitions)
         except Exception as exc:  # a bug must not stop the partition: see docstring
             log.exception("decide failed key=%s topic=%s partition=%s offset=%s",
                           wait_key, rec.topic, rec.partition, rec.offset)
-            return Handled(out=[self.rejected(rec, ProcessorReject.INTERNAL_ERROR,
-                                              f"{type(exc).__name__}: {exc}", now_ms)],
-                           counters=["rejected.internal_error"])
-        return self._apply(rec, wait_key, slot, decision, now_ms)
-
-    def _apply(self, rec: InputRecord, wait_key: str, slot: Slot | None, decision: Decision,
-               now_ms: int) -> Handled:
-        handled = Handled(wait_key=wait_key)
+            return self._refuse(rec, ProcessorReject.INTERNAL_ERROR,
+                                f"{type(exc).__name__}: {exc}", now_ms)
+        handled = self._effects(rec, wait_key, slot, decision, now_ms)
         if decision.slot != slot:
-            handled.slot = (encode_slot(decision.slot) if decision.slot is not None
-                            else SlotWrite.DELETE)
+            outbox = _pending(row, committed)
+            if handled.out:
+                outbox += (OutboxEntry(rec.role, rec.partition, rec.offset,
+                                       tuple(handled.out)),)
+            new_slot = encode_slot(decision.slot) if decision.slot is not None else None
+            if new_slot is None and not outbox:
+                handled.row = RowWrite.DELETE
+            else:
+                handled.row = encode_row(Row(new_slot, {**row.seen, rec.role: rec.offset},
+                                             outbox))
+        return handled
+
+    def _replay(self, rec: InputRecord, wait_key: str, row: Row, slot: Slot | None,
+                committed: Committed) -> Handled:
+        """An input this row already reflects: send what it produced again.
+
+        The row is written again too, so that a changelog record lost with
+        the crash (or aborted with its transaction) is sent once more.
+        """
+        timers = slot.armed_timers() if slot is not None else frozenset()
+        return Handled(wait_key=wait_key,
+                       row=encode_row(Row(row.slot, row.seen, _pending(row, committed))),
+                       timers_before=timers, timers_after=timers,
+                       out=list(row.replayed(rec.role, rec.offset)), counters=["replayed"])
+
+    def _effects(self, rec: InputRecord, wait_key: str, slot: Slot | None, decision: Decision,
+                 now_ms: int) -> Handled:
+        handled = Handled(wait_key=wait_key)
         handled.timers_before = slot.armed_timers() if slot is not None else frozenset()
         handled.timers_after = (decision.slot.armed_timers() if decision.slot is not None
                                 else frozenset())
@@ -287,3 +250,8 @@ class RecordHandler:
                     RecordType.ACTION, action_record(effect))))
                 handled.counters.append(f"actions.{effect.action.value}")
         return handled
+
+
+def _pending(row: Row, committed: Committed) -> tuple[OutboxEntry, ...]:
+    """Outbox entries whose input is not yet known to be committed."""
+    return tuple(e for e in row.outbox if e.offset >= committed(e.role, e.partition))

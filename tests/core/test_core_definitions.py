@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from core_harness import DAY, DEFINITIONS, HOUR, MINUTE
 
 from streams.core import (
     DefinitionError,
@@ -17,6 +16,7 @@ from streams.core import (
     XwaitError,
 )
 from streams.definitions import load_definitions
+from tests.core.core_harness import DAY, DEFINITIONS, HOUR, MINUTE
 
 BASE = """\
 variant: single-channel

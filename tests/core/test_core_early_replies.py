@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from core_harness import APPROVED, MINUTE, T0, Run, outcomes, the_outcome, the_reject
-
 from streams.core import (
     BufferEarlyReply,
     OutcomeKind,
@@ -12,6 +10,7 @@ from streams.core import (
     TimerKind,
     WaitStatus,
 )
+from tests.core.core_harness import APPROVED, MINUTE, T0, Run, outcomes, the_outcome, the_reject
 
 
 def test_reply_before_its_request_is_buffered_with_an_expiry_timer() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from core_harness import DAY, DEFINITIONS, HOUR, KEY, MINUTE, T0
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +35,7 @@ from streams.core import (
     decode_slot,
     encode_slot,
 )
+from tests.core.core_harness import DAY, DEFINITIONS, HOUR, KEY, MINUTE, T0
 
 DATA = [
     '{"decision": "approved"}', '{"decision": "maybe"}', "{broken",

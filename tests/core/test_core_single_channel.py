@@ -7,19 +7,6 @@ from __future__ import annotations
 
 import json
 
-from core_harness import (
-    APPROVED,
-    DAY,
-    HOUR,
-    KEY,
-    T0,
-    Run,
-    actions,
-    outcomes,
-    the_outcome,
-    the_reject,
-)
-
 from streams.core import (
     ActionKind,
     ArmTimer,
@@ -32,6 +19,18 @@ from streams.core import (
     TimerKind,
     WaitStatus,
     outcome_id,
+)
+from tests.core.core_harness import (
+    APPROVED,
+    DAY,
+    HOUR,
+    KEY,
+    T0,
+    Run,
+    actions,
+    outcomes,
+    the_outcome,
+    the_reject,
 )
 
 

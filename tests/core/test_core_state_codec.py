@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from core_harness import HOUR, Run
 
 from streams.core import (
     CommandKind,
@@ -14,6 +13,7 @@ from streams.core import (
     decode_slot,
     encode_slot,
 )
+from tests.core.core_harness import HOUR, Run
 
 PAYLOAD = '{"expenseId":"EXP-2024-00042","amount":129.90,"currency":"EUR","submitter":"sam"}'
 

@@ -2,19 +2,6 @@
 
 from __future__ import annotations
 
-from core_harness import (
-    APPROVED,
-    DAY,
-    HOUR,
-    KEY,
-    T0,
-    Run,
-    actions,
-    outcomes,
-    the_outcome,
-    the_reject,
-)
-
 from streams.core import (
     ActionKind,
     ArmTimer,
@@ -30,6 +17,18 @@ from streams.core import (
     TimerFired,
     TimerKind,
     WaitStatus,
+)
+from tests.core.core_harness import (
+    APPROVED,
+    DAY,
+    HOUR,
+    KEY,
+    T0,
+    Run,
+    actions,
+    outcomes,
+    the_outcome,
+    the_reject,
 )
 
 

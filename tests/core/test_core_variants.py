@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from core_harness import DAY, HOUR, KEY, MINUTE, T0, Run, actions, outcomes, the_outcome, the_reject
-
 from streams.core import (
     ActionKind,
     CommandKind,
@@ -14,6 +12,18 @@ from streams.core import (
     RejectReason,
     TimerKind,
     WaitStatus,
+)
+from tests.core.core_harness import (
+    DAY,
+    HOUR,
+    KEY,
+    MINUTE,
+    T0,
+    Run,
+    actions,
+    outcomes,
+    the_outcome,
+    the_reject,
 )
 
 QUOTE = '{"amount": 120.5, "currency": "EUR"}'
@@ -104,7 +114,7 @@ def test_first_valid_reminders_go_to_every_party() -> None:
 def test_first_valid_without_any_parties_is_an_invalid_request() -> None:
     from dataclasses import replace
 
-    from core_harness import DEFINITIONS
+    from tests.core.core_harness import DEFINITIONS
 
     defs = dict(DEFINITIONS)
     defs["first-valid"] = replace(defs["first-valid"], parties=())

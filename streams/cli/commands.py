@@ -1,0 +1,35 @@
+"""`xwait suspend|resume|cancel|deliver KEY` and `xwait review accept|correct KEY`."""
+
+from __future__ import annotations
+
+import argparse
+
+from streams.cli import EXIT_OK, emit
+from streams.cli.reply import json_arg
+from streams.client import XwaitClient
+from streams.config import Settings
+
+
+def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    key, operator = args.key, args.operator
+    with XwaitClient(settings) as client:
+        if args.command == "suspend":
+            client.suspend(key, args.reason, operator=operator)
+        elif args.command == "resume":
+            client.resume(key, reason=args.reason, operator=operator)
+        elif args.command == "cancel":
+            client.cancel(key, args.reason, operator=operator)
+        elif args.command == "deliver":
+            client.deliver(key, json_arg("--data", args.data), reason=args.reason,
+                           operator=operator)
+        elif args.review_command == "accept":
+            client.review(key, "Accept", args.note, operator=operator)
+        else:
+            client.review(key, "Submit Correction", args.note,
+                          corrected_data=json_arg("--data", args.data), operator=operator)
+    command = "REVIEW" if args.command == "review" else args.command.upper()
+    topic = settings.topic("commands")
+    emit({"sent": "Command", "command": command, "correlationKey": key, "operator": operator,
+          "topic": topic},
+         args.json, f"{command.lower()} sent  key={key} topic={topic}")
+    return EXIT_OK

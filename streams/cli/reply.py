@@ -1,0 +1,30 @@
+"""`xwait reply KEY --channel C --data JSON`: answer a wait as a channel adapter would."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from streams.cli import EXIT_OK, emit
+from streams.client import InvalidRequest, XwaitClient
+from streams.config import Settings
+
+
+def json_arg(flag: str, text: str) -> str:
+    """The flag's JSON text, checked, so the error names the flag rather than a field."""
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise InvalidRequest(f"{flag} is not valid JSON: {exc}") from exc
+    return text
+
+
+def run_reply(args: argparse.Namespace, settings: Settings) -> int:
+    data = json_arg("--data", args.data)
+    with XwaitClient(settings) as client:
+        client.reply(args.key, data, channel=args.channel, tenant=args.tenant,
+                     reply_id=args.reply_id)
+    topic = settings.topic("replies")
+    emit({"sent": "Reply", "correlationKey": args.key, "channel": args.channel, "topic": topic},
+         args.json, f"reply sent  key={args.key} channel={args.channel} topic={topic}")
+    return EXIT_OK

@@ -1,0 +1,127 @@
+"""`xwait start`: park one wait, N alike (--count) or one per line of a file (--file).
+
+Prints the keys, one per line (or `--json`), so a script can capture them.
+A batch shows a plain-text progress bar on stderr when it takes more than a
+moment, and only when stderr is a terminal and the output is not `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from streams.cli import EXIT_OK, emit
+from streams.client import InvalidRequest, WaitSpec, XwaitClient
+from streams.config import Settings
+
+_FILE_FIELDS = {"definition", "correlationKey", "tenant", "payload", "parties", "deadline"}
+
+
+class ProgressBar:
+    """`[#####-----] 50/100` redrawn in place; silent for work that ends within ``delay``."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO, *, enabled: bool, delay: float = 0.5,
+                 label: str = "starting waits") -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.delay = delay  # below this a bar would only flicker
+        self.label = label
+        self.started = time.monotonic()
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or time.monotonic() - self.started < self.delay:
+            return
+        filled = self.WIDTH * done // total if total else self.WIDTH
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{total}")
+        self.stream.flush()
+        self.drawn = True
+
+    def finish(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _payload(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise InvalidRequest(f"--payload is not valid JSON: {exc}") from exc
+    return text
+
+
+def _read_file(path: Path, default_definition: str | None) -> list[WaitSpec]:
+    where = "stdin" if str(path) == "-" else str(path)
+    try:
+        lines = sys.stdin.read().splitlines() if where == "stdin" else (
+            path.read_text(encoding="utf-8").splitlines())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"--file {where}: cannot read it ({exc})") from exc
+    specs = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        at = f"--file {where} line {number}"
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise InvalidRequest(f"{at}: not valid JSON: {exc}") from exc
+        if not isinstance(item, dict):
+            raise InvalidRequest(f"{at}: expected a JSON object, got {type(item).__name__}")
+        unknown = sorted(set(item) - _FILE_FIELDS)
+        if unknown:
+            raise InvalidRequest(f"{at}: unknown field {unknown[0]!r}; expected some of "
+                                 f"{sorted(_FILE_FIELDS)}")
+        definition = item.get("definition", default_definition)
+        if not isinstance(definition, str):
+            raise InvalidRequest(f"{at}: no definition (give it on the line or as argument)")
+        for name in ("correlationKey", "tenant", "deadline"):
+            if item.get(name) is not None and not isinstance(item[name], str):
+                raise InvalidRequest(f"{at}: field {name!r} must be a string")
+        parties = item.get("parties") or []
+        if not isinstance(parties, list):
+            raise InvalidRequest(f"{at}: field 'parties' must be a list of names")
+        specs.append(WaitSpec(definition=definition, correlation_key=item.get("correlationKey"),
+                              tenant=item.get("tenant"), payload=item.get("payload"),
+                              parties=tuple(parties), deadline=item.get("deadline")))
+    return specs
+
+
+def _specs(args: argparse.Namespace) -> list[WaitSpec]:
+    if args.file is not None:
+        if args.key or args.tenant or args.payload or args.parties or args.deadline:
+            raise InvalidRequest("--file gives each wait's fields; use only a definition with it")
+        return _read_file(args.file, args.definition)
+    if args.definition is None:
+        raise InvalidRequest("name the wait definition to start (see `xwait definitions`)")
+    count = args.count or 1
+    if args.key is not None and count > 1:
+        raise InvalidRequest("--key names one wait; --count starts several, each its own key")
+    spec = WaitSpec(definition=args.definition, correlation_key=args.key, tenant=args.tenant,
+                    payload=_payload(args.payload), parties=tuple(args.parties),
+                    deadline=args.deadline)
+    return [spec] * count
+
+
+def run_start(args: argparse.Namespace, settings: Settings) -> int:
+    specs = _specs(args)
+    bar = ProgressBar(sys.stderr, enabled=len(specs) > 1 and not args.json
+                      and sys.stderr.isatty())
+    with XwaitClient(settings) as client:
+        try:
+            keys = client.start_many(specs, on_progress=bar)
+        finally:
+            bar.finish()
+    data: dict[str, Any] = {"topic": settings.topic("requests"), "correlationKeys": keys}
+    emit(data, args.json, "\n".join(keys))
+    return EXIT_OK

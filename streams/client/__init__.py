@@ -1,0 +1,53 @@
+"""xwait's Python SDK: start waits, reply, command, and read outcomes, on confluent-kafka.
+
+    >>> from streams.client import XwaitClient                       # doctest: +SKIP
+    >>> with XwaitClient() as xw:                                    # doctest: +SKIP
+    ...     key = xw.start_wait("expense-approval", payload={"amount": 120})
+    ...     xw.reply(key, {"decision": "approved"}, channel="portal")
+    >>> with XwaitClient().subscribe("outcomes") as outcomes:        # doctest: +SKIP
+    ...     for outcome in outcomes:
+    ...         print(outcome.correlation_key, outcome.outcome, outcome.reason)
+
+Settings come from the ``XWAIT_*`` environment (``streams.config``). Every
+argument is checked against the wait definitions before anything is
+produced; every record produced is confirmed by Kafka or reported in a
+:class:`DeliveryFailed`. These names are the whole public surface; anything
+else under ``streams.client`` may change.
+"""
+
+from __future__ import annotations
+
+from streams.client.client import WaitSpec, XwaitClient, new_correlation_key
+from streams.client.consumer import XwaitConsumer
+from streams.client.errors import (
+    ClientError,
+    DeliveryFailed,
+    InvalidRequest,
+    TopicMissing,
+    UndecodableOutput,
+    UnknownChannel,
+    UnknownDefinition,
+)
+from streams.client.records import Action, ActionKind, Outcome, OutcomeKind, Rejected, TraceEntry
+from streams.errors import KafkaUnavailable
+
+__all__ = [
+    "Action",
+    "ActionKind",
+    "ClientError",
+    "DeliveryFailed",
+    "InvalidRequest",
+    "KafkaUnavailable",
+    "Outcome",
+    "OutcomeKind",
+    "Rejected",
+    "TopicMissing",
+    "TraceEntry",
+    "UndecodableOutput",
+    "UnknownChannel",
+    "UnknownDefinition",
+    "WaitSpec",
+    "XwaitClient",
+    "XwaitConsumer",
+    "new_correlation_key",
+]

@@ -1,0 +1,436 @@
+"""``XwaitClient``: start waits, send replies and operator commands, on confluent-kafka.
+
+Every method validates its arguments against the wait definitions in
+``<topology>/waits`` *before* anything is produced, so a typo is an exception
+at the caller, not a ``Rejected`` record found hours later. Each single-record
+method waits for Kafka's acknowledgement and raises :class:`DeliveryFailed`
+when there is none: a wait that was never parked must not look started.
+
+Producer settings, and why:
+
+* ``partitioner=murmur2_random`` - librdkafka's default is CRC32; Java clients
+  and aiokafka (the processor) hash with murmur2. With CRC32 a reply would land
+  on another partition than its request and meet it only after the processor
+  forwarded it.
+* ``enable.idempotence=true``, ``acks=all`` - a retried send is written once,
+  in order, and only acknowledged when the in-sync replicas have it.
+* ``linger.ms=5`` - batches ``start_many`` without delaying single sends noticeably.
+* ``message.timeout.ms`` below the flush timeout - every record gets a delivery
+  report (success or error) before :meth:`XwaitClient.flush` gives up waiting.
+
+The client is meant for one thread at a time; create one per thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, overload
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from streams import codec, config
+from streams.client._kafka import LIBRDKAFKA_LOGGER, known_topics
+from streams.client.consumer import XwaitConsumer
+from streams.client.errors import (
+    DeliveryFailed,
+    InvalidRequest,
+    UnknownChannel,
+    UnknownDefinition,
+)
+from streams.client.records import Action, Outcome, Rejected
+from streams.codec import RecordType
+from streams.core.definition import Variant, WaitDefinition
+from streams.core.durations import parse_duration_ms
+from streams.core.events import PARTY_SEPARATOR
+from streams.definitions import load_definitions
+
+__all__ = ["WaitSpec", "XwaitClient", "new_correlation_key"]
+
+log = logging.getLogger(__name__)
+
+MESSAGE_TIMEOUT_MS = 30_000
+"""librdkafka gives up on a record after this long and reports the error. Its default
+(300 s) would let a CLI hang for five minutes against a broker that went away."""
+
+FLUSH_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 5.0
+"""Longer than MESSAGE_TIMEOUT_MS, so every record has its delivery report before flush
+returns; a record still unconfirmed after this is reported as failed, never dropped."""
+
+KEY_BYTES = 16
+"""128 random bits: the contract's minimum for a key that must be hard to guess."""
+
+ReviewDecision = Literal["Accept", "Submit Correction"]
+ProgressCallback = Callable[[int, int], None]
+
+
+def new_correlation_key() -> str:
+    """A fresh wait key: 128 random bits, URL-safe base64 (22 characters, never ``~``)."""
+    return secrets.token_urlsafe(KEY_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitSpec:
+    """One wait of a batch for :meth:`XwaitClient.start_many`; same meaning as start_wait's.
+
+    ``payload`` is JSON text or any JSON-serialisable value; ``deadline`` an ISO 8601
+    duration that overrides the definition's for this wait only.
+    """
+
+    definition: str
+    correlation_key: str | None = None
+    tenant: str | None = None
+    payload: Any = None
+    parties: Sequence[str] = ()
+    deadline: str | None = None
+
+
+def _json_text(value: Any, what: str) -> str:
+    """JSON text of ``value``; a ``str`` must already be JSON text (checked, kept verbatim)."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            raise InvalidRequest(f"{what} is not valid JSON text: {exc}") from exc
+        return value
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"{what} is not representable as JSON: {exc}") from exc
+
+
+def _check_key(key: str, what: str) -> None:
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidRequest(f"{what} must be a non-empty string, got {key!r}")
+    if PARTY_SEPARATOR in key:
+        raise InvalidRequest(
+            f"{what} {key!r} contains {PARTY_SEPARATOR!r}, which separates a wait key "
+            "from a party (WAITKEY~PARTY) and cannot be part of a wait key"
+        )
+
+
+class XwaitClient:
+    """Produces StartWait, Reply and Command records; see the module docstring.
+
+    ``settings`` defaults to :func:`streams.config.from_env`; ``bootstrap``
+    overrides its broker address. Use as a context manager (or call
+    :meth:`close`) so that nothing produced is left unflushed.
+    """
+
+    def __init__(self, settings: config.Settings | None = None, *,
+                 bootstrap: str | None = None) -> None:
+        base = settings if settings is not None else config.from_env()
+        self.settings = base.with_overrides(bootstrap=bootstrap)
+        self._definitions: dict[str, WaitDefinition] | None = None
+        self._producer: Producer | None = None
+        self._topics: set[str] = set()
+        self._in_flight: dict[int, str] = {}
+        self._failed: list[tuple[str, str]] = []
+        self._delivered = 0
+        self._seq = 0
+
+    # -- definitions -----------------------------------------------------------
+
+    @property
+    def definitions(self) -> Mapping[str, WaitDefinition]:
+        """The wait definitions of ``<topology>/waits``, loaded once (DefinitionError if broken)."""
+        if self._definitions is None:
+            self._definitions = load_definitions(self.settings.topology / "waits")
+        return self._definitions
+
+    def _definition(self, name: str) -> WaitDefinition:
+        found = self.definitions.get(name)
+        if found is None:
+            raise UnknownDefinition(name, list(self.definitions),
+                                    str(self.settings.topology / "waits"))
+        return found
+
+    # -- waits -----------------------------------------------------------------
+
+    def start_wait(self, definition: str, *, correlation_key: str | None = None,
+                   tenant: str | None = None, payload: Any = None,
+                   parties: Sequence[str] = (), deadline: str | None = None) -> str:
+        """Park a new wait and return its key (a fresh 128-bit one unless given).
+
+        Returns once Kafka acknowledged the StartWait; raises
+        :class:`InvalidRequest` (nothing produced) or :class:`DeliveryFailed`.
+        """
+        return self.start_many([WaitSpec(definition, correlation_key, tenant, payload,
+                                         parties, deadline)])[0]
+
+    def start_many(self, items: Iterable[WaitSpec],
+                   on_progress: ProgressCallback | None = None) -> list[str]:
+        """Park a batch of waits, each with its own key and deadline; return the keys in order.
+
+        Every item is validated before the first is produced, so a bad item
+        leaves the topic untouched. One flush at the end; ``on_progress(done,
+        total)`` is called as Kafka acknowledges records. On failure,
+        :class:`DeliveryFailed` lists the keys that did not make it.
+        """
+        specs = list(items)
+        if not specs:
+            return []
+        now_ms = int(time.time() * 1000)
+        records = [self._start_record(spec, now_ms, f"item {i}: " if len(specs) > 1 else "")
+                   for i, spec in enumerate(specs)]
+        keys = [r["correlationKey"] for r in records]
+        if len(set(keys)) != len(keys):
+            raise InvalidRequest("the batch names the same correlation key more than once")
+        topic = self.settings.topic("requests")
+        self._ready(topic)
+        total = len(records)
+        for record in records:
+            self._produce(topic, record["correlationKey"], RecordType.START_WAIT, record)
+            if on_progress is not None:
+                on_progress(self._delivered, total)
+        self._flush(FLUSH_TIMEOUT_S, on_progress, total)
+        return keys
+
+    def _start_record(self, spec: WaitSpec, now_ms: int, where: str) -> dict[str, Any]:
+        d = self._definition(spec.definition)
+        key = spec.correlation_key if spec.correlation_key is not None else new_correlation_key()
+        _check_key(key, f"{where}correlation key")
+        parties = list(spec.parties)
+        if isinstance(spec.parties, str):
+            raise InvalidRequest(f"{where}parties must be a list of names, not a string")
+        if parties and d.variant is not Variant.FIRST_VALID:
+            raise InvalidRequest(
+                f"{where}parties are only for a first-valid definition; {d.name!r} is "
+                f"{d.variant.value}")
+        if d.variant is Variant.FIRST_VALID and not (parties or d.parties):
+            raise InvalidRequest(
+                f"{where}definition {d.name!r} is first-valid and names no default "
+                "parties: give parties")
+        if len(set(parties)) != len(parties) or any(
+                not isinstance(p, str) or not p or PARTY_SEPARATOR in p for p in parties):
+            raise InvalidRequest(
+                f"{where}parties must be distinct, non-empty names without "
+                f"{PARTY_SEPARATOR!r}, got {parties}")
+        if spec.deadline is not None:
+            try:
+                parse_duration_ms(spec.deadline)
+            except ValueError as exc:
+                raise InvalidRequest(f"{where}deadline: {exc}") from None
+        return {
+            "correlationKey": key,
+            "definition": d.name,
+            "tenant": spec.tenant,
+            "payload": None if spec.payload is None else _json_text(spec.payload,
+                                                                    f"{where}payload"),
+            "parties": parties,
+            "deadline": spec.deadline,
+            "requestedAt": now_ms,
+        }
+
+    # -- replies ---------------------------------------------------------------
+
+    def reply(self, correlation_key: str, response_data: Any, *, channel: str,
+              tenant: str | None = None, reply_id: str | None = None,
+              sent_at: int | None = None) -> None:
+        """Answer a wait: ``correlation_key`` is ``WAITKEY`` or ``WAITKEY~PARTY``.
+
+        The Kafka key is WAITKEY either way, so the reply lands in its wait's
+        partition. ``response_data`` is JSON text or a JSON-serialisable value.
+        A ``channel`` no definition accepts raises :class:`UnknownChannel`
+        before anything is produced; ``reply_id`` lets the processor drop a retry.
+        """
+        wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
+            if isinstance(correlation_key, str) else ("", "", "")
+        _check_key(wait_key, "the wait key of the correlation key")
+        if sep and (not party or PARTY_SEPARATOR in party):
+            raise InvalidRequest(
+                f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
+        self._check_channel(channel)
+        record = {
+            "correlationKey": correlation_key,
+            "tenant": tenant,
+            "channel": channel,
+            "responseData": _json_text(response_data, "response data"),
+            "replyId": reply_id,
+            "sentAt": sent_at,
+        }
+        self._send_one("replies", wait_key, RecordType.REPLY, record)
+
+    def _check_channel(self, channel: str) -> None:
+        """Refuse a channel no definition accepts; a definition without channels accepts any."""
+        if not isinstance(channel, str) or not channel:
+            raise InvalidRequest(f"channel must be a non-empty string, got {channel!r}")
+        defs = self.definitions.values()
+        if any(not d.channels or channel in d.channels for d in defs):
+            return
+        raise UnknownChannel(channel, sorted({c for d in defs for c in d.channels}))
+
+    # -- operator commands -----------------------------------------------------
+
+    def suspend(self, correlation_key: str, reason: str, *, operator: str | None = None) -> None:
+        """Pause the wait's deadlines, keeping its place (idempotent)."""
+        self._command(correlation_key, "SUSPEND", reason=reason, operator=operator)
+
+    def resume(self, correlation_key: str, *, reason: str | None = None,
+               operator: str | None = None) -> None:
+        """Restore what was left of the deadlines; decide replies that came meanwhile."""
+        self._command(correlation_key, "RESUME", reason=reason, operator=operator)
+
+    def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None) -> None:
+        """End a wait that is not done as CANCELLED, with ``reason`` as the outcome's reason."""
+        self._command(correlation_key, "CANCEL", reason=reason, operator=operator)
+
+    def deliver(self, correlation_key: str, response_data: Any, *, reason: str | None = None,
+                operator: str | None = None) -> None:
+        """Hand in an answer as if a reply had arrived (still validated, never channel-checked)."""
+        self._command(correlation_key, "DELIVER", reason=reason, operator=operator,
+                      responseData=_json_text(response_data, "response data"))
+
+    def review(self, correlation_key: str, outcome: ReviewDecision, note: str, *,
+               corrected_data: Any = None, operator: str | None = None) -> None:
+        """Answer a REVIEW_NEEDED action: ``Accept`` the reply, or ``Submit Correction``.
+
+        A correction needs ``corrected_data``; an acceptance must not have any
+        (the accepted reply's own data is kept).
+        """
+        if outcome not in ("Accept", "Submit Correction"):
+            raise InvalidRequest(
+                f"review outcome must be 'Accept' or 'Submit Correction', got {outcome!r}")
+        if outcome == "Submit Correction" and corrected_data is None:
+            raise InvalidRequest("'Submit Correction' needs the corrected data")
+        if outcome == "Accept" and corrected_data is not None:
+            raise InvalidRequest("'Accept' keeps the reply's data; corrected data is only "
+                                 "for 'Submit Correction'")
+        data = None if corrected_data is None else _json_text(corrected_data, "corrected data")
+        self._command(correlation_key, "REVIEW", reviewOutcome=outcome, reviewNote=note,
+                      responseData=data, operator=operator)
+
+    def _command(self, correlation_key: str, command: str, **fields: Any) -> None:
+        _check_key(correlation_key, "correlation key")
+        record = {"correlationKey": correlation_key, "command": command, **fields}
+        self._send_one("commands", correlation_key, RecordType.COMMAND, record)
+
+    # -- consuming -------------------------------------------------------------
+
+    @overload
+    def subscribe(self, kind: Literal["outcomes"], *, group_id: str | None = ...,
+                  from_beginning: bool = ...) -> XwaitConsumer[Outcome]: ...
+
+    @overload
+    def subscribe(self, kind: Literal["actions"], *, group_id: str | None = ...,
+                  from_beginning: bool = ...) -> XwaitConsumer[Action]: ...
+
+    @overload
+    def subscribe(self, kind: Literal["rejected"], *, group_id: str | None = ...,
+                  from_beginning: bool = ...) -> XwaitConsumer[Rejected]: ...
+
+    @overload
+    def subscribe(self, kind: str, *, group_id: str | None = ...,
+                  from_beginning: bool = ...) -> XwaitConsumer[Any]: ...
+
+    def subscribe(self, kind: str, *, group_id: str | None = None,
+                  from_beginning: bool = False) -> XwaitConsumer[Any]:
+        """A consumer of ``outcomes``, ``actions`` or ``rejected`` as typed records.
+
+        With a ``group_id`` offsets are committed (at least once, see
+        :class:`XwaitConsumer`); without, it is a throw-away reader.
+        """
+        return XwaitConsumer(kind, self.settings, group_id=group_id,
+                             from_beginning=from_beginning)
+
+    # -- Kafka -----------------------------------------------------------------
+
+    def _ready(self, topic: str) -> Producer:
+        """The producer, after one metadata round trip proved the broker and ``topic`` exist."""
+        if self._producer is None:
+            self._producer = Producer(self.settings.confluent(**{
+                "partitioner": "murmur2_random",
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+                "client.id": "xwait-client",
+                "logger": LIBRDKAFKA_LOGGER,
+            }))
+        if topic not in self._topics:
+            self._topics = known_topics(self._producer, self.settings.bootstrap, topic)
+        return self._producer
+
+    def _send_one(self, role: str, key: str, record_type: RecordType,
+                  record: Mapping[str, Any]) -> None:
+        topic = self.settings.topic(role)
+        self._ready(topic)
+        self._produce(topic, key, record_type, record)
+        self.flush()
+
+    def _produce(self, topic: str, key: str, record_type: RecordType,
+                 record: Mapping[str, Any]) -> None:
+        producer = self._ready(topic)
+        value = codec.encode(record_type, record)
+        self._seq += 1
+        token = self._seq
+        self._in_flight[token] = key
+
+        def delivered(err: KafkaError | None, _msg: Message) -> None:
+            self._in_flight.pop(token, None)
+            if err is None:
+                self._delivered += 1
+            else:
+                self._failed.append((key, str(err.str())))
+
+        while True:
+            try:
+                producer.produce(topic, key=key.encode("utf-8"), value=value,
+                                 on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)  # local queue full: let deliveries drain, then retry
+            except KafkaException as exc:
+                self._in_flight.pop(token, None)
+                self._failed.append((key, str(exc.args[0])))
+                break
+        producer.poll(0)
+
+    def flush(self, timeout: float = FLUSH_TIMEOUT_S) -> int:
+        """Wait for every record produced so far; return how many Kafka acknowledged.
+
+        Raises :class:`DeliveryFailed` naming each key Kafka refused or did not
+        confirm within ``timeout`` seconds.
+        """
+        return self._flush(timeout, None, None)
+
+    def _flush(self, timeout: float, on_progress: ProgressCallback | None,
+               total: int | None) -> int:
+        if self._producer is not None:
+            deadline = time.monotonic() + timeout
+            while self._in_flight and time.monotonic() < deadline:
+                self._producer.flush(min(0.1, max(0.0, deadline - time.monotonic())))
+                if on_progress is not None:
+                    on_progress(self._delivered, total or self._delivered + len(self._in_flight))
+        failed = self._failed + [(key, f"not confirmed within {timeout:g} s")
+                                 for key in self._in_flight.values()]
+        delivered = self._delivered
+        self._failed, self._in_flight, self._delivered = [], {}, 0
+        if failed:
+            raise DeliveryFailed(failed, delivered)
+        return delivered
+
+    def close(self) -> None:
+        """Flush what is pending (raising on failures) and release the producer."""
+        try:
+            self.flush()
+        finally:
+            self._producer = None
+
+    def __enter__(self) -> XwaitClient:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # do not hide the original error behind a flush failure
+            try:
+                self.close()
+            except DeliveryFailed:
+                log.warning("records not delivered while handling another error", exc_info=True)

@@ -1,0 +1,111 @@
+"""What the SDK refuses, and why; every class hangs from ``streams.errors.XwaitError``::
+
+    XwaitError                  streams.errors
+    ├── KafkaUnavailable        the broker did not answer in time: check XWAIT_BOOTSTRAP
+    └── ClientError             streams.client.errors
+        ├── InvalidRequest      refused before anything was produced: fix the argument
+        │   ├── UnknownDefinition   no wait definition has that name (.known lists them)
+        │   └── UnknownChannel      no wait definition accepts that reply channel
+        ├── TopicMissing        the contract's topic does not exist: run `xwait topics create`
+        ├── DeliveryFailed      Kafka refused or did not confirm records (.failed, .delivered)
+        └── UndecodableOutput   an outcomes/actions/rejected record the codec cannot read
+
+The split matters to callers: an ``InvalidRequest`` is always raised *before*
+anything reaches Kafka, so retrying it unchanged is pointless; a
+``DeliveryFailed`` says which keys did not make it, so exactly those can be
+retried (the wait key makes a retried StartWait a recognised duplicate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from streams.errors import XwaitError
+
+__all__ = [
+    "ClientError",
+    "DeliveryFailed",
+    "InvalidRequest",
+    "TopicMissing",
+    "UndecodableOutput",
+    "UnknownChannel",
+    "UnknownDefinition",
+]
+
+
+class ClientError(XwaitError):
+    """Something the xwait SDK refused or could not do."""
+
+
+class InvalidRequest(ClientError):
+    """An argument xwait cannot use; nothing was produced."""
+
+
+class UnknownDefinition(InvalidRequest):
+    """A definition name no file in ``topology/waits`` declares."""
+
+    def __init__(self, name: str, known: Sequence[str], folder: str) -> None:
+        self.name = name
+        self.known = tuple(sorted(known))
+        shown = ", ".join(self.known) if self.known else "none"
+        super().__init__(
+            f"unknown wait definition {name!r}: the definitions in {folder} are {shown}"
+        )
+
+
+class UnknownChannel(InvalidRequest):
+    """A reply channel that no wait definition accepts, so the reply could only be refused."""
+
+    def __init__(self, channel: str, known: Sequence[str]) -> None:
+        self.channel = channel
+        self.known = tuple(sorted(known))
+        super().__init__(
+            f"unknown reply channel {channel!r}: the wait definitions accept "
+            f"{', '.join(self.known) if self.known else 'no channel'}"
+        )
+
+
+class TopicMissing(ClientError):
+    """The broker answers but lacks a topic of the contract."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        super().__init__(
+            f"topic {topic!r} does not exist: run `xwait topics create` with the same prefix"
+        )
+
+
+class DeliveryFailed(ClientError):
+    """Records Kafka refused, or did not confirm before the flush timeout.
+
+    ``failed`` holds ``(wait key, error text)`` pairs; ``delivered`` counts the
+    records of the same flush that Kafka did confirm. A record reported as not
+    confirmed in time may still arrive later: retrying it is safe because the
+    processor recognises a repeated request or replyId as a duplicate.
+    """
+
+    def __init__(self, failed: Sequence[tuple[str, str]], delivered: int) -> None:
+        self.failed = tuple(failed)
+        self.delivered = delivered
+        first_key, first_error = self.failed[0] if self.failed else ("", "")
+        super().__init__(
+            f"{len(self.failed)} record(s) not delivered ({delivered} delivered); "
+            f"first: key {first_key!r}: {first_error}"
+        )
+
+
+class UndecodableOutput(ClientError):
+    """A record on an output topic the codec cannot read (for example a newer schema).
+
+    The consumer has already moved past it, so the next poll continues with
+    the following record; ``value`` holds the bytes for a person to inspect.
+    """
+
+    def __init__(self, topic: str, partition: int, offset: int, value: bytes | None,
+                 detail: str) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.value = value
+        self.detail = detail
+        super().__init__(f"{topic}[{partition}]@{offset}: {detail}")

@@ -1,0 +1,169 @@
+"""The processor's output records as typed, frozen values.
+
+Attribute names are the contract's camelCase field names in snake_case
+(``correlationKey`` -> ``correlation_key``); :meth:`to_record` gives the
+camelCase dict back, exactly what ``streams.codec`` encodes, so a record can be
+printed with ``codec.to_json`` or re-encoded unchanged. Times are epoch
+milliseconds (UTC), JSON payloads stay JSON text: the SDK never guesses a
+shape the contract does not promise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from typing import Any, ClassVar, TypeVar
+
+from streams.codec import RecordType
+
+__all__ = ["Action", "ActionKind", "Outcome", "OutcomeKind", "Rejected", "TraceEntry"]
+
+
+class OutcomeKind(StrEnum):
+    """How a wait ended. ``UNKNOWN`` is what this build reads for a symbol a newer schema added."""
+
+    RECEIVED = "RECEIVED"
+    ESCALATED = "ESCALATED"
+    CANCELLED = "CANCELLED"
+    UNKNOWN = "UNKNOWN"
+
+
+class ActionKind(StrEnum):
+    """What the outside world must do. ``UNKNOWN``: a symbol a newer schema added."""
+
+    SEND_REQUEST = "SEND_REQUEST"
+    SEND_REMINDER = "SEND_REMINDER"
+    RUN_ESCALATION = "RUN_ESCALATION"
+    REVIEW_NEEDED = "REVIEW_NEEDED"
+    CLOSE_OUT = "CLOSE_OUT"
+    POLL = "POLL"
+    UNKNOWN = "UNKNOWN"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+_T = TypeVar("_T", bound="_Record")
+
+
+class _Record:
+    """Field mapping shared by the output types; attribute == snake_case(wire name)."""
+
+    __slots__ = ()
+    record_type: ClassVar[RecordType]
+
+    @classmethod
+    def from_record(cls: type[_T], record: Mapping[str, Any]) -> _T:
+        """Build from a decoded record; fields a newer schema added are ignored."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            values[f.name] = cls._convert_in(f.name, record[_camel(f.name)])
+        return cls(**values)
+
+    @classmethod
+    def _convert_in(cls, name: str, value: Any) -> Any:
+        return value
+
+    def to_record(self) -> dict[str, Any]:
+        """The camelCase record ``streams.codec.encode`` and ``to_json`` accept."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = [v.to_record() if isinstance(v, TraceEntry) else v for v in value]
+            elif isinstance(value, StrEnum):
+                value = value.value
+            out[_camel(f.name)] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """One thing that happened to a wait: when, a short event name, human detail."""
+
+    at: int
+    event: str
+    detail: str
+
+    def to_record(self) -> dict[str, Any]:
+        return {"at": self.at, "event": self.event, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(_Record):
+    """How one wait ended (``<prefix>.outcomes``); exactly one per wait."""
+
+    record_type: ClassVar[RecordType] = RecordType.OUTCOME
+
+    outcome_id: str
+    correlation_key: str
+    definition: str
+    tenant: str | None
+    outcome: OutcomeKind
+    reason: str
+    response_data: str | None
+    response_valid: bool | None
+    validation_issue: str | None
+    review_outcome: str | None
+    review_note: str | None
+    reminders_sent: int
+    escalation_level: int
+    parked_at: int
+    ended_at: int
+    trace: tuple[TraceEntry, ...]
+
+    @classmethod
+    def _convert_in(cls, name: str, value: Any) -> Any:
+        if name == "outcome":
+            return OutcomeKind(value)
+        if name == "trace":
+            return tuple(TraceEntry(at=t["at"], event=t["event"], detail=t["detail"])
+                         for t in value)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Action(_Record):
+    """Something the outside world must do for a wait (``<prefix>.actions``)."""
+
+    record_type: ClassVar[RecordType] = RecordType.ACTION
+
+    action_id: str
+    correlation_key: str
+    definition: str
+    tenant: str | None
+    action: ActionKind
+    party: str | None
+    level: int
+    attempt: int
+    payload: str | None
+    at: int
+
+    @property
+    def reply_key(self) -> str:
+        """The correlation key the party's reply must carry: ``WAITKEY~PARTY`` for a party."""
+        return self.correlation_key if self.party is None else (
+            f"{self.correlation_key}~{self.party}")
+
+    @classmethod
+    def _convert_in(cls, name: str, value: Any) -> Any:
+        return ActionKind(value) if name == "action" else value
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected(_Record):
+    """Input the processor did not act on, with its reason (``<prefix>.rejected``)."""
+
+    record_type: ClassVar[RecordType] = RecordType.REJECTED
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    reason: str
+    detail: str
+    original: bytes | None
+    rejected_at: int

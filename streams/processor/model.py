@@ -1,0 +1,80 @@
+"""The records a worker reads and writes, as the processor's layers pass them on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from streams.codec import RecordType
+from streams.core import ArmedTimer
+
+
+class Role(StrEnum):
+    """The contract's topics, by what they carry (names: `Settings.topic(role)`)."""
+
+    REQUESTS = "requests"
+    REPLIES = "replies"
+    COMMANDS = "commands"
+    TIMERS = "timers"
+    ACTIONS = "actions"
+    OUTCOMES = "outcomes"
+    REJECTED = "rejected"
+
+
+INPUT_ROLES = (Role.REQUESTS, Role.REPLIES, Role.COMMANDS, Role.TIMERS)
+RECORD_TYPE = {
+    Role.REQUESTS: RecordType.START_WAIT,
+    Role.REPLIES: RecordType.REPLY,
+    Role.COMMANDS: RecordType.COMMAND,
+    Role.TIMERS: RecordType.TIMER,
+}
+
+
+class ProcessorReject(StrEnum):
+    """Rejection reasons the processor adds to the core's `RejectReason`s."""
+
+    UNDECODABLE = "undecodable"
+    NO_KEY = "no_key"
+    KEY_MISMATCH = "key_mismatch"
+    INVALID_COMMAND = "invalid_command"
+    INTERNAL_ERROR = "internal_error"
+
+
+@dataclass(frozen=True)
+class InputRecord:
+    role: Role
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class OutRecord:
+    role: Role
+    key: bytes
+    value: bytes
+    partition: int | None = None  # None: the partitioner (murmur2) decides
+
+
+class RowWrite(StrEnum):
+    UNCHANGED = "unchanged"
+    DELETE = "delete"
+
+
+@dataclass
+class Handled:
+    """What one input record asks the worker to do, in this order:
+
+    1. write `row` under `wait_key` (bytes), delete it, or leave it;
+    2. move the timer index from `timers_before` to `timers_after`;
+    3. send `out` (rejections, outcomes, actions, forwards).
+    """
+
+    wait_key: str | None = None
+    row: bytes | RowWrite = RowWrite.UNCHANGED
+    timers_before: frozenset[ArmedTimer] = frozenset()
+    timers_after: frozenset[ArmedTimer] = frozenset()
+    out: list[OutRecord] = field(default_factory=list)
+    counters: list[str] = field(default_factory=list)

@@ -1,0 +1,78 @@
+"""CLI tests run `streams.cli.main` in-process against the real broker, one prefix per test.
+
+Helpers are fixtures (not a sibling module) so that mypy resolves them the same
+way pytest does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from streams import codec
+from streams.cli import main
+from streams.codec import RecordType
+from streams.config import Settings
+
+
+def _flags(settings: Settings) -> list[str]:
+    return ["--bootstrap", settings.bootstrap, "--prefix", settings.topic_prefix,
+            "--partitions", str(settings.partitions)]
+
+
+def _read(settings: Settings, role: str, record_type: RecordType, count: int,
+         timeout: float = 15.0) -> list[tuple[bytes, dict[str, Any]]]:
+    """(key, decoded value) of the first ``count`` records of a topic, via a plain consumer."""
+    topic = settings.topic(role)
+    consumer = Consumer(settings.confluent(**{"group.id": "raw-reader",
+                                              "enable.auto.commit": False}))
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        found: list[tuple[bytes, dict[str, Any]]] = []
+        deadline = time.monotonic() + timeout
+        while len(found) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                found.append((msg.key() or b"", codec.decode(record_type, msg.value())))
+        assert len(found) == count, f"expected {count} records on {topic}, got {len(found)}"
+        return found
+    finally:
+        consumer.close()
+
+
+def _produce(settings: Settings, role: str, records: list[tuple[str, bytes]]) -> None:
+    producer = Producer(settings.confluent(partitioner="murmur2_random"))
+    for key, value in records:
+        producer.produce(settings.topic(role), key=key.encode(), value=value)
+    assert producer.flush(10) == 0
+
+
+@pytest.fixture
+def topics(settings: Settings, monkeypatch: pytest.MonkeyPatch,
+           capsys: pytest.CaptureFixture[str]) -> Settings:
+    """``settings`` whose contract topics exist; the creation's output is discarded."""
+    monkeypatch.setenv("XWAIT_APP_ID", settings.app_id)
+    assert main(["topics", "create", *_flags(settings)]) == 0
+    capsys.readouterr()
+    return settings
+
+
+@pytest.fixture
+def flags() -> Callable[[Settings], list[str]]:
+    """The flags that point a command at the test's broker and prefix."""
+    return _flags
+
+
+@pytest.fixture
+def read() -> Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]:
+    return _read
+
+
+@pytest.fixture
+def produce() -> Callable[[Settings, str, list[tuple[str, bytes]]], None]:
+    return _produce

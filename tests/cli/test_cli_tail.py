@@ -1,0 +1,76 @@
+"""`xwait tail`: outputs as JSON lines, bounded by --count and --timeout."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from streams import codec
+from streams.cli import main
+from streams.codec import RecordType
+from streams.config import Settings
+
+Flags = Callable[[Settings], list[str]]
+Read = Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]
+Produce = Callable[[Settings, str, list[tuple[str, bytes]]], None]
+
+
+def _outcome(key: str) -> dict[str, object]:
+    return {"outcomeId": f"o-{key}", "correlationKey": key, "definition": "probe",
+            "tenant": None, "outcome": "ESCALATED", "reason": "escalation_exhausted",
+            "responseData": None, "responseValid": None, "validationIssue": None,
+            "reviewOutcome": None, "reviewNote": None, "remindersSent": 0,
+            "escalationLevel": 1, "parkedAt": 1, "endedAt": 2,
+            "trace": [{"at": 1, "event": "requested", "detail": ""}]}
+
+
+def test_tail_prints_one_json_line_per_record_that_reads_back_as_the_record(
+    topics: Settings, capsys: pytest.CaptureFixture[str], flags: Flags, produce: Produce,
+) -> None:
+    produce(topics, "outcomes", [(k, codec.encode(RecordType.OUTCOME, _outcome(k)))
+                                 for k in ("a", "b")])
+    assert main(["tail", "outcomes", "--from-beginning", "--count", "2", "--timeout", "20",
+                 *flags(topics)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert sorted(codec.from_json(RecordType.OUTCOME, line)["correlationKey"]
+                  for line in lines) == ["a", "b"]
+    assert codec.from_json(RecordType.OUTCOME, lines[0]) == _outcome(
+        codec.from_json(RecordType.OUTCOME, lines[0])["correlationKey"])
+
+
+def test_tail_fails_with_exit_1_when_fewer_records_than_count_arrive_in_time(
+    topics: Settings, capsys: pytest.CaptureFixture[str], flags: Flags,
+) -> None:
+    assert main(["tail", "actions", "--count", "1", "--timeout", "1", *flags(topics)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "0 of 1 actions records within 1 s" in captured.err
+
+
+def test_tail_reports_an_undecodable_record_on_stderr_and_goes_on(
+    topics: Settings, capsys: pytest.CaptureFixture[str], flags: Flags, produce: Produce,
+) -> None:
+    produce(topics, "rejected", [("k", b"not a record")])
+    produce(topics, "rejected", [("k", codec.encode(RecordType.REJECTED, {
+        "topic": "t", "partition": 0, "offset": 1, "key": b"k", "reason": "late",
+        "detail": "d", "original": b"\x00\xff", "rejectedAt": 5}))])
+    assert main(["tail", "rejected", "--from-beginning", "--count", "1", "--timeout", "20",
+                 *flags(topics)]) == 1
+    captured = capsys.readouterr()
+    assert "skipped an undecodable record" in captured.err
+    [line] = captured.out.splitlines()
+    assert codec.from_json(RecordType.REJECTED, line)["original"] == b"\x00\xff"
+
+
+def test_tail_on_missing_topics_fails_and_on_an_unreachable_broker_exits_3(
+    settings: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    flags: Flags,
+) -> None:
+    assert main(["tail", "outcomes", "--timeout", "1", *flags(settings)]) == 1
+    assert "run `xwait topics create`" in capsys.readouterr().err
+    monkeypatch.setattr("streams.client._kafka.CONNECT_TIMEOUT_S", 1.0)
+    assert main(["tail", "outcomes", "--bootstrap", "127.0.0.1:1"]) == 3
+    assert capsys.readouterr().err.startswith("xwait: Kafka unreachable:")

@@ -1,0 +1,49 @@
+"""Failures surface as exceptions: refused deliveries, missing topics, an unreachable broker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streams.client import DeliveryFailed, KafkaUnavailable, TopicMissing, XwaitClient
+from streams.config import Settings
+
+
+def test_a_record_the_broker_refuses_raises_delivery_failed_naming_its_key(
+    settings: Settings,
+) -> None:
+    topic = settings.topic("requests")
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "1024"})]
+                        )[topic].result(timeout=30)
+
+    with XwaitClient(settings) as client:
+        client.start_wait("expense-approval", correlation_key="small")
+        with pytest.raises(DeliveryFailed) as caught:
+            client.start_wait("expense-approval", correlation_key="too-big",
+                              payload={"blob": "x" * 4000})
+    assert caught.value.failed[0][0] == "too-big"
+    assert "too large" in caught.value.failed[0][1].lower()
+    assert caught.value.delivered == 0
+
+
+def test_a_missing_topic_is_named_before_anything_is_produced(settings: Settings) -> None:
+    with XwaitClient(settings) as client, pytest.raises(TopicMissing) as caught:
+        client.start_wait("expense-approval")
+    assert caught.value.topic == settings.topic("requests")
+    assert "xwait topics create" in str(caught.value)
+
+
+def test_an_unreachable_broker_raises_kafka_unavailable_within_the_connect_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("streams.client._kafka.CONNECT_TIMEOUT_S", 1.0)
+    began = time.monotonic()
+    with XwaitClient(Settings(), bootstrap="127.0.0.1:1") as client:
+        with pytest.raises(KafkaUnavailable, match="127.0.0.1:1 did not answer"):
+            client.cancel("k", "gone")
+        with pytest.raises(KafkaUnavailable):
+            client.subscribe("outcomes")
+    assert time.monotonic() - began < 5

@@ -1,0 +1,65 @@
+"""Fixtures for end-to-end tests: topics, workers, a client and a watcher.
+
+They are module-scoped: the tests of one module share topics and a worker
+(each test uses keys of its own), because starting a worker costs seconds.
+A module that kills or adds workers gets its own topics by being a module.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from streams import topics
+from streams.config import Settings
+from tests.e2e.harness import Client, Watcher, WorkerProcess, e2e_settings
+
+
+@pytest.fixture(scope="module")
+def e2e_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="module")
+def e2e(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
+    """Settings with topics of their own and the fast definitions of tests/e2e/waits."""
+    prefix = f"e{uuid.uuid4().hex[:10]}"
+    base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
+                    partitions=4)
+    s = e2e_settings(base, e2e_folder)
+    topics.create(s, topics.load_specs(s))
+    return s
+
+
+@pytest.fixture(scope="module")
+def workers(e2e: Settings, e2e_folder: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    started: list[WorkerProcess] = []
+
+    def start(name: str = "w1", wait_owned: bool = True) -> WorkerProcess:
+        worker = WorkerProcess(e2e, e2e_folder, name)
+        started.append(worker)
+        return worker.start(wait_owned=wait_owned)
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+@pytest.fixture(scope="module")
+def worker(workers: Callable[..., WorkerProcess]) -> WorkerProcess:
+    return workers()
+
+
+@pytest.fixture(scope="module")
+def client(e2e: Settings) -> Client:
+    return Client(e2e)
+
+
+@pytest.fixture(scope="module")
+def watcher(e2e: Settings) -> Iterator[Watcher]:
+    w = Watcher(e2e)
+    yield w
+    w.close()

@@ -1,0 +1,88 @@
+"""kill -9 of a worker in the middle of a run loses no wait and ends none twice.
+
+For each processing guarantee: park a few thousand waits, reply to half of
+them (the other half end by their deadline), kill -9 the worker while
+outcomes are flowing, start it again, and check with a read_committed
+consumer that every wait has exactly one terminal outcome.  Records repeated
+with the same outcomeId (re-sent after the crash) are counted per guarantee
+and written to .xwait/reports/crash-<guarantee>.json.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from streams import topics
+from streams.config import Guarantee, Settings
+from tests.e2e.harness import REPO, Client, Watcher, WorkerProcess, e2e_settings, new_key
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+WAITS = 2000
+
+
+@pytest.mark.parametrize("guarantee", list(Guarantee))
+def test_kill_9_mid_run_leaves_every_wait_with_exactly_one_outcome(
+    kafka_bootstrap: str, tmp_path: Path, guarantee: Guarantee
+) -> None:
+    prefix = f"c{uuid.uuid4().hex[:10]}"
+    base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix,
+                    app_id=f"{prefix}-processor", partitions=4)
+    settings = e2e_settings(base, tmp_path, guarantee)
+    topics.create(settings, topics.load_specs(settings))
+    client, watcher = Client(settings), Watcher(settings)
+    worker = WorkerProcess(settings, tmp_path).start()
+    try:
+        keys = [new_key() for _ in range(WAITS)]
+        for key in keys:
+            client.start(key, "crash")
+        client.flush()
+        for key in keys[::2]:
+            client.reply(key, {"ok": True})
+        client.flush()
+
+        watcher.until(lambda s: len(s.outcomes) >= WAITS // 4, 120, "a quarter of the outcomes")
+        worker.kill9()
+        killed_at = len(watcher.seen.outcomes)
+        worker.start()
+        seen = watcher.until(lambda s: len({o["correlationKey"] for o in s.outcomes}) >= WAITS,
+                             240, "an outcome for every wait")
+        watcher.poll(3)
+    finally:
+        worker.stop()
+        watcher.close()
+
+    by_key: dict[str, set[str]] = defaultdict(set)
+    kinds: dict[str, set[str]] = defaultdict(set)
+    for o in seen.outcomes:
+        by_key[o["correlationKey"]].add(o["outcomeId"])
+        kinds[o["correlationKey"]].add(o["outcome"])
+    assert set(by_key) == set(keys), "every wait ended, and nothing else did"
+    assert all(len(ids) == 1 for ids in by_key.values()), "one terminal outcome per wait"
+    assert all(len(k) == 1 for k in kinds.values()), "a re-sent outcome never changes its kind"
+    replied = set(keys[::2])
+    wrong = [k for k in keys if (k in replied) != (kinds[k] == {"RECEIVED"})]
+    # A reply arriving after its 8 s deadline may lose the race; anything else is a bug.
+    assert len(wrong) <= WAITS // 20, f"{len(wrong)} waits ended the wrong way"
+
+    counts = Counter(o["outcomeId"] for o in seen.outcomes)
+    report = {
+        "guarantee": guarantee.value,
+        "waits": WAITS,
+        "outcomeRecords": len(seen.outcomes),
+        "duplicateOutcomeRecords": sum(n - 1 for n in counts.values()),
+        "waitsWithDuplicates": sum(1 for n in counts.values() if n > 1),
+        "outcomesSeenBeforeKill": killed_at,
+        "endedByDeadlineAfterReply": len(wrong),
+        "measuredAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out = REPO / ".xwait" / "reports"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"crash-{guarantee.value}.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report))

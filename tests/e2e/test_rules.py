@@ -1,0 +1,158 @@
+"""The rules that involve Kafka itself: ordering across topics, races, bad input."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from streams.config import Settings
+from streams.partitioning import partition_for
+from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _parked(watcher: Watcher, key: str) -> None:
+    """Requests and commands travel on different topics: a command sent before
+    its request was processed finds no wait.  Wait for the request's action."""
+    watcher.until(lambda s: any(a["action"] == "SEND_REQUEST" for a in s.for_key("actions", key)),
+                  30, "the wait to park")
+
+
+def test_an_early_reply_is_held_and_correlated_when_its_request_arrives(
+    worker: WorkerProcess, client: Client, watcher: Watcher
+) -> None:
+    key = new_key()
+    client.reply(key, {"decision": "approved"})
+    client.flush()
+    time.sleep(1.5)  # the reply is processed first, on its own topic
+    assert not watcher.seen.for_key("outcomes", key)
+    client.start(key, "slow-approval")
+    client.flush()
+    seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")
+    [outcome] = seen.for_key("outcomes", key)
+    assert outcome["outcome"] == "RECEIVED"
+    assert json.loads(outcome["responseData"]) == {"decision": "approved"}
+    assert not seen.for_key("rejected", key)
+
+
+def test_a_reply_racing_the_deadline_gives_exactly_one_outcome_per_wait(
+    worker: WorkerProcess, client: Client, watcher: Watcher
+) -> None:
+    keys = [new_key() for _ in range(60)]
+    for key in keys:
+        client.start(key, "race")
+    client.flush()
+    time.sleep(1.6)
+    for i, key in enumerate(keys):
+        client.reply(key, {"n": i})
+        if i % 10 == 0:
+            time.sleep(0.1)  # spread the replies across the deadline
+    client.flush()
+    seen = watcher.until(lambda s: all(s.for_key("outcomes", k) for k in keys), 60,
+                         "an outcome for every wait")
+    watcher.poll(2)  # anything extra would show up now
+    for key in keys:
+        [outcome] = seen.for_key("outcomes", key)
+        rejected = seen.for_key("rejected", key)
+        if outcome["outcome"] == "RECEIVED":
+            assert rejected == [], "the reply won; nothing else may be rejected"
+        else:
+            assert outcome["outcome"] == "ESCALATED"
+            assert [r["reason"] for r in rejected] == ["late"], "the deadline won"
+
+
+def test_a_record_on_the_wrong_partition_is_forwarded_and_counted(
+    e2e: Settings, worker: WorkerProcess, client: Client, watcher: Watcher
+) -> None:
+    key = new_key()
+    right = partition_for(key.encode(), e2e.partitions)
+    wrong = (right + 1) % e2e.partitions
+    before = (worker.stats() or {}).get("counters", {}).get("misrouted", 0)
+    client.send("requests", key, {"correlationKey": key, "definition": "slow-approval",
+                                  "requestedAt": int(time.time() * 1000)}, partition=wrong)
+    client.flush()
+    client.reply(key, {"decision": "rejected"})
+    client.flush()
+    seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")
+    assert seen.for_key("outcomes", key)[0]["outcome"] == "RECEIVED"
+    stats = worker.wait_until(lambda s: s["counters"].get("misrouted", 0) > before, 10,
+                              "did not count the misrouted record")
+    assert stats["counters"]["misrouted"] == before + 1
+
+
+def test_undecodable_input_is_published_with_its_reason_and_original_bytes(
+    worker: WorkerProcess, client: Client, watcher: Watcher
+) -> None:
+    key = new_key()
+    garbage = b"\xc3\x01not avro at all"
+    client.raw("replies", key.encode(), garbage)
+    client.raw("requests", key.encode(), b'{"correlationKey": 5}')
+    client.flush()
+    seen = watcher.until(lambda s: len(s.for_key("rejected", key)) == 2, 30, "two rejections")
+    by_topic = {r["topic"].rsplit(".", 1)[1]: r for r in seen.for_key("rejected", key)}
+    assert by_topic["replies"]["reason"] == "undecodable"
+    assert by_topic["replies"]["original"] == garbage
+    assert by_topic["requests"]["reason"] == "undecodable"
+    assert "correlationKey" in by_topic["requests"]["detail"]
+    # The worker is still processing.
+    assert (worker.stats() or {}).get("counters", {}).get("rejected.undecodable", 0) >= 2
+
+
+def test_an_invalid_reply_goes_to_review_and_an_accept_ends_the_wait(
+    worker: WorkerProcess, client: Client, watcher: Watcher
+) -> None:
+    key = new_key()
+    client.start(key, "slow-approval")
+    client.reply(key, {"decision": "maybe"})
+    client.flush()
+    seen = watcher.until(lambda s: any(a["action"] == "REVIEW_NEEDED"
+                                       for a in s.for_key("actions", key)), 30, "review_needed")
+    review = next(a for a in seen.for_key("actions", key) if a["action"] == "REVIEW_NEEDED")
+    assert "decision" in json.loads(review["payload"])["validationIssue"]
+    client.command(key, "REVIEW", reviewOutcome="Accept", reviewNote="verbal ok by phone",
+                   operator="ops")
+    client.flush()
+    seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")
+    [outcome] = seen.for_key("outcomes", key)
+    assert outcome["outcome"] == "RECEIVED"
+    assert outcome["reviewOutcome"] == "Accept"
+    assert outcome["reviewNote"] == "verbal ok by phone"
+    assert outcome["responseValid"] is False
+    assert outcome["validationIssue"]
+
+
+def test_a_suspended_wait_does_not_time_out_and_resumes_with_its_remaining_time(
+    worker: WorkerProcess, client: Client, watcher: Watcher
+) -> None:
+    key = new_key()
+    client.start(key, "race")  # a 2 s deadline
+    client.flush()
+    _parked(watcher, key)
+    client.command(key, "SUSPEND", reason="maintenance", operator="ops")
+    client.flush()
+    time.sleep(4)  # twice the deadline passes while suspended
+    assert not watcher.seen.for_key("outcomes", key)
+    resumed_at = time.time()
+    client.command(key, "RESUME", operator="ops")
+    client.flush()
+    seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")
+    [outcome] = seen.for_key("outcomes", key)
+    assert outcome["outcome"] == "ESCALATED"
+    # What was left of the 2 s deadline ran after the resume, not before it.
+    assert outcome["endedAt"] / 1000 > resumed_at + 0.5
+
+
+def test_cancel_ends_a_parked_wait_as_cancelled(
+    worker: WorkerProcess, client: Client, watcher: Watcher
+) -> None:
+    key = new_key()
+    client.start(key, "slow-approval")
+    client.flush()
+    _parked(watcher, key)
+    client.command(key, "CANCEL", reason="request withdrawn", operator="ops")
+    client.flush()
+    seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")
+    assert seen.for_key("outcomes", key)[0]["outcome"] == "CANCELLED"

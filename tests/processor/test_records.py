@@ -1,0 +1,181 @@
+"""A record's whole path through a worker, without the broker: decode, route, decide."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams import codec
+from streams.definitions import load_definitions
+from streams.partitioning import partition_for
+from streams.processor.envelope import OutboxEntry, Row, RowDecodeError, decode_row, encode_row
+from streams.processor.model import INPUT_ROLES, Handled, InputRecord, OutRecord, Role, RowWrite
+from streams.processor.records import RecordHandler
+
+DEFS = load_definitions(Path(__file__).resolve().parents[2] / "topology" / "waits")
+PARTITIONS = 8
+NOW = 1_800_000_000_000
+KEY = "k-0123456789abcdef"
+PART = partition_for(KEY.encode(), PARTITIONS)
+
+
+class Store:
+    """The waits table as the agent uses it."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, bytes] = {}
+
+    def load(self, key: str) -> bytes | None:
+        return self.rows.get(key)
+
+    def apply(self, handled: Handled) -> None:
+        assert handled.wait_key is not None
+        if handled.row is RowWrite.DELETE:
+            self.rows.pop(handled.wait_key, None)
+        elif isinstance(handled.row, bytes):
+            self.rows[handled.wait_key] = handled.row
+
+
+def record(role: Role, value: bytes | None, offset: int, key: str | None = KEY,
+           partition: int = PART) -> InputRecord:
+    return InputRecord(role, f"xwait.{role.value}", partition, offset,
+                       key.encode() if key is not None else None, value)
+
+
+def request(offset: int = 0) -> InputRecord:
+    return record(Role.REQUESTS, codec.encode("StartWait", {
+        "correlationKey": KEY, "definition": "expense-approval", "requestedAt": NOW}), offset)
+
+
+def reply(offset: int, data: object) -> InputRecord:
+    return record(Role.REPLIES, json.dumps({
+        "correlationKey": KEY, "channel": "portal",
+        "responseData": json.dumps(data)}).encode(), offset)
+
+
+def decoded(out: OutRecord) -> dict[str, object]:
+    rtype = {Role.OUTCOMES: "Outcome", Role.ACTIONS: "Action", Role.REJECTED: "Rejected"}
+    return codec.decode(rtype[out.role], out.value)
+
+
+handler = RecordHandler(DEFS, PARTITIONS)
+
+
+def test_a_request_parks_the_wait_arms_its_timers_and_asks_to_send_the_request() -> None:
+    store = Store()
+    handled = handler.handle(request(), store.load, NOW)
+    store.apply(handled)
+    assert [o.role for o in handled.out] == [Role.ACTIONS]
+    assert decoded(handled.out[0])["action"] == "SEND_REQUEST"
+    assert {t.kind.value for t in handled.timers_after} == {"reminder", "deadline"}
+    assert decode_row(store.rows[KEY]).seen == {Role.REQUESTS: 0}
+
+
+def test_a_json_reply_ends_the_wait_with_one_outcome() -> None:
+    store = Store()
+    store.apply(handler.handle(request(), store.load, NOW))
+    handled = handler.handle(reply(5, {"decision": "approved"}), store.load, NOW + 1)
+    outcome = decoded(next(o for o in handled.out if o.role is Role.OUTCOMES))
+    assert outcome["outcome"] == "RECEIVED"
+    assert handled.timers_after == frozenset(
+        t for t in handled.timers_after if t.kind.value == "retention")
+
+
+def test_a_replayed_input_sends_its_records_again_instead_of_deciding_late() -> None:
+    # The crash: the reply's state change was stored, its outcome never left.
+    store = Store()
+    store.apply(handler.handle(request(), store.load, NOW))
+    first = handler.handle(reply(5, {"decision": "approved"}), store.load, NOW + 1)
+    store.apply(first)
+    again = handler.handle(reply(5, {"decision": "approved"}), store.load, NOW + 9)
+    assert again.out == first.out
+    assert again.counters == ["replayed"]
+    # A genuinely new reply for the finished wait is late, as before.
+    late = handler.handle(reply(6, {"decision": "approved"}), store.load, NOW + 9)
+    assert [decoded(o)["reason"] for o in late.out] == ["late"]
+
+
+def test_committed_inputs_leave_the_outbox_at_the_next_write() -> None:
+    store = Store()
+    store.apply(handler.handle(request(offset=3), store.load, NOW))
+    assert len(decode_row(store.rows[KEY]).outbox) == 1
+
+    def committed(role: Role, partition: int) -> int:
+        return 4 if role is Role.REQUESTS else -1
+
+    store.apply(handler.handle(reply(7, {"decision": "approved"}), store.load, NOW + 1,
+                               committed))
+    outbox = decode_row(store.rows[KEY]).outbox
+    assert [(e.role, e.offset) for e in outbox] == [(Role.REPLIES, 7)]
+
+
+def test_a_record_on_the_wrong_partition_is_forwarded_to_the_right_one() -> None:
+    wrong = (PART + 1) % PARTITIONS
+    rec = record(Role.REQUESTS, b"anything", 0, partition=wrong)
+    handled = handler.handle(rec, Store().load, NOW)
+    assert handled.out == [OutRecord(Role.REQUESTS, KEY.encode(), b"anything", PART)]
+    assert handled.counters == ["misrouted"]
+    assert handled.row is RowWrite.UNCHANGED
+
+
+def test_undecodable_and_keyless_records_become_rejections_with_the_original_bytes() -> None:
+    for rec, reason in ((record(Role.REPLIES, b"\x00\x01garbage", 1), "undecodable"),
+                        (record(Role.REPLIES, b"{}", 2, key=None, partition=0), "no_key")):
+        handled = handler.handle(rec, Store().load, NOW)
+        [out] = handled.out
+        rejected = decoded(out)
+        assert rejected["reason"] == reason
+        assert rejected["original"] == rec.value
+        assert rejected["offset"] == rec.offset
+
+
+def test_a_command_the_core_does_not_know_is_an_invalid_command() -> None:
+    value = codec.encode("Command", {"correlationKey": KEY, "command": "UNKNOWN"})
+    handled = handler.handle(record(Role.COMMANDS, value, 0), Store().load, NOW)
+    assert decoded(handled.out[0])["reason"] == "invalid_command"
+
+
+def test_a_record_whose_key_is_not_its_wait_key_is_rejected() -> None:
+    other = "other-key-that-hashes-somewhere"
+    value = json.dumps({"correlationKey": KEY, "channel": "portal",
+                        "responseData": "{}"}).encode()
+    rec = record(Role.REPLIES, value, 0, key=other,
+                 partition=partition_for(other.encode(), PARTITIONS))
+    handled = handler.handle(rec, Store().load, NOW)
+    rejected = decoded(handled.out[0])
+    assert rejected["reason"] == "key_mismatch"
+    assert str(rejected["detail"]).startswith("Expected")
+
+
+def test_a_corrupt_row_does_not_stop_the_worker_and_keeps_the_input() -> None:
+    store = Store()
+    store.rows[KEY] = b"not a row"
+    handled = handler.handle(reply(1, {"decision": "approved"}), store.load, NOW)
+    rejected = decoded(handled.out[0])
+    assert rejected["reason"] == "internal_error"
+    assert handled.row is RowWrite.UNCHANGED
+
+
+out_records = st.builds(OutRecord, st.sampled_from(list(Role)), st.binary(max_size=40),
+                        st.binary(max_size=200), st.none() | st.integers(0, 2000))
+entries = st.builds(OutboxEntry, st.sampled_from(list(INPUT_ROLES)), st.integers(0, 2000),
+                    st.integers(0, 2**40), st.lists(out_records, max_size=4).map(tuple))
+rows = st.builds(Row, st.none() | st.binary(min_size=1, max_size=300),
+                 st.dictionaries(st.sampled_from(list(INPUT_ROLES)), st.integers(0, 2**40)),
+                 st.lists(entries, max_size=4).map(tuple))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows)
+def test_rows_round_trip_with_their_outbox(row: Row) -> None:
+    assert decode_row(encode_row(row)) == row
+
+
+@given(st.binary(max_size=64))
+def test_any_bytes_decode_to_a_row_or_a_row_decode_error(data: bytes) -> None:
+    with contextlib.suppress(RowDecodeError):
+        decode_row(data)
