@@ -119,6 +119,19 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warn", "warning": "warn",
+              "error": "error", "crit": "crit", "critical": "crit"}
+
+
+def log_level(raw: str) -> str:
+    """The worker's log level in faust's vocabulary (it knows "warn", not "warning")."""
+    level = LOG_LEVELS.get(raw.lower())
+    if level is None:
+        raise ConfigError(f"log level {raw!r}: expected one of debug, info, warning, error, "
+                          "critical")
+    return level
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     """Build settings from `XWAIT_*` variables (see README "Configuration")."""
     env = os.environ if env is None else env
@@ -163,5 +176,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         web_host=env.get("XWAIT_WEB_HOST") or defaults.web_host,
         console_token=env.get("XWAIT_CONSOLE_TOKEN") or None,
         security=security,
-        log_level=env.get("XWAIT_LOG_LEVEL") or defaults.log_level,
+        log_level=log_level(env.get("XWAIT_LOG_LEVEL") or defaults.log_level),
     )

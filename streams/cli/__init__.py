@@ -174,6 +174,8 @@ def settings_from(args: argparse.Namespace) -> config.Settings:
         overrides[name] = getattr(args, name, None)
     if getattr(args, "guarantee", None):
         overrides["guarantee"] = config.Guarantee(args.guarantee)
+    if overrides["log_level"] is not None:
+        overrides["log_level"] = config.log_level(overrides["log_level"])
     return settings.with_overrides(**overrides)
 
 
