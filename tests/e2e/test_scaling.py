@@ -1,0 +1,42 @@
+"""A second worker joins: it takes over partitions, and their timers still fire."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from streams.config import Settings
+from streams.partitioning import partition_for
+from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def test_a_joining_worker_takes_over_partitions_and_fires_their_timers(
+    e2e: Settings, workers: Callable[..., WorkerProcess], client: Client, watcher: Watcher
+) -> None:
+    first = workers("w1")
+    keys = [new_key() for _ in range(200)]
+    for key in keys:
+        # No reply: every wait ends by its timer, due well after the second worker joined.
+        client.start(key, "crash", deadline="PT20S")
+    client.flush()
+    first.wait_until(lambda s: s["counters"].get("processed.requests", 0) >= len(keys), 30,
+                     "did not park every wait")
+
+    second = workers("w2")
+    moved = set(second.wait_until(lambda s: bool(s["ownedPartitions"]), 60,
+                                  "took no partition")["ownedPartitions"])
+    first.wait_until(lambda s: not moved & set(s["ownedPartitions"]), 60,
+                     "kept the moved partitions")
+
+    seen = watcher.until(lambda s: all(s.for_key("outcomes", k) for k in keys), 90,
+                         "every wait to end")
+    for key in keys:
+        assert [o["outcome"] for o in seen.for_key("outcomes", key)][:1] == ["ESCALATED"]
+    moved_keys = [k for k in keys if partition_for(k.encode(), e2e.partitions) in moved]
+    assert moved_keys, "some waits were parked on the partitions that moved"
+    stats = second.stats() or {}
+    assert stats["counters"].get("timers.emitted", 0) >= len(moved_keys)
+    assert stats["counters"].get("outcomes.deadline_exhausted", 0) >= len(moved_keys)
