@@ -84,8 +84,7 @@ def start_worker(settings: Settings) -> subprocess.Popen[bytes] | None:
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(  # noqa: S603 - our own console script
             [str(Path(sys.executable).parent / "xwait"), "worker"],
-                                env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     print(f"starting a worker (log: {log_path.relative_to(REPO)}) ...", flush=True)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -146,7 +145,7 @@ def main() -> int:
             xw.start_wait(DEFINITION, correlation_key=story.key,
                           payload={"expense": f"demo {story.label}", "amount": 120})
             say(story, f"wait started: {story.title}")
-        plan: list[tuple[float, str, Callable[[], None]]] = [
+        plan: list[tuple[float, str, Callable[[], object]]] = [
             (1.0, "A", lambda: xw.reply(a.key, {"decision": "approved", "by": "kim"},
                                         channel="portal")),
             (1.0, "C", lambda: xw.reply(c.key, {"decision": "maybe"}, channel="portal")),

@@ -46,7 +46,7 @@ from confluent_kafka import KafkaError, Producer
 from faust.types import StreamT
 from faust.web import Request, Response, View
 
-from streams.config import Settings
+from streams.config import Guarantee, Settings
 from streams.core import WaitDefinition, decode_slot
 from streams.definitions import load_definitions
 from streams.partitioning import partition_for
@@ -299,6 +299,9 @@ class Worker:
 
 def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | None = None
               ) -> faust.App:
+    if settings.guarantee is Guarantee.EXACTLY_ONCE:
+        log.warning("processing guarantee exactly_once: in xwait's kill -9 test this mode "
+                    "lost waits (faust 0.15.3); at_least_once did not (see README)")
     if definitions is None:
         definitions = load_definitions(settings.topology / "waits")
     settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,38 @@
+"""The README tells the truth about the contract and the configuration."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text()
+
+
+def test_every_field_of_every_schema_is_documented_under_its_record() -> None:
+    for path in sorted((REPO / "schemas").glob("*.avsc")):
+        schema = json.loads(path.read_text())
+        section = README.split(f"**`{schema['name']}`**", 1)
+        assert len(section) == 2, f"README has no section for {schema['name']}"
+        body = section[1].split("**`", 1)[0]
+        for field in schema["fields"]:
+            assert f"`{field['name']}`" in body, f"{schema['name']}.{field['name']} undocumented"
+
+
+def test_every_setting_the_code_reads_is_documented() -> None:
+    code = "".join(p.read_text() for p in (REPO / "streams").rglob("*.py"))
+    code += (REPO / "scripts" / "kafka").read_text()
+    variables = set(re.findall(r'"(XWAIT_[A-Z_]+)"', code))
+    assert variables, "the pattern finds the settings"
+    missing = sorted(v for v in variables if v not in README)
+    assert missing == []
+
+
+def test_the_two_commands_are_make_targets_and_ci_runs_the_test_command() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^demo:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+    assert "make demo" in README and "make test" in README
+    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines()
+          if line and not line.startswith(("#", "set ", "cd "))]
+    assert ci == ["make test"]
