@@ -61,7 +61,6 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka import libversion as librdkafka_version
-from confluent_kafka import version as confluent_kafka_version
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams import codec, topics
@@ -144,10 +143,10 @@ def machine() -> dict[str, Any]:
 def versions() -> dict[str, Any]:
     found: dict[str, Any] = {
         "python": platform.python_version(),
-        "confluent_kafka": confluent_kafka_version()[0],
         "librdkafka": librdkafka_version()[0],
     }
-    for dist in ("xwait", "faust-streaming", "aiokafka", "rocksdict", "fastavro"):
+    for dist in ("confluent-kafka", "xwait", "faust-streaming", "aiokafka", "rocksdict",
+                 "fastavro"):
         try:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -451,6 +450,9 @@ class Run:
     deadline_ms: int
     keys: list[str] = field(default_factory=list)
     requested_at_ms: list[int] = field(default_factory=list)
+    # key -> the wait's own deadline (ms) when --deadline-spread gives each one an override
+    own_deadline_ms: dict[str, int] = field(default_factory=dict)
+    rss_at_park_start_kib: int | None = None
     replied: dict[str, float] = field(default_factory=dict)  # key -> monotonic send time
     marks: dict[str, float] = field(default_factory=dict)  # phase -> monotonic time
     notes: list[str] = field(default_factory=list)
@@ -463,15 +465,22 @@ class Run:
 def park(run: Run, worker: Worker, watch: OutcomeWatch, sender: Sender) -> None:
     n = run.args.waits
     topic = run.settings.topic("requests")
+    spread_ms = round(run.args.deadline_spread * 1000)
+    jitter = random.Random(run.args.seed + 1)
     before = worker.counter("processed.requests")
     run.marks["produce_start"] = time.monotonic()
     for _ in range(n):
         key = secrets.token_hex(16)
         now_ms = int(time.time() * 1000)
+        record: dict[str, Any] = {"correlationKey": key, "definition": DEFINITION,
+                                  "requestedAt": now_ms}
+        if spread_ms:
+            own = run.deadline_ms + jitter.randrange(spread_ms)
+            record["deadline"] = f"PT{own // 1000}.{own % 1000:03d}S"
+            run.own_deadline_ms[key] = own
         run.keys.append(key)
         run.requested_at_ms.append(now_ms)
-        sender.send(topic, key, codec.encode(RecordType.START_WAIT, {
-            "correlationKey": key, "definition": DEFINITION, "requestedAt": now_ms}))
+        sender.send(topic, key, codec.encode(RecordType.START_WAIT, record))
         sender.producer.poll(0)
     sender.flush(120)
     run.marks["produce_end"] = time.monotonic()
@@ -522,7 +531,8 @@ def reply(run: Run, worker: Worker, watch: OutcomeWatch, sender: Sender) -> None
 
 def complete(run: Run, worker: Worker, watch: OutcomeWatch) -> None:
     n = run.args.waits
-    last_deadline_wall = max(run.requested_at_ms) / 1000 + run.deadline_ms / 1000
+    last_deadline_wall = (max(run.requested_at_ms) / 1000 + run.deadline_ms / 1000
+                          + run.args.deadline_spread)
     timeout = max(last_deadline_wall - time.time(), 0) + max(120.0, n / 100)
     run.marks["complete"] = wait_for(lambda: len(watch.seen.first) >= n, timeout,
                                      f"outcomes of all {n} waits", worker, watch,
@@ -555,7 +565,8 @@ def figures(run: Run, watch: OutcomeWatch, rss: RssSampler | None) -> dict[str, 
                 latencies.append((consumed_at - run.replied[key]) * 1000)
         elif kind == "ESCALATED":
             escalated_at.append(consumed_at)
-            lateness.append(outcome["endedAt"] - (outcome["parkedAt"] + run.deadline_ms))
+            own = run.own_deadline_ms.get(key, run.deadline_ms)
+            lateness.append(outcome["endedAt"] - (outcome["parkedAt"] + own))
             if key in run.replied:
                 replied_escalated += 1
 
@@ -572,6 +583,10 @@ def figures(run: Run, watch: OutcomeWatch, rss: RssSampler | None) -> dict[str, 
     base_rate = base.get("records_per_s")
     hwm = run.hwm_kib
     peak = max(x for x in (hwm, rss.peak_kib if rss else None, 0) if x is not None)
+    at_start = run.rss_at_park_start_kib
+    growth = (round((peak - at_start) * 1024 / n) if peak and at_start else None)
+    due_span_s = ((max(run.requested_at_ms) - min(run.requested_at_ms)) / 1000
+                  + run.args.deadline_spread if run.requested_at_ms else None)
     return {
         "parks_per_s": parks,
         "completed_waits_per_s": rate(len(watch.seen.first), completion_s),
@@ -606,7 +621,10 @@ def figures(run: Run, watch: OutcomeWatch, rss: RssSampler | None) -> dict[str, 
             "rss_peak_sampled_mib": (round(rss.peak_kib / 1024, 1)
                                      if rss and rss.peak_kib else None),
             "rss_vmhwm_mib": round(hwm / 1024, 1) if hwm else None,
+            "rss_at_park_start_mib": round(at_start / 1024, 1) if at_start else None,
+            "rss_growth_bytes_per_wait": growth,
             "rss_samples": len(rss.samples) if rss else 0,
+            "deadlines_fell_due_within_s": rnd(due_span_s, 3),
             "rss_last_sampled_mib": (round(rss.samples[-1][1] / 1024, 1)
                                      if rss and rss.samples else None),
             "baseline": run.baseline,
@@ -647,6 +665,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--deadline", default="auto",
                    help="ISO 8601 deadline of every wait, e.g. PT20S; 'auto' (default) is "
                         "max(20 s, waits / 250 s) so that parking and replying fit before it")
+    p.add_argument("--deadline-spread", type=float, default=0.0,
+                   help="seconds; when above 0 each StartWait carries its own deadline "
+                        "(--deadline plus a uniform 0..spread), so deadlines do not all "
+                        "fall due within the few seconds the requests took to produce (0)")
     p.add_argument("--partitions", type=int, default=8, help="partitions of every topic (8)")
     p.add_argument("--out", type=Path, default=None,
                    help="JSON file (default bench/results/park-<timestamp>.json)")
@@ -658,6 +680,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--waits: expected a number above zero")
     if not 0.0 <= args.reply_fraction <= 1.0:
         p.error("--reply-fraction: expected a number from 0 to 1")
+    if args.deadline_spread < 0:
+        p.error("--deadline-spread: expected 0 or more seconds")
     if args.partitions < 1:
         p.error("--partitions: expected a number above zero")
     if args.deadline == "auto":
@@ -680,11 +704,13 @@ def summary(result: dict[str, Any]) -> str:
         f"  completed waits/s         {f['completed_waits_per_s']}  (received "
         f"{d['received_per_s']}/s, escalated {d['escalated_per_s']}/s)",
         f"  deadline lateness ms      p50 {f['deadline_lateness_ms']['p50']}  "
-        f"p99 {f['deadline_lateness_ms']['p99']}  (n={f['deadline_lateness_ms']['count']})",
+        f"p99 {f['deadline_lateness_ms']['p99']}  (n={f['deadline_lateness_ms']['count']}, "
+        f"due within {d['deadlines_fell_due_within_s']}s)",
         f"  reply->outcome ms         p50 {f['reply_to_outcome_ms']['p50']}  "
         f"p99 {f['reply_to_outcome_ms']['p99']}  (n={f['reply_to_outcome_ms']['count']}, "
         f"sent at {d['reply_send_rate_per_s']}/s)",
-        f"  worker peak RSS MiB       {f['worker_peak_rss_mib']}",
+        f"  worker peak RSS MiB       {f['worker_peak_rss_mib']}  (at park start "
+        f"{d['rss_at_park_start_mib']}, {d['rss_growth_bytes_per_wait']} B/wait)",
         f"  baseline records/s        {f['baseline_records_per_s']}  "
         f"(parks/s / baseline = {f['parks_to_baseline_ratio']})",
     ]
@@ -726,6 +752,7 @@ def main(argv: list[str] | None = None) -> int:
                  == settings.partitions, 180, "the worker to own every partition", worker)
         watch = OutcomeWatch(settings)
         sender = Sender(settings)
+        run.rss_at_park_start_kib = proc_status_kib(worker.pid, "VmRSS")
         print(f"park_bench: worker up (pid {worker.pid}); parking {args.waits} waits, "
               f"deadline {args.deadline}", flush=True)
         park(run, worker, watch, sender)
@@ -740,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
         worker.stop()
         print("park_bench: baseline consume->produce loop", flush=True)
         run.baseline = baseline(settings, admin, args.waits, max(120.0, args.waits / 500))
-    except (BenchError, KafkaException, OSError) as exc:
+    except Exception as exc:  # any failure still writes an incomplete result
         errors.append(f"{type(exc).__name__}: {exc}")
     except KeyboardInterrupt:
         errors.append("interrupted")
@@ -757,6 +784,7 @@ def main(argv: list[str] | None = None) -> int:
         if watch is not None:
             with contextlib.suppress(KafkaException):
                 watch.drain(0)
+            watch.close()
         deleted = delete_topics(admin, settings)
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -768,7 +796,8 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": round((datetime.now(UTC) - started).total_seconds(), 1),
         "parameters": {
             "waits": args.waits, "reply_fraction": args.reply_fraction,
-            "deadline": args.deadline, "partitions": args.partitions,
+            "deadline": args.deadline, "deadline_spread_s": args.deadline_spread,
+            "partitions": args.partitions,
             "bootstrap": args.bootstrap, "seed": args.seed, "workers": 1,
             "guarantee": settings.guarantee.value, "timer_tick_s": TIMER_TICK_S,
             "definition": DEFINITION, "parks_measured_by": "stats counter processed.requests",
