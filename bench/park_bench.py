@@ -1,8 +1,9 @@
 """Park N waits on one real worker and measure it; write the figures to a JSON file.
 
 Run: ``.venv/bin/python bench/park_bench.py [--waits 100000] [--reply-fraction 0.5]
-[--deadline auto|PT20S] [--partitions 8] [--out bench/results/park-<ts>.json]
-[--bootstrap 127.0.0.1:9092]``. See bench/README.md for what each figure means.
+[--deadline auto|PT20S] [--deadline-spread 0] [--partitions 8] [--seed 1]
+[--out bench/results/park-<ts>.json] [--bootstrap 127.0.0.1:9092]``.
+See bench/README.md for what each figure means.
 
 One run, against the broker given (a real Kafka broker, ``scripts/kafka start``):
 
@@ -457,6 +458,7 @@ class Run:
     marks: dict[str, float] = field(default_factory=dict)  # phase -> monotonic time
     notes: list[str] = field(default_factory=list)
     reply_window_s: float | None = None
+    replies_planned: int = 0
     baseline: dict[str, Any] | None = None
     final_stats: dict[str, Any] | None = None
     hwm_kib: int | None = None
@@ -505,6 +507,7 @@ def reply(run: Run, worker: Worker, watch: OutcomeWatch, sender: Sender) -> None
                          "lose the race; use a longer --deadline")
         window = 0.0
     run.reply_window_s = round(window, 3)
+    run.replies_planned = len(chosen)
     topic = run.settings.topic("replies")
     start = time.monotonic()
     run.marks["replies_start"] = start
@@ -611,7 +614,7 @@ def figures(run: Run, watch: OutcomeWatch, rss: RssSampler | None) -> dict[str, 
             "escalated_per_s": rate(len(escalated_at), span(escalated_at)),
             "replies_sent": len(run.replied),
             "reply_window_s": run.reply_window_s,
-            "reply_send_rate_per_s": rate(len(run.replied), run.reply_window_s),
+            "reply_send_rate_per_s": rate(run.replies_planned, run.reply_window_s),
             "replied_waits_that_escalated": replied_escalated,
             "outcomes": len(watch.seen.first),
             "outcomes_by_kind": kinds,
@@ -644,13 +647,24 @@ def delete_topics(admin: AdminClient, settings: Settings) -> list[str]:
         for future in admin.delete_topics(names, operation_timeout=30).values():
             with contextlib.suppress(KafkaException):
                 future.result(timeout=30)
+    # A worker killed mid-run stays a group member until its session times out,
+    # and a group with members cannot be deleted: retry for a while.
+    pending: list[str] = []
     with contextlib.suppress(KafkaException, ValueError, TypeError):
         groups = admin.list_consumer_groups().result(timeout=15)
-        mine = [g.group_id for g in groups.valid if g.group_id.startswith(prefix)]
-        if mine:
-            for future in admin.delete_consumer_groups(mine, request_timeout=15).values():
-                with contextlib.suppress(KafkaException):
-                    future.result(timeout=15)
+        pending = [g.group_id for g in groups.valid if g.group_id.startswith(prefix)]
+    give_up = time.monotonic() + settings.session_timeout + 15
+    while pending and time.monotonic() < give_up:
+        failed = []
+        for group, future in admin.delete_consumer_groups(pending,
+                                                          request_timeout=15).items():
+            try:
+                future.result(timeout=15)
+            except KafkaException:
+                failed.append(group)
+        pending = failed
+        if pending:
+            time.sleep(2)
     return names
 
 
@@ -742,7 +756,14 @@ def main(argv: list[str] | None = None) -> int:
     watch: OutcomeWatch | None = None
     log_tail: list[str] = []
     deleted: list[str] = []
+    reachable = False
     try:
+        try:
+            admin.list_topics(timeout=10)
+        except KafkaException as exc:
+            raise BenchError(f"the broker at {args.bootstrap} did not answer a metadata "
+                             "request; is it running (scripts/kafka start)?") from exc
+        reachable = True
         topics.create(settings, topics.load_specs(settings))
         worker.start()
         assert worker.pid is not None
@@ -785,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.suppress(KafkaException):
                 watch.drain(0)
             watch.close()
-        deleted = delete_topics(admin, settings)
+        deleted = delete_topics(admin, settings) if reachable else []
         shutil.rmtree(folder, ignore_errors=True)
 
     complete_run = not errors and watch is not None and len(watch.seen.first) >= args.waits
@@ -798,7 +819,8 @@ def main(argv: list[str] | None = None) -> int:
             "waits": args.waits, "reply_fraction": args.reply_fraction,
             "deadline": args.deadline, "deadline_spread_s": args.deadline_spread,
             "partitions": args.partitions,
-            "bootstrap": args.bootstrap, "seed": args.seed, "workers": 1,
+            "bootstrap": args.bootstrap, "topic_prefix": prefix, "seed": args.seed,
+            "workers": 1,
             "guarantee": settings.guarantee.value, "timer_tick_s": TIMER_TICK_S,
             "definition": DEFINITION, "parks_measured_by": "stats counter processed.requests",
         },
