@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit kafka kafka-stop topics worker bench clean
+.PHONY: demo test lint venv kafka kafka-stop topics worker bench clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,9 +33,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# The console's browser test drives Debian's chromium through Playwright; no
+# browser is ever downloaded by Playwright itself (no `playwright install`).
+browser:
+	@test -x /usr/bin/chromium || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 # Everything CI runs: lint, types, and the whole suite against a real broker
 # (tests start one through scripts/kafka when none answers).
-test: lint
+test: lint browser
 	$(BIN)/pytest
 
 worker: topics

@@ -2,7 +2,7 @@
 
 Exit codes scripts can trust: 0 success, 1 the operation failed (for
 `topics describe`: the topics are not healthy), 2 bad usage or configuration,
-3 Kafka unreachable.
+3 Kafka unreachable (for `status` and `list`: no worker answered).
 
 Per command, what "failed" (1) and "bad usage" (2) mean:
 
@@ -15,6 +15,9 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
   and the field) or the folder holds none.
+* `status`, `list`: 1 when the key is unknown (404) or the worker refused the
+  request; 3 when no worker answered at `--console` or none could answer for
+  the key during a rebalance (503).
 """
 
 from __future__ import annotations
@@ -81,7 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
     definitions = sub.add_parser(
         "definitions", help="list and validate the wait definitions in topology/waits")
     _common(definitions)
+
+    _reading_commands(sub)
     return parser
+
+
+def _reading_commands(sub: Any) -> None:
+    """`status` and `list` read a worker's console API, not Kafka."""
+    status = sub.add_parser("status", help="show one wait: state, timers, suspension, trace")
+    status.add_argument("key")
+    listing = sub.add_parser("list", help="list waits that are not done, by next due time")
+    listing.add_argument("--state", choices=["parked", "in_review", "suspended", "done"],
+                         help="only waits in this state (default: every state but done)")
+    listing.add_argument("--definition", help="only waits of this definition")
+    listing.add_argument("--tenant", help="only waits of this tenant")
+    listing.add_argument("--limit", type=_positive_int, help="at most N waits (default 100)")
+    for cmd in (status, listing):
+        cmd.add_argument("--console", help="a worker's web URL (XWAIT_CONSOLE_URL, default "
+                                           "http://127.0.0.1:6066)")
+        cmd.add_argument("--json", action="store_true", help="print data as JSON")
 
 
 def _positive_int(text: str) -> int:
@@ -220,6 +241,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streams.cli.definitions import run_definitions
 
             return run_definitions(args, settings)
+        if args.command == "status":
+            from streams.cli.status import run_status
+
+            return run_status(args)
+        if args.command == "list":
+            from streams.cli.status import run_list
+
+            return run_list(args)
     except ConfigError as exc:
         print(f"xwait: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -31,7 +31,7 @@ def _load(tmp_path: Path, text: str, name: str = "w.yaml") -> None:
 
 def test_shipped_examples_load_with_the_durations_of_the_issue() -> None:
     assert set(DEFINITIONS) == {"expense-approval", "vendor-quote", "first-valid", "probe",
-                                "two-stage-approval"}
+                                "two-stage-approval", "demo-approval"}
     expense = DEFINITIONS["expense-approval"]
     (stage,) = expense.stages
     assert expense.variant is Variant.SINGLE_CHANNEL

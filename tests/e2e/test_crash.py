@@ -28,8 +28,8 @@ WAITS = 2000
 
 
 EOS_LOSES_WAITS = pytest.mark.xfail(
-    reason="measured: with faust 0.15.3's exactly_once, waits are lost after kill -9 (the "
-           "restarted worker does not re-read inputs of aborted transactions); see README",
+    reason="measured: with faust 0.15.3's exactly_once, most runs lose waits after kill -9 "
+           "(see README, 'Processing guarantees')",
     strict=False,
 )
 

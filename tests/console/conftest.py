@@ -1,0 +1,141 @@
+"""One small cluster for the console tests: two real workers sharing 4 partitions.
+
+Package-scoped: every module of tests/console uses the same topics and the
+same two `xwait worker` processes (started with a console token), because
+starting workers costs seconds; each test uses keys and tenants of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams import topics
+from streams.config import Settings
+from streams.partitioning import partition_for
+from tests.e2e.harness import XWAIT, Client, WorkerProcess, e2e_settings, settings_env
+
+TOKEN = "test-console-token"  # noqa: S105 - the test workers' own token
+
+
+class ConsoleWorker(WorkerProcess):
+    """A worker started with XWAIT_CONSOLE_TOKEN set."""
+
+    def start(self, wait_owned: bool = True, timeout: float = 90) -> ConsoleWorker:
+        env = {**os.environ, **settings_env(self.settings),
+               "XWAIT_DATA_DIR": str(self.data_dir), "XWAIT_WEB_PORT": str(self.web_port),
+               "XWAIT_LOG_LEVEL": "info", "XWAIT_CONSOLE_TOKEN": TOKEN}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([str(XWAIT), "worker"], env=env, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        if wait_owned:
+            self.wait_until(lambda s: bool(s["ownedPartitions"]), timeout, "owns no partition")
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+
+def http(method: str, url: str, body: Any = None, token: str | None = None,
+         timeout: float = 30) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=data, method=method,  # noqa: S310 - http only
+                                 headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback
+            raw = resp.read()
+            ctype = resp.headers.get("Content-Type", "")
+            return resp.status, json.loads(raw) if "json" in ctype else raw.decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def eventually(fetch: Any, check: Any, timeout: float = 60, what: str = "") -> Any:
+    """Call fetch() until check(result) holds; no timing assertions, generous timeouts."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = fetch()
+        if check(last):
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+@dataclass
+class Cluster:
+    settings: Settings
+    w1: ConsoleWorker
+    w2: ConsoleWorker
+    client: Client
+
+    @property
+    def workers(self) -> list[ConsoleWorker]:
+        return [self.w1, self.w2]
+
+    def owner(self, key: str) -> ConsoleWorker:
+        p = partition_for(key.encode(), self.settings.partitions)
+        for w in self.workers:
+            stats = w.stats()
+            if stats is not None and p in stats["ownedPartitions"]:
+                return w
+        raise AssertionError(f"no worker owns partition {p}")
+
+    def status(self, key: str, via: ConsoleWorker | None = None) -> tuple[int, Any]:
+        return http("GET", f"{(via or self.w1).url}/xwait/api/waits/{key}")
+
+    def wait_state(self, key: str, state: str, timeout: float = 60) -> dict[str, Any]:
+        _, body = eventually(lambda: self.status(key),
+                             lambda r: r[0] == 200 and r[1]["state"] == state, timeout,
+                             f"{key} in state {state}")
+        result: dict[str, Any] = body
+        return result
+
+    def start(self, key: str, definition: str = "slow-approval", **fields: Any) -> None:
+        self.client.start(key, definition, **fields)
+        self.client.flush()
+
+
+@pytest.fixture(scope="package")
+def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    folder: Path = tmp_path_factory.mktemp("console")
+    prefix = f"c{uuid.uuid4().hex[:10]}"
+    base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
+                    partitions=4)
+    s = e2e_settings(base, folder)
+    topics.create(s, topics.load_specs(s))
+    w1 = ConsoleWorker(s, folder, "w1")
+    w2 = ConsoleWorker(s, folder, "w2")
+    try:
+        w1.start()
+        w2.start(wait_owned=False)
+        # Settled: the two workers own disjoint halves and each knows the other.
+        for w in (w1, w2):
+            w.wait_until(lambda st: len(st["ownedPartitions"]) == 2, 120,
+                         "did not settle on 2 of 4 partitions")
+        eventually(lambda: http("GET", f"{w1.url}/xwait/api/waits?local=0"),
+                   lambda r: r[0] == 200 and len(r[1]["workers"]) == 2, 60,
+                   "both workers in the assignment")
+        yield Cluster(s, w1, w2, Client(s))
+    finally:
+        w1.stop()
+        w2.stop()
+
+
+def new_key() -> str:
+    return uuid.uuid4().hex
