@@ -26,6 +26,7 @@ import argparse
 import getpass
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +47,24 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, help="partitions per topic (XWAIT_PARTITIONS)")
     parser.add_argument("--topology", type=Path, help="topology folder (XWAIT_TOPOLOGY)")
     parser.add_argument("--json", action="store_true", help="print data as JSON")
+    security = parser.add_argument_group(
+        "Kafka security (the SASL password only from XWAIT_SASL_PASSWORD: a flag would show "
+        "in the process list)")
+    for flag, variable in SECURITY_FLAGS.items():
+        security.add_argument(f"--{flag}", dest=variable, metavar=flag.split("-", 1)[1].upper(),
+                              help=f"({variable})")
+
+
+# Flags that stand for XWAIT_* security variables; applied as if set in the
+# environment, so that flags and variables go through the same checks.
+SECURITY_FLAGS = {
+    "security-protocol": "XWAIT_SECURITY_PROTOCOL",
+    "sasl-mechanism": "XWAIT_SASL_MECHANISM",
+    "sasl-username": "XWAIT_SASL_USERNAME",
+    "ssl-cafile": "XWAIT_SSL_CAFILE",
+    "ssl-certfile": "XWAIT_SSL_CERTFILE",
+    "ssl-keyfile": "XWAIT_SSL_KEYFILE",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,7 +207,9 @@ def _producing_commands(sub: Any) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> config.Settings:
-    settings = config.from_env()
+    flagged = {v: getattr(args, v) for v in SECURITY_FLAGS.values()
+               if getattr(args, v, None) is not None}
+    settings = config.from_env({**os.environ, **flagged})
     overrides: dict[str, Any] = {}
     for name in ("bootstrap", "topic_prefix", "partitions", "topology", "data_dir",
                  "timer_tick", "web_port", "web_host", "log_level"):

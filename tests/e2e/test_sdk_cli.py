@@ -1,0 +1,98 @@
+"""The SDK and the CLI drive a real worker: what a user types, the outcome they see."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from streams.cli import main
+from streams.client import Outcome, XwaitClient
+from streams.config import Settings
+from tests.e2e.harness import Watcher, WorkerProcess
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _cli(e2e: Settings, *args: str) -> list[str]:
+    return [*args, "--bootstrap", e2e.bootstrap, "--prefix", e2e.topic_prefix,
+            "--topology", str(e2e.topology)]
+
+
+def _outcome(watcher: Watcher, key: str) -> dict[str, object]:
+    seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")
+    return seen.for_key("outcomes", key)[0]
+
+
+def _parked(watcher: Watcher, key: str) -> None:
+    watcher.until(lambda s: any(a["action"] == "SEND_REQUEST" for a in s.for_key("actions", key)),
+                  30, "the wait to park")
+
+
+def test_sdk_starts_a_wait_replies_and_reads_the_typed_outcome(
+    e2e: Settings, worker: WorkerProcess
+) -> None:
+    with XwaitClient(e2e) as xw, xw.subscribe("outcomes", from_beginning=True) as outcomes:
+        key = xw.start_wait("slow-approval", tenant="acme", payload={"amount": 120})
+        xw.reply(key, {"decision": "approved"}, channel="portal", tenant="acme")
+        deadline = time.monotonic() + 30
+        found: Outcome | None = None
+        while found is None and time.monotonic() < deadline:
+            record = outcomes.poll(0.5)
+            if record is not None and record.correlation_key == key:
+                found = record
+    assert found is not None, "the SDK consumer saw the outcome"
+    assert (found.outcome, found.reason, found.tenant) == ("RECEIVED", "reply_valid", "acme")
+    assert json.loads(found.response_data or "") == {"decision": "approved"}
+    assert [t.event for t in found.trace][0] == "requested"
+
+
+def test_cli_start_and_reply_end_a_wait_received(
+    e2e: Settings, worker: WorkerProcess, watcher: Watcher, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
+    [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
+    assert main(_cli(e2e, "reply", key, "--channel", "portal", "--data",
+                     '{"decision": "rejected"}')) == 0
+    outcome = _outcome(watcher, key)
+    assert outcome["outcome"] == "RECEIVED"
+    assert json.loads(str(outcome["responseData"])) == {"decision": "rejected"}
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["cancel", "--reason", "withdrawn"], ("CANCELLED", "cancelled_by_operator")),
+    (["deliver", "--data", '{"decision": "approved"}'], ("RECEIVED", "delivered")),
+])
+def test_cli_operator_commands_end_a_parked_wait(
+    e2e: Settings, worker: WorkerProcess, watcher: Watcher, capsys: pytest.CaptureFixture[str],
+    command: list[str], expected: tuple[str, str],
+) -> None:
+    assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
+    [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
+    _parked(watcher, key)
+    assert main(_cli(e2e, command[0], key, *command[1:])) == 0
+    outcome = _outcome(watcher, key)
+    assert (outcome["outcome"], outcome["reason"]) == expected
+
+
+def test_cli_suspend_resume_and_review_correct_a_wait(
+    e2e: Settings, worker: WorkerProcess, watcher: Watcher, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
+    [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
+    _parked(watcher, key)
+    assert main(_cli(e2e, "suspend", key, "--reason", "audit")) == 0
+    assert main(_cli(e2e, "reply", key, "--channel", "portal", "--data",
+                     '{"decision": "perhaps"}')) == 0
+    time.sleep(1.5)
+    assert not watcher.seen.for_key("actions", key)[1:], "nothing is decided while suspended"
+    assert main(_cli(e2e, "resume", key)) == 0
+    watcher.until(lambda s: any(a["action"] == "REVIEW_NEEDED" for a in s.for_key("actions", key)),
+                  30, "the review")
+    assert main(_cli(e2e, "review", "correct", key, "--note", "typo", "--data",
+                     '{"decision": "approved"}')) == 0
+    outcome = _outcome(watcher, key)
+    assert (outcome["outcome"], outcome["reason"]) == ("RECEIVED", "review_corrected")
+    assert outcome["reviewNote"] == "typo"
+    assert json.loads(str(outcome["responseData"])) == {"decision": "approved"}
