@@ -3,14 +3,15 @@
 Per input record the agent (concurrency 1: faust issue #606 loses events at
 higher concurrency) runs `RecordHandler.handle` and applies the result:
 
-    1. table write (`waits[key] = slot` or delete): faust sends the changelog
+    1. table write (`waits[key] = row` or delete): faust sends the changelog
        record first, then writes RocksDB;
     2. timer index update (in memory, derived from the table);
     3. sends to outcomes / actions / rejected (or the forward of a misrouted
        record), through faust's producer;
     4. faust acks the event; its commit later flushes the producer (1 and 3)
-       and then commits the input offset - in exactly_once, all three go in
-       the input partition's transaction instead.
+       and then commits the input offset - in exactly_once, faust means all
+       three to go in the input partition's transaction instead (our kill -9
+       test says it does not hold: README, "Processing guarantees").
 
 A crash between any two steps re-delivers the input record (its offset was
 not committed).  The state it changed may survive the crash while the
