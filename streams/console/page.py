@@ -157,10 +157,27 @@ function el(tag, attrs, ...children) {
   return e;
 }
 const fmt = (ms) => ms == null ? "" : new Date(ms).toISOString().replace("T", " ").replace("Z", "");
+function span(s) {
+  // The two largest units: "3 d 4 h", "12 min 5 s", "40 s".
+  const units = [["d", 86400], ["h", 3600], ["min", 60], ["s", 1]];
+  const parts = [];
+  for (const [name, size] of units) {
+    if (s >= size || (name === "s" && parts.length === 0)) {
+      parts.push(`${Math.floor(s / size)} ${name}`);
+      s %= size;
+    }
+    if (parts.length === 2) break;
+  }
+  return parts.join(" ");
+}
+function after(ms) {
+  // Time since the wait parked: tenths of a second while short, units after.
+  return ms < 60000 ? `+${(ms / 1000).toFixed(1)} s` : `+${span(Math.round(ms / 1000))}`;
+}
 function rel(ms) {
   if (ms == null) return "-";
   const s = Math.round((ms - Date.now()) / 1000);
-  return s >= 0 ? `in ${s} s` : `${-s} s ago`;
+  return s >= 0 ? `in ${span(s)}` : `${span(-s)} ago`;
 }
 function say(text) { $("error").textContent = ""; $("message").textContent = text; }
 function fail(text) { $("message").textContent = ""; $("error").textContent = text; }
@@ -244,13 +261,13 @@ function render(w) {
                                                 `… ${w.traceDropped} entries not kept …`));
     tl.append(el("li", {},
       el("time", {datetime: new Date(t.at).toISOString()},
-         `+${((t.at - w.parkedAt) / 1000).toFixed(1)} s`),
+         after(t.at - w.parkedAt)),
       el("strong", {}, t.event), " ", t.detail || ""));
   });
   for (const t of w.timers) {
     tl.append(el("li", {"class": "future"},
       el("time", {datetime: new Date(t.dueAt).toISOString()},
-         `+${((t.dueAt - w.parkedAt) / 1000).toFixed(1)} s`),
+         after(t.dueAt - w.parkedAt)),
       el("em", {}, `${t.kind} due`)));
   }
   const done = w.state === "done";
