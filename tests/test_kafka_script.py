@@ -57,3 +57,20 @@ def test_start_without_java_fails_with_one_clear_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert result.stderr.startswith("scripts/kafka: error: Java is not installed")
+
+
+def test_start_reuses_a_broker_another_checkout_started(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    port = kafka_bootstrap.rsplit(":", 1)[1]
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "start", "--port", port],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "reusing it" in result.stdout
+    stop = subprocess.run([sys.executable, str(SCRIPT), "stop", "--port", port],
+                          capture_output=True, text=True, check=False,
+                          env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)})
+    assert "no broker started by this script is running" in stop.stdout
