@@ -70,8 +70,12 @@ ProgressCallback = Callable[[int, int], None]
 
 
 def new_correlation_key() -> str:
-    """A fresh wait key: 128 random bits, URL-safe base64 (22 characters, never ``~``)."""
-    return secrets.token_urlsafe(KEY_BYTES)
+    """A fresh wait key: 128 random bits as 32 hex digits.
+
+    Hex, not URL-safe base64: a base64 key starts with ``-`` one time in 64,
+    and the CLI (like most command lines) would read it as an option.
+    """
+    return secrets.token_hex(KEY_BYTES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -211,6 +211,21 @@ class Watcher:
                              f"{len(self.seen.outcomes)} outcomes, {len(self.seen.actions)} "
                              f"actions, {len(self.seen.rejected)} rejected")
 
+    def parked(self, key: str, timeout: float = 30) -> None:
+        """Wait until the wait's request was processed (its SEND_REQUEST is out).
+
+        Requests and commands travel on different topics: a command sent before
+        its request was processed finds no wait and is rejected as unmatched.
+        """
+        self.until(lambda s: any(a["action"] == "SEND_REQUEST" for a in s.for_key("actions", key)),
+                   timeout, f"wait {key} to park")
+
+    def outcome(self, key: str, timeout: float = 30) -> dict[str, Any]:
+        """The wait's first outcome, once it arrived."""
+        seen = self.until(lambda s: bool(s.for_key("outcomes", key)), timeout,
+                          f"the outcome of {key}")
+        return seen.for_key("outcomes", key)[0]
+
     def close(self) -> None:
         self.consumer.close()
 

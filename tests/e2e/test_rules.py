@@ -14,13 +14,6 @@ from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
-def _parked(watcher: Watcher, key: str) -> None:
-    """Requests and commands travel on different topics: a command sent before
-    its request was processed finds no wait.  Wait for the request's action."""
-    watcher.until(lambda s: any(a["action"] == "SEND_REQUEST" for a in s.for_key("actions", key)),
-                  30, "the wait to park")
-
-
 def test_an_early_reply_is_held_and_correlated_when_its_request_arrives(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:
@@ -130,7 +123,7 @@ def test_a_suspended_wait_does_not_time_out_and_resumes_with_its_remaining_time(
     key = new_key()
     client.start(key, "race")  # a 2 s deadline
     client.flush()
-    _parked(watcher, key)
+    watcher.parked(key)
     client.command(key, "SUSPEND", reason="maintenance", operator="ops")
     client.flush()
     time.sleep(4)  # twice the deadline passes while suspended
@@ -151,7 +144,7 @@ def test_cancel_ends_a_parked_wait_as_cancelled(
     key = new_key()
     client.start(key, "slow-approval")
     client.flush()
-    _parked(watcher, key)
+    watcher.parked(key)
     client.command(key, "CANCEL", reason="request withdrawn", operator="ops")
     client.flush()
     seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")

@@ -20,16 +20,6 @@ def _cli(e2e: Settings, *args: str) -> list[str]:
             "--topology", str(e2e.topology)]
 
 
-def _outcome(watcher: Watcher, key: str) -> dict[str, object]:
-    seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")
-    return seen.for_key("outcomes", key)[0]
-
-
-def _parked(watcher: Watcher, key: str) -> None:
-    watcher.until(lambda s: any(a["action"] == "SEND_REQUEST" for a in s.for_key("actions", key)),
-                  30, "the wait to park")
-
-
 def test_sdk_starts_a_wait_replies_and_reads_the_typed_outcome(
     e2e: Settings, worker: WorkerProcess
 ) -> None:
@@ -55,7 +45,7 @@ def test_cli_start_and_reply_end_a_wait_received(
     [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
     assert main(_cli(e2e, "reply", key, "--channel", "portal", "--data",
                      '{"decision": "rejected"}')) == 0
-    outcome = _outcome(watcher, key)
+    outcome = watcher.outcome(key)
     assert outcome["outcome"] == "RECEIVED"
     assert json.loads(str(outcome["responseData"])) == {"decision": "rejected"}
 
@@ -70,9 +60,9 @@ def test_cli_operator_commands_end_a_parked_wait(
 ) -> None:
     assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
     [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
-    _parked(watcher, key)
+    watcher.parked(key)
     assert main(_cli(e2e, command[0], key, *command[1:])) == 0
-    outcome = _outcome(watcher, key)
+    outcome = watcher.outcome(key)
     assert (outcome["outcome"], outcome["reason"]) == expected
 
 
@@ -81,7 +71,7 @@ def test_cli_suspend_resume_and_review_correct_a_wait(
 ) -> None:
     assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
     [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
-    _parked(watcher, key)
+    watcher.parked(key)
     assert main(_cli(e2e, "suspend", key, "--reason", "audit")) == 0
     assert main(_cli(e2e, "reply", key, "--channel", "portal", "--data",
                      '{"decision": "perhaps"}')) == 0
@@ -92,7 +82,7 @@ def test_cli_suspend_resume_and_review_correct_a_wait(
                   30, "the review")
     assert main(_cli(e2e, "review", "correct", key, "--note", "typo", "--data",
                      '{"decision": "approved"}')) == 0
-    outcome = _outcome(watcher, key)
+    outcome = watcher.outcome(key)
     assert (outcome["outcome"], outcome["reason"]) == ("RECEIVED", "review_corrected")
     assert outcome["reviewNote"] == "typo"
     assert json.loads(str(outcome["responseData"])) == {"decision": "approved"}
