@@ -39,7 +39,7 @@ import ssl
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import faust
@@ -180,7 +180,7 @@ class Worker:
         return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == topic}
 
     # -- the agent -------------------------------------------------------------
-    async def _process(self, stream: StreamT[bytes]) -> AsyncIterator[None]:
+    async def _process(self, stream: StreamT[bytes]) -> None:
         async for event in stream.events():
             msg = event.message
             rec = InputRecord(self.role_by_topic[msg.topic], msg.topic, msg.partition,
@@ -190,7 +190,6 @@ class Worker:
             await self._apply(rec, handled)
             for observe in self.observers:
                 observe(rec, handled, now)
-            yield None
 
     def _committed(self, role: Role, partition: int) -> int:
         return self.committed.get((role, partition), -1)
