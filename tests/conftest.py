@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from streams.config import Settings
+from tests.prefixes import made, unique_prefix
 
 REPO = Path(__file__).resolve().parent.parent
 KAFKA_SCRIPT = REPO / "scripts" / "kafka"
@@ -44,14 +44,33 @@ def kafka_bootstrap() -> Iterator[str]:
             pytest.fail(f"scripts/kafka start failed:\n{result.stdout}\n{result.stderr}")
         started = True
     yield bootstrap
+    _delete_topics_made(bootstrap)
     if started:
         _kafka("stop", "--port", port)
+
+
+def _delete_topics_made(bootstrap: str) -> None:
+    """Delete the topics of every prefix this session made (see tests/prefixes.py)."""
+    prefixes = made()
+    if not prefixes:
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefixes)]
+    except Exception:  # noqa: BLE001 - a broker gone already has nothing to clean
+        return
+    for name, future in (admin.delete_topics(names, operation_timeout=30).items()
+                         if names else ()):
+        try:
+            future.result(timeout=60)
+        except Exception as exc:  # noqa: BLE001 - report, never fail a finished session
+            print(f"could not delete test topic {name}: {exc}", file=sys.stderr)
 
 
 @pytest.fixture
 def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
     """Settings with a topic prefix of its own, so tests never share topics."""
-    prefix = f"t{uuid.uuid4().hex[:10]}"
+    prefix = unique_prefix("t")
     return Settings(
         bootstrap=kafka_bootstrap,
         topic_prefix=prefix,

@@ -8,9 +8,11 @@ import uuid
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.prefixes import unique_prefix
+
 
 def _topic(bootstrap: str) -> str:
-    name = f"t-broker-{uuid.uuid4().hex[:8]}"
+    name = f"{unique_prefix('b')}-broker"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=30)
     return name

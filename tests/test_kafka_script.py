@@ -74,3 +74,17 @@ def test_start_reuses_a_broker_another_checkout_started(
                           capture_output=True, text=True, check=False,
                           env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)})
     assert "no broker started by this script is running" in stop.stdout
+
+
+def test_reset_deletes_the_broker_data_and_keeps_the_jars(tmp_path: Path) -> None:
+    port = str(_free_port())
+    data = tmp_path / f"data-{port}" / "requests-0"
+    data.mkdir(parents=True)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "kafka-clients.jar").write_bytes(b"jar")
+    result = subprocess.run([sys.executable, str(SCRIPT), "reset", "--port", port],
+                            capture_output=True, text=True, check=False,
+                            env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / f"data-{port}").exists()
+    assert (tmp_path / "lib" / "kafka-clients.jar").exists(), "reset must not download again"

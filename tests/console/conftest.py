@@ -25,6 +25,7 @@ from streams import topics
 from streams.config import Settings
 from streams.partitioning import partition_for
 from tests.e2e.harness import XWAIT, Client, WorkerProcess, e2e_settings, settings_env
+from tests.prefixes import unique_prefix
 
 TOKEN = "test-console-token"  # noqa: S105 - the test workers' own token
 
@@ -114,7 +115,7 @@ class Cluster:
 @pytest.fixture(scope="package")
 def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     folder: Path = tmp_path_factory.mktemp("console")
-    prefix = f"c{uuid.uuid4().hex[:10]}"
+    prefix = unique_prefix("c")
     base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
                     partitions=4)
     s = e2e_settings(base, folder)

@@ -7,7 +7,6 @@ A module that kills or adds workers gets its own topics by being a module.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from streams import topics
 from streams.config import Settings
 from tests.e2e.harness import Client, Watcher, WorkerProcess, e2e_settings
+from tests.prefixes import unique_prefix
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def e2e_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def e2e(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
     """Settings with topics of their own and the fast definitions of tests/e2e/waits."""
-    prefix = f"e{uuid.uuid4().hex[:10]}"
+    prefix = unique_prefix("e")
     base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
                     partitions=4)
     s = e2e_settings(base, e2e_folder)

@@ -80,8 +80,12 @@ class WorkerProcess:
             self.proc = subprocess.Popen([str(XWAIT), "worker"], env=env, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         if wait_owned:
-            self.wait_until(lambda s: bool(s["ownedPartitions"]), timeout,
-                            "owns no partition")
+            try:
+                self.wait_until(lambda s: bool(s["ownedPartitions"]), timeout,
+                                "owns no partition")
+            except BaseException:
+                self.kill9()  # a worker that never got going must not outlive the test
+                raise
         return self
 
     def stats(self) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """kill -9 of a worker in the middle of a run loses no wait and ends none twice.
 
 For each processing guarantee: park a few thousand waits, reply to half of
-them (the other half end by their deadline), kill -9 the worker while
+them (the other half end by their 8 s deadline), kill -9 the worker while
 outcomes are flowing, start it again, and check with a read_committed
 consumer that every wait has exactly one terminal outcome.  Records repeated
 with the same outcomeId (re-sent after the crash) are counted per guarantee
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from streams import topics
 from streams.config import Guarantee, Settings
 from tests.e2e.harness import REPO, Client, Watcher, WorkerProcess, e2e_settings, new_key
+from tests.prefixes import unique_prefix
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -40,7 +40,7 @@ EOS_LOSES_WAITS = pytest.mark.xfail(
 def test_kill_9_mid_run_leaves_every_wait_with_exactly_one_outcome(
     kafka_bootstrap: str, tmp_path: Path, guarantee: Guarantee
 ) -> None:
-    prefix = f"c{uuid.uuid4().hex[:10]}"
+    prefix = unique_prefix("c")
     base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix,
                     app_id=f"{prefix}-processor", partitions=4)
     settings = e2e_settings(base, tmp_path, guarantee)
@@ -50,8 +50,11 @@ def test_kill_9_mid_run_leaves_every_wait_with_exactly_one_outcome(
     worker = WorkerProcess(settings, tmp_path).start()
     try:
         keys = [new_key() for _ in range(WAITS)]
+        replied = set(keys[::2])
         for key in keys:
-            client.start(key, "crash")
+            # A replied wait gets a deadline the run never reaches, so which way
+            # each wait must end does not depend on how fast this machine is.
+            client.start(key, "crash", **({"deadline": "PT15M"} if key in replied else {}))
         client.flush()
         for key in keys[::2]:
             client.reply(key, {"ok": True})
@@ -98,8 +101,6 @@ def test_kill_9_mid_run_leaves_every_wait_with_exactly_one_outcome(
     assert set(by_key) == set(keys), "every wait ended, and nothing else did"
     assert all(len(ids) == 1 for ids in by_key.values()), "one terminal outcome per wait"
     assert all(len(k) == 1 for k in kinds.values()), "a re-sent outcome never changes its kind"
-    replied = set(keys[::2])
     wrong = [k for k in keys if (k in replied) != (kinds[k] == {"RECEIVED"})]
-    # A reply arriving after its 8 s deadline may lose the race; anything else is a bug.
-    assert len(wrong) <= WAITS // 20, f"{len(wrong)} waits ended the wrong way"
+    assert not wrong, f"{len(wrong)} waits ended the wrong way, e.g. {kinds[wrong[0]]}"
 
