@@ -9,6 +9,7 @@ nothing reads `os.environ` later.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -18,6 +19,8 @@ from typing import Any
 from streams.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Bind addresses that mean "every interface": reachable, but not an address.
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - names them, binds nothing
 
 
 class Guarantee(StrEnum):
@@ -75,12 +78,24 @@ class Settings:
     session_timeout: float = 20.0
     web_port: int = 6066
     web_host: str = "127.0.0.1"
+    # The host other workers (and the console's forwarding) use to reach this
+    # one; None means web_host, or this machine's host name when web_host is
+    # a wildcard bind such as 0.0.0.0, which no peer can connect to.
+    web_advertised_host: str | None = None
     console_token: str | None = field(default=None, repr=False)
     security: Security = Security()
     log_level: str = "info"
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"
+
+    @property
+    def advertised_host(self) -> str:
+        if self.web_advertised_host:
+            return self.web_advertised_host
+        if self.web_host in WILDCARD_HOSTS:
+            return socket.gethostname()
+        return self.web_host
 
     def confluent(self, **extra: Any) -> dict[str, Any]:
         """Base confluent-kafka configuration for producers, consumers, admin."""
@@ -174,6 +189,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         session_timeout=_float(env, "XWAIT_SESSION_TIMEOUT", defaults.session_timeout),
         web_port=_int(env, "XWAIT_WEB_PORT", defaults.web_port),
         web_host=env.get("XWAIT_WEB_HOST") or defaults.web_host,
+        web_advertised_host=env.get("XWAIT_WEB_ADVERTISED_HOST") or None,
         console_token=env.get("XWAIT_CONSOLE_TOKEN") or None,
         security=security,
         log_level=log_level(env.get("XWAIT_LOG_LEVEL") or defaults.log_level),

@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--timer-tick", type=float, help="punctuator tick, s (XWAIT_TIMER_TICK)")
     worker.add_argument("--web-port", type=int, help="web/console port (XWAIT_WEB_PORT)")
     worker.add_argument("--web-host", help="web/console bind address (XWAIT_WEB_HOST)")
+    worker.add_argument("--web-advertised-host",
+                        help="host other workers reach this one by (XWAIT_WEB_ADVERTISED_HOST)")
     worker.add_argument("--loglevel", dest="log_level", help="log level (XWAIT_LOG_LEVEL)")
 
     _producing_commands(sub)
@@ -212,7 +214,7 @@ def settings_from(args: argparse.Namespace) -> config.Settings:
     settings = config.from_env({**os.environ, **flagged})
     overrides: dict[str, Any] = {}
     for name in ("bootstrap", "topic_prefix", "partitions", "topology", "data_dir",
-                 "timer_tick", "web_port", "web_host", "log_level"):
+                 "timer_tick", "web_port", "web_host", "web_advertised_host", "log_level"):
         overrides[name] = getattr(args, name, None)
     if getattr(args, "guarantee", None):
         overrides["guarantee"] = config.Guarantee(args.guarantee)

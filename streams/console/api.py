@@ -110,8 +110,10 @@ class Console:
         except ValueError as exc:
             raise ApiError(500, f"the stored row of {key!r} cannot be read: {exc}") from exc
         if slot is None or slot.wait is None:
-            held = 0 if slot is None else len(slot.early_replies)
-            raise ApiError(404, f"no wait with key {key!r}", key=key, earlyReplies=held)
+            replies, commands = ((0, 0) if slot is None
+                                 else (len(slot.early_replies), len(slot.early_commands)))
+            raise ApiError(404, f"no wait with key {key!r}", key=key, earlyReplies=replies,
+                           earlyCommands=commands)
         return waits.status(key, slot, partition) | {"worker": self.own_url}
 
     async def status(self, key: str, forwarded: bool, path_qs: str) -> tuple[int, Any]:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from streams.core import HeldReply, Slot, Wait, WaitStatus, decode_slot
+from streams.core import HeldCommand, HeldReply, Slot, Wait, WaitStatus, decode_slot
 from streams.partitioning import partition_for
 from streams.processor.envelope import decode_row
 
@@ -59,6 +59,12 @@ def _held(h: HeldReply) -> dict[str, Any]:
             "receivedAt": h.received_at, "byOperator": h.by_operator}
 
 
+def _held_command(h: HeldCommand) -> dict[str, Any]:
+    c = h.command
+    return {"command": c.command.value, "reason": c.reason, "operator": c.operator,
+            "receivedAt": h.received_at}
+
+
 def summary(wait: Wait, partition: int) -> dict[str, Any]:
     """One line of the list."""
     return {
@@ -74,7 +80,8 @@ def status(key: str, slot: Slot, partition: int) -> dict[str, Any]:
     """Everything the table knows of one key (a done wait is trimmed: see `Wait`)."""
     wait = slot.wait
     out: dict[str, Any] = {"key": key, "partition": partition,
-                           "earlyReplies": [_held(h) for h in slot.early_replies]}
+                           "earlyReplies": [_held(h) for h in slot.early_replies],
+                           "earlyCommands": [_held_command(h) for h in slot.early_commands]}
     if wait is None:
         out["state"] = None
         return out

@@ -21,6 +21,7 @@ from streams.core.durations import parse_cycle_ms, parse_duration_ms
 from streams.core.effects import (
     ActionKind,
     ArmTimer,
+    BufferEarlyCommand,
     BufferEarlyReply,
     DisarmTimer,
     Discard,
@@ -48,7 +49,15 @@ from streams.core.events import (
     TimerKind,
     split_correlation_key,
 )
-from streams.core.state import ArmedTimer, HeldReply, Slot, Suspension, Wait, WaitStatus
+from streams.core.state import (
+    ArmedTimer,
+    HeldCommand,
+    HeldReply,
+    Slot,
+    Suspension,
+    Wait,
+    WaitStatus,
+)
 from streams.core.state_codec import STATE_VERSION, StateDecodeError, decode_slot, encode_slot
 
 __all__ = [
@@ -60,6 +69,7 @@ __all__ = [
     "ActionKind",
     "ArmTimer",
     "ArmedTimer",
+    "BufferEarlyCommand",
     "BufferEarlyReply",
     "Command",
     "CommandKind",
@@ -73,6 +83,7 @@ __all__ = [
     "EmitOutcome",
     "EscalationLevel",
     "Event",
+    "HeldCommand",
     "HeldReply",
     "InvalidReplyRoute",
     "OutcomeKind",

@@ -30,6 +30,7 @@ from streams.core.durations import parse_duration_ms
 from streams.core.effects import (
     ActionKind,
     ArmTimer,
+    BufferEarlyCommand,
     BufferEarlyReply,
     DisarmTimer,
     Discard,
@@ -62,6 +63,7 @@ from streams.core.state import (
     TRACE_HEAD,
     TRACE_TAIL,
     ArmedTimer,
+    HeldCommand,
     HeldReply,
     Slot,
     Suspension,
@@ -113,13 +115,15 @@ def action_id(
 class _Ctx:
     """Per-decision scratch: the clock, effects gathered so far, the generation counter."""
 
-    __slots__ = ("definitions", "effects", "generation", "now")
+    __slots__ = ("definitions", "effects", "generation", "held_command", "now")
 
     def __init__(self, now: int, definitions: Mapping[str, WaitDefinition], generation: int):
         self.now = now
         self.definitions = definitions
         self.generation = generation
         self.effects: list[Effect] = []
+        # The early command being applied, if any: what a rejection concerns.
+        self.held_command: Command | None = None
 
     def arm(self, kind: TimerKind, due_at: int) -> ArmedTimer:
         timer = ArmedTimer(kind=kind, due_at=due_at, generation=self.generation)
@@ -127,7 +131,8 @@ class _Ctx:
         return timer
 
     def reject(self, reason: RejectReason, detail: str, reply: Reply | None = None) -> None:
-        self.effects.append(Reject(reason=reason, detail=detail, reply=reply))
+        command = self.held_command if reply is None else None
+        self.effects.append(Reject(reason=reason, detail=detail, reply=reply, command=command))
 
 
 def decide(
@@ -148,7 +153,7 @@ def decide(
     else:
         new = _on_timer(slot, event, ctx)
 
-    if new is not None and new.wait is None and not new.early_replies:
+    if new is not None and new.wait is None and not new.early_replies and not new.early_commands:
         new = None
     if new is not None and new is not slot and new.next_generation != ctx.generation:
         new = replace(new, next_generation=ctx.generation)
@@ -233,18 +238,28 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
         trace=(TraceEntry(parked_at, "requested", f"definition {d.name}"),),
     )
     wait = _open_stage(wait, d, ctx, start=parked_at)
-    early = slot.early_replies if slot is not None else ()
+    early: list[HeldReply | HeldCommand] = []
+    if slot is not None:
+        # Arrival order (sort is stable: a reply and a command of the same
+        # millisecond keep replies first).
+        early = sorted([*slot.early_replies, *slot.early_commands], key=_arrival)
     for held in early:
         waited = ctx.now - held.received_at
         if waited > d.early_reply_ttl_ms:
-            ctx.reject(
-                RejectReason.UNMATCHED,
-                f"Expected the request within the early-reply TTL of {d.early_reply_ttl_ms} ms "
-                f"of the reply, but it came {waited} ms later",
-                held.reply,
-            )
+            what = "reply" if isinstance(held, HeldReply) else "command"
+            detail = (f"Expected the request within the early-reply TTL of "
+                      f"{d.early_reply_ttl_ms} ms of the {what}, but it came {waited} ms later")
+            if isinstance(held, HeldReply):
+                ctx.reject(RejectReason.UNMATCHED, detail, held.reply)
+            else:
+                ctx.effects.append(Reject(RejectReason.UNMATCHED, detail, command=held.command))
             continue
-        wait = _on_reply(wait, held.reply, d, ctx, held=True)
+        if isinstance(held, HeldReply):
+            wait = _on_reply(wait, held.reply, d, ctx, held=True)
+        else:
+            ctx.held_command = held.command
+            wait = _command_on_wait(wait, held.command, ctx)
+            ctx.held_command = None
     return Slot(wait=wait, next_generation=ctx.generation)
 
 
@@ -261,6 +276,10 @@ def _on_reply_record(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
         return slot
     new = _on_reply(w, reply, d, ctx, held=False)
     return slot if new is w else replace(slot, wait=new)
+
+
+def _arrival(held: HeldReply | HeldCommand) -> int:
+    return held.received_at
 
 
 def _buffer_early(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
@@ -283,18 +302,46 @@ def _buffer_early(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
             f"{reply.correlation_key!r}, but {len(early)} are already held",
         )
         return slot
-    ttl = _longest_early_ttl(ctx.definitions)
-    expires_at = ctx.now + ttl
+    expires_at = ctx.now + _longest_early_ttl(ctx.definitions)
     ctx.effects.append(BufferEarlyReply(reply=reply, received_at=ctx.now, expires_at=expires_at))
-    timer = slot.early_timer if slot is not None and slot.early_timer is not None else None
-    if timer is None:
-        timer = ctx.arm(TimerKind.EARLY_REPLY, expires_at)
-    return Slot(
-        wait=None,
+    return replace(
+        slot or Slot(),
         early_replies=(*early, HeldReply(reply=reply, received_at=ctx.now)),
-        early_timer=timer,
+        early_timer=_early_timer(slot, expires_at, ctx),
         next_generation=ctx.generation,
     )
+
+
+def _buffer_early_command(slot: Slot | None, cmd: Command, ctx: _Ctx) -> Slot | None:
+    """Rule 7 for commands: a command that beat its request is held like an early reply.
+
+    Commands travel on their own topic, so a SUSPEND sent just after a request
+    (or while the requests topic has a backlog) can be processed first.
+    """
+    held = slot.early_commands if slot is not None else ()
+    if len(held) >= MAX_HELD_REPLIES:
+        ctx.reject(
+            RejectReason.OVERFLOW,
+            f"Expected at most {MAX_HELD_REPLIES} commands held for key "
+            f"{cmd.correlation_key!r} before its request, but {len(held)} are already held",
+        )
+        return slot
+    expires_at = ctx.now + _longest_early_ttl(ctx.definitions)
+    ctx.effects.append(BufferEarlyCommand(command=cmd, received_at=ctx.now,
+                                          expires_at=expires_at))
+    return replace(
+        slot or Slot(),
+        early_commands=(*held, HeldCommand(command=cmd, received_at=ctx.now)),
+        early_timer=_early_timer(slot, expires_at, ctx),
+        next_generation=ctx.generation,
+    )
+
+
+def _early_timer(slot: Slot | None, expires_at: int, ctx: _Ctx) -> ArmedTimer:
+    """The one timer that expires a key's early input: the first held item's, kept if armed."""
+    if slot is not None and slot.early_timer is not None:
+        return slot.early_timer
+    return ctx.arm(TimerKind.EARLY_REPLY, expires_at)
 
 
 def _longest_early_ttl(definitions: Mapping[str, WaitDefinition]) -> int:
@@ -596,7 +643,8 @@ def _remind(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
 
 
 def _expire_early(slot: Slot, armed: ArmedTimer, ctx: _Ctx) -> Slot | None:
-    """Rule 7: early replies whose TTL passed without a request become ``unmatched``."""
+    """Rule 7: early replies and commands whose TTL passed without a request become
+    ``unmatched``."""
     ttl = _longest_early_ttl(ctx.definitions)
     cutoff = max(ctx.now, armed.due_at)
     kept: list[HeldReply] = []
@@ -610,10 +658,23 @@ def _expire_early(slot: Slot, armed: ArmedTimer, ctx: _Ctx) -> Slot | None:
             )
         else:
             kept.append(held)
-    if not kept:
+    kept_commands: list[HeldCommand] = []
+    for hc in slot.early_commands:
+        if hc.received_at + ttl <= cutoff:
+            ctx.effects.append(Reject(
+                RejectReason.UNMATCHED,
+                f"Expected a request for key {hc.command.correlation_key!r} within {ttl} ms of "
+                f"its {hc.command.command.value} command, but none arrived",
+                command=hc.command,
+            ))
+        else:
+            kept_commands.append(hc)
+    if not kept and not kept_commands:
         return None
-    timer = ctx.arm(TimerKind.EARLY_REPLY, kept[0].received_at + ttl)
-    return replace(slot, early_replies=tuple(kept), early_timer=timer)
+    first = min([h.received_at for h in kept] + [h.received_at for h in kept_commands])
+    timer = ctx.arm(TimerKind.EARLY_REPLY, first + ttl)
+    return replace(slot, early_replies=tuple(kept), early_commands=tuple(kept_commands),
+                   early_timer=timer)
 
 
 def _held_key(held: HeldReply) -> str:
@@ -624,32 +685,30 @@ def _held_key(held: HeldReply) -> str:
 
 
 def _on_command(slot: Slot | None, cmd: Command, ctx: _Ctx) -> Slot | None:
-    key, _ = split_correlation_key(cmd.correlation_key)
     if slot is None or slot.wait is None:
-        ctx.reject(
-            RejectReason.UNMATCHED,
-            f"Expected a wait under key {key!r} for {cmd.command.value}, but there is none",
-        )
-        return slot
+        return _buffer_early_command(slot, cmd, ctx)
     w = slot.wait
+    new = _command_on_wait(w, cmd, ctx)
+    return slot if new is w else replace(slot, wait=new)
+
+
+def _command_on_wait(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
     if w.status is WaitStatus.DONE:
         ctx.reject(RejectReason.LATE, f"{_ended(w)}; {cmd.command.value} does nothing")
-        return slot
+        return w
     d = ctx.definitions.get(w.definition)
     if cmd.command is CommandKind.CANCEL:
-        new = _cancel(w, d, ctx, cmd)
-    elif d is None:
+        return _cancel(w, d, ctx, cmd)
+    if d is None:
         ctx.reject(RejectReason.UNKNOWN_DEFINITION, _missing_definition(w))
-        return slot
-    elif cmd.command is CommandKind.SUSPEND:
-        new = _suspend(w, ctx, cmd)
-    elif cmd.command is CommandKind.RESUME:
-        new = _resume(w, d, ctx)
-    elif cmd.command is CommandKind.DELIVER:
-        new = _deliver(w, d, ctx, cmd)
-    else:
-        new = _review(w, d, ctx, cmd)
-    return slot if new is w else replace(slot, wait=new)
+        return w
+    if cmd.command is CommandKind.SUSPEND:
+        return _suspend(w, ctx, cmd)
+    if cmd.command is CommandKind.RESUME:
+        return _resume(w, d, ctx)
+    if cmd.command is CommandKind.DELIVER:
+        return _deliver(w, d, ctx, cmd)
+    return _review(w, d, ctx, cmd)
 
 
 def _suspend(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from streams.core.events import Reply, TimerKind
+from streams.core.events import Command, Reply, TimerKind
 
 __all__ = [
     "ActionKind",
     "ArmTimer",
+    "BufferEarlyCommand",
     "BufferEarlyReply",
     "Discard",
     "DiscardReason",
@@ -78,8 +79,8 @@ class RejectReason(StrEnum):
     """
 
     UNMATCHED = "unmatched"
-    """No wait under the key (early reply past its TTL, command for no wait,
-    a key or party the wait does not know)."""
+    """No wait under the key (an early reply or command past its TTL, a key or
+    party the wait does not know)."""
     LATE = "late"
     """The wait is already done, or a reply already won and is in review."""
     DUPLICATE = "duplicate"
@@ -97,7 +98,8 @@ class RejectReason(StrEnum):
     INVALID_COMMAND = "invalid_command"
     """A command that does not apply to the wait in its current state."""
     OVERFLOW = "overflow"
-    """Too many replies held for one key (early or while suspended)."""
+    """Too many replies held for one key (early or while suspended), or too
+    many commands held before their request."""
 
 
 class DiscardReason(StrEnum):
@@ -192,17 +194,31 @@ class BufferEarlyReply:
 
 
 @dataclass(frozen=True, slots=True)
+class BufferEarlyCommand:
+    """A command arrived before its request and is held until ``expires_at`` (rule 7).
+
+    Informational (for metrics/logs): the command is already in the returned slot.
+    """
+
+    command: Command
+    received_at: int
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class Reject:
     """Publish the input to ``rejected`` with this reason.
 
-    ``reply`` is set when the rejection concerns a reply held earlier (buffered
-    before its request, or recorded while suspended) rather than the input
-    record being processed; the processor should publish that reply's fields.
+    ``reply`` (or ``command``) is set when the rejection concerns a record held
+    earlier (buffered before its request, or recorded while suspended) rather
+    than the input record being processed; the processor publishes that
+    record's fields.
     """
 
     reason: RejectReason
     detail: str
     reply: Reply | None = None
+    command: Command | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,5 +233,6 @@ class Purge:
 
 
 Effect = (
-    EmitOutcome | EmitAction | ArmTimer | DisarmTimer | BufferEarlyReply | Reject | Discard | Purge
+    EmitOutcome | EmitAction | ArmTimer | DisarmTimer | BufferEarlyReply | BufferEarlyCommand
+    | Reject | Discard | Purge
 )

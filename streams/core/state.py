@@ -1,9 +1,10 @@
-"""What is stored under one wait key: the wait, if any, and replies held early.
+"""What is stored under one wait key: the wait, if any, and input held early.
 
 One table row per key holds everything for that key (``Slot``), so one read
-and one write per record suffice and a wait cannot drift apart from its early
-replies. A million parked waits are normal: fields default to empty values
-that the codec leaves out, and the trace is bounded (see ``TRACE_HEAD``).
+and one write per record suffice and a wait cannot drift apart from the
+replies and commands that arrived before its request. A million parked waits
+are normal: fields default to empty values that the codec leaves out, and the
+trace is bounded (see ``TRACE_HEAD``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
-from streams.core.events import Reply, TimerKind
+from streams.core.events import Command, Reply, TimerKind
 
 __all__ = [
     "MAX_HELD_REPLIES",
@@ -20,6 +21,7 @@ __all__ = [
     "TRACE_HEAD",
     "TRACE_TAIL",
     "ArmedTimer",
+    "HeldCommand",
     "HeldReply",
     "Slot",
     "Suspension",
@@ -35,8 +37,9 @@ reminder or poll loop must not grow without bound (probe waits poll every
 few minutes for hours)."""
 
 MAX_HELD_REPLIES = 16
-"""Replies held per key, early or while suspended. A real wait sees one or a
-handful; more is a flood or a loop, refused as ``overflow`` not stored."""
+"""Replies held per key, early or while suspended, and commands held per key
+before their request. A real wait sees one or a handful; more is a flood or a
+loop, refused as ``overflow`` not stored."""
 
 MAX_REPLY_IDS = 8
 """Reply ids remembered for de-duplication: re-deliveries arrive close together."""
@@ -66,6 +69,14 @@ class HeldReply:
     received_at: int
     by_operator: bool = False
     """A DELIVER command recorded while suspended: no channel or tenant check."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldCommand:
+    """An operator's command that overtook its request (it travels on another topic)."""
+
+    command: Command
+    received_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +139,9 @@ class Slot:
     wait: Wait | None = None
     early_replies: tuple[HeldReply, ...] = ()
     early_timer: ArmedTimer | None = None
+    """Expires early replies and early commands alike: the first of them due."""
     next_generation: int = 1
+    early_commands: tuple[HeldCommand, ...] = ()
 
     def armed_timers(self) -> frozenset[ArmedTimer]:
         timers: set[ArmedTimer] = set(self.wait.timers) if self.wait is not None else set()

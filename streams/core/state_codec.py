@@ -7,10 +7,16 @@ refuses versions it does not know rather than guess (a newer writer's row).
 
 Layout (``v`` 1)::
 
-    slot   {"v":1, "w":wait?, "e":[held..]?, "et":timer?, "g":next_generation}
+    slot   {"v":1, "w":wait?, "e":[held..]?, "ec":[heldcmd..]?, "et":timer?, "g":next_generation}
     timer  [kind, due_at, generation]          kind: r d p x e (see _KIND)
     held   [reply, received_at, by_operator?]
     reply  {"c":key, "r":responseData, "t":tenant?, "h":channel?, "i":replyId?, "s":sentAt?}
+    heldcmd [command, received_at]
+    command {"c":key, "k":kind, "z":reason?, "ro":reviewOutcome?, "rn":reviewNote?,
+             "r":responseData?, "o":operator?}
+
+"ec" was added without a version change: rows written before it simply
+hold no early commands.
     trace  [at, event, detail]
     wait   short keys from _WAIT_KEYS, defaults omitted
 """
@@ -22,8 +28,16 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
-from streams.core.events import Reply, TimerKind
-from streams.core.state import ArmedTimer, HeldReply, Slot, Suspension, Wait, WaitStatus
+from streams.core.events import Command, CommandKind, Reply, TimerKind
+from streams.core.state import (
+    ArmedTimer,
+    HeldCommand,
+    HeldReply,
+    Slot,
+    Suspension,
+    Wait,
+    WaitStatus,
+)
 
 __all__ = ["STATE_VERSION", "StateDecodeError", "decode_slot", "encode_slot"]
 
@@ -64,6 +78,8 @@ def encode_slot(slot: Slot) -> bytes:
         out["w"] = _enc_wait(slot.wait)
     if slot.early_replies:
         out["e"] = [_enc_held(h) for h in slot.early_replies]
+    if slot.early_commands:
+        out["ec"] = [[_enc_command(h.command), h.received_at] for h in slot.early_commands]
     if slot.early_timer is not None:
         out["et"] = _enc_timer(slot.early_timer)
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
@@ -82,6 +98,8 @@ def decode_slot(data: bytes) -> Slot:
             early_replies=tuple(_dec_held(h) for h in raw.get("e", ())),
             early_timer=_dec_timer(raw["et"]) if "et" in raw else None,
             next_generation=int(raw["g"]),
+            early_commands=tuple(HeldCommand(_dec_command(c), int(at))
+                                 for c, at in raw.get("ec", ())),
         )
     except StateDecodeError:
         raise
@@ -113,6 +131,24 @@ def _enc_reply(r: Reply) -> dict[str, Any]:
 def _dec_reply(raw: dict[str, Any]) -> Reply:
     return Reply(correlation_key=raw["c"], response_data=raw["r"], tenant=raw.get("t"),
                  channel=raw.get("h", ""), reply_id=raw.get("i"), sent_at=raw.get("s"))
+
+
+_COMMAND_KEYS = {"reason": "z", "review_outcome": "ro", "review_note": "rn",
+                 "response_data": "r", "operator": "o"}
+
+
+def _enc_command(c: Command) -> dict[str, Any]:
+    out: dict[str, Any] = {"c": c.correlation_key, "k": c.command.value}
+    for name, short in _COMMAND_KEYS.items():
+        value = getattr(c, name)
+        if value is not None:
+            out[short] = value
+    return out
+
+
+def _dec_command(raw: dict[str, Any]) -> Command:
+    optional = {name: raw[short] for name, short in _COMMAND_KEYS.items() if short in raw}
+    return Command(correlation_key=raw["c"], command=CommandKind(raw["k"]), **optional)
 
 
 def _enc_held(h: HeldReply) -> list[Any]:

@@ -135,7 +135,8 @@ class Worker:
             broker_heartbeat_interval=max(1.0, s.session_timeout / 6),
             web_port=s.web_port,
             web_bind=s.web_host,
-            web_host=s.web_host,
+            # What peers connect to when the console forwards a request.
+            web_host=s.advertised_host,
             key_serializer="raw",
             value_serializer="raw",
             autodiscover=False,
@@ -332,7 +333,8 @@ def run(settings: Settings) -> None:
     for name in ("aiokafka", "kafka", "faust", "mode"):
         logging.getLogger(name).setLevel(floor)
     sys.argv = ["xwait", "worker", f"--loglevel={settings.log_level}",
-                f"--web-port={settings.web_port}", f"--web-host={settings.web_host}"]
+                f"--web-port={settings.web_port}", f"--web-bind={settings.web_host}",
+                f"--web-host={settings.advertised_host}"]
     app.main()
 
 

@@ -130,6 +130,14 @@ def reply_record(r: Reply) -> dict[str, Any]:
     }
 
 
+def command_record(c: Command) -> dict[str, Any]:
+    return {
+        "correlationKey": c.correlation_key, "command": c.command.value, "reason": c.reason,
+        "reviewOutcome": c.review_outcome, "reviewNote": c.review_note,
+        "responseData": c.response_data, "operator": c.operator,
+    }
+
+
 class RecordHandler:
     """Turns one input record and the stored row into a `Handled`.
 
@@ -234,8 +242,11 @@ class RecordHandler:
         key = wait_key.encode()
         for effect in decision.effects:
             if isinstance(effect, Reject):
-                original = (codec.encode(RecordType.REPLY, reply_record(effect.reply))
-                            if effect.reply is not None else None)
+                original = (
+                    codec.encode(RecordType.REPLY, reply_record(effect.reply))
+                    if effect.reply is not None
+                    else codec.encode(RecordType.COMMAND, command_record(effect.command))
+                    if effect.command is not None else None)
                 handled.out.append(self.rejected(rec, effect.reason.value, effect.detail, now_ms,
                                                  original=original, key=key))
                 handled.counters.append(f"rejected.{effect.reason.value}")

@@ -53,6 +53,20 @@ def test_suspend_then_resume_with_the_token(cluster: Cluster) -> None:
     assert [t["kind"] for t in w["timers"]] == ["deadline"]
 
 
+def test_a_cancel_sent_before_the_request_is_held_then_ends_the_wait(cluster: Cluster) -> None:
+    key = new_key()
+    status, _ = post(cluster, key, "cancel", {"reason": "withdrawn", "operator": "olga"})
+    assert status == 202
+    # Until the request comes, the owner shows the held command on the 404.
+    _, body = eventually(lambda: cluster.status(key),
+                         lambda r: r[0] == 404 and r[1].get("earlyCommands") == 1, 60,
+                         "the command held")
+    assert body["earlyReplies"] == 0
+    cluster.start(key)
+    w = cluster.wait_state(key, "done")
+    assert w["outcome"] == "CANCELLED"
+
+
 def test_deliver_ends_the_wait_received(cluster: Cluster) -> None:
     key = new_key()
     cluster.start(key)

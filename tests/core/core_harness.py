@@ -61,10 +61,13 @@ class Run:
         return self
 
     def start(self, definition: str = "expense-approval", **kw: object) -> tuple[Effect, ...]:
+        return self.send(self.start_event(definition, **kw))
+
+    def start_event(self, definition: str = "expense-approval", **kw: object) -> StartWait:
         fields: dict[str, object] = {"correlation_key": KEY, "definition": definition,
                                      "requested_at": self.now, "tenant": "acme"}
         fields.update(kw)
-        return self.send(StartWait(**fields))  # type: ignore[arg-type]
+        return StartWait(**fields)  # type: ignore[arg-type]
 
     def reply(self, data: str = APPROVED, **kw: object) -> tuple[Effect, ...]:
         fields: dict[str, object] = {"correlation_key": KEY, "response_data": data,

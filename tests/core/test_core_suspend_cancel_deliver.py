@@ -163,11 +163,6 @@ def test_cancel_of_a_finished_wait_is_rejected_late() -> None:
     assert the_reject(run.command(CommandKind.CANCEL)).reason is RejectReason.LATE
 
 
-def test_command_for_a_key_with_no_wait_is_unmatched() -> None:
-    run = Run()
-    assert the_reject(run.command(CommandKind.SUSPEND)).reason is RejectReason.UNMATCHED
-
-
 def test_manual_deliver_ends_the_wait_received_as_delivered() -> None:
     run = Run()
     run.start()

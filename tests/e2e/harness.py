@@ -218,8 +218,9 @@ class Watcher:
     def parked(self, key: str, timeout: float = 30) -> None:
         """Wait until the wait's request was processed (its SEND_REQUEST is out).
 
-        Requests and commands travel on different topics: a command sent before
-        its request was processed finds no wait and is rejected as unmatched.
+        A test that checks what a command does to a parked wait calls this
+        first: a command processed before its request is held until the
+        request arrives (see test_early_command.py), which is another story.
         """
         self.until(lambda s: any(a["action"] == "SEND_REQUEST" for a in s.for_key("actions", key)),
                    timeout, f"wait {key} to park")

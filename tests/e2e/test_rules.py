@@ -31,6 +31,27 @@ def test_an_early_reply_is_held_and_correlated_when_its_request_arrives(
     assert not seen.for_key("rejected", key)
 
 
+def test_a_command_that_overtakes_its_request_is_applied_when_the_request_arrives(
+    worker: WorkerProcess, client: Client, watcher: Watcher
+) -> None:
+    key = new_key()
+    client.command(key, "SUSPEND", reason="audit first", operator="olga")
+    client.flush()
+    time.sleep(1.5)  # the command is processed first, on its own topic
+    client.start(key, "race")  # a 2 s deadline
+    client.flush()
+    watcher.parked(key)
+    watcher.poll(4)
+    assert not watcher.seen.for_key("outcomes", key), "suspended from the start: no deadline"
+    client.command(key, "RESUME")
+    client.flush()
+    outcome = watcher.outcome(key)
+    assert outcome["outcome"] == "ESCALATED", "the full deadline ran after the resume"
+    events = [t["event"] for t in outcome["trace"]]
+    assert events.index("requested") < events.index("suspended") < events.index("resumed")
+    assert not watcher.seen.for_key("rejected", key)
+
+
 def test_a_reply_racing_the_deadline_gives_exactly_one_outcome_per_wait(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:

@@ -139,6 +139,24 @@ def test_a_command_the_core_does_not_know_is_an_invalid_command() -> None:
     assert decoded(handled.out[0])["reason"] == "invalid_command"
 
 
+def test_a_command_before_its_request_is_held_and_published_whole_when_it_expires() -> None:
+    store = Store()
+    value = codec.encode("Command", {"correlationKey": KEY, "command": "CANCEL",
+                                     "reason": "withdrawn", "operator": "olga"})
+    held = handler.handle(record(Role.COMMANDS, value, 0), store.load, NOW)
+    store.apply(held)
+    assert held.out == [] and KEY in store.rows, "held, not rejected"
+    # The request comes eleven minutes later, past the ten-minute early TTL.
+    late = handler.handle(request(0), store.load, NOW + 11 * 60_000)
+    [rejected] = [decoded(o) for o in late.out if o.role is Role.REJECTED]
+    assert rejected["reason"] == "unmatched"
+    original = rejected["original"]
+    assert isinstance(original, bytes)
+    command = codec.decode("Command", original)
+    assert (command["command"], command["reason"], command["operator"]) == (
+        "CANCEL", "withdrawn", "olga")
+
+
 def test_a_record_whose_key_is_not_its_wait_key_is_rejected() -> None:
     other = "other-key-that-hashes-somewhere"
     value = json.dumps({"correlationKey": KEY, "channel": "portal",
