@@ -135,13 +135,15 @@ class Console:
     async def local_list(self, filters: waits.Filters, limit: int) -> list[dict[str, Any]]:
         w = self.worker
         found: list[dict[str, Any]] = []
-        async for wait, partition in waits.scan(w.waits.items(), w.owned_partitions(),
-                                                w.settings.partitions):
-            if (filters.state is None and wait.status.value == "done") or not filters.match(wait):
+        for key, partition in await waits.first_waits(w.waits.items(), w.owned_partitions(),
+                                                      w.settings.partitions, filters, limit):
+            try:
+                slot = waits.read_slot(w.waits.get(key))
+            except ValueError:
                 continue
-            found.append(waits.summary(wait, partition))
-        found.sort(key=waits.sort_key)
-        return found[:limit]
+            if slot is not None and slot.wait is not None:
+                found.append(waits.summary(slot.wait, partition))
+        return found
 
     async def cluster_list(self, filters: waits.Filters, limit: int, local: bool,
                            query: dict[str, str]) -> dict[str, Any]:

@@ -5,25 +5,27 @@ Command records).  A wait is listed while it is not done (parked, in_review,
 suspended); its *next due time* is the earliest of its armed timers, and a
 suspended wait (its timers are paused) has none and is listed last.
 
-Cost: `scan` walks the table rows of the owned partitions and decodes each
-slot, O(rows) per call; the console calls it once per list request and the
-metrics once per cache period (see `streams.console.metrics`).
+Cost: a list walks the table rows of the owned partitions but reads only
+each row's head (state, definition, tenant, timers: `RowHead`), keeps the
+`limit` first by next due time, and decodes only those slots.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from streams.core import HeldCommand, HeldReply, Slot, Wait, WaitStatus, decode_slot
 from streams.partitioning import partition_for
-from streams.processor.envelope import decode_row
+from streams.processor.envelope import RowDecodeError, decode_row, read_head
+from streams.processor.model import RowHead
 
-# Rows decoded between two yields to the event loop while scanning: a scan of
-# a large table must not stall the agent and the punctuator for its duration.
-SCAN_YIELD_EVERY = 500
+# Rows read between two yields to the event loop while scanning: a scan of a
+# large table must not stall the agent and the punctuator for its duration.
+SCAN_YIELD_EVERY = 2000
 
 STATES = tuple(s.value for s in WaitStatus)
 
@@ -34,10 +36,14 @@ class Filters:
     definition: str | None = None
     tenant: str | None = None
 
-    def match(self, wait: Wait) -> bool:
-        return ((self.state is None or wait.status.value == self.state)
-                and (self.definition is None or wait.definition == self.definition)
-                and (self.tenant is None or wait.tenant == self.tenant))
+    def match(self, head: RowHead) -> bool:
+        """A wait in this state (any but done when no state is asked), definition, tenant."""
+        if head.state is None:
+            return False
+        return ((head.state.value == self.state if self.state is not None
+                 else head.state is not WaitStatus.DONE)
+                and (self.definition is None or head.definition == self.definition)
+                and (self.tenant is None or head.tenant == self.tenant))
 
 
 def read_slot(value: Any) -> Slot | None:
@@ -111,25 +117,53 @@ def status(key: str, slot: Slot, partition: int) -> dict[str, Any]:
     return out
 
 
-async def scan(items: Iterable[tuple[Any, Any]], owned: set[int],
-               partitions: int) -> AsyncIterator[tuple[Wait, int]]:
-    """The waits stored in the owned partitions (any state), yielding to the loop now and then."""
+SortKey = tuple[int, int, str]
+
+
+class _Latest:
+    """Heap entry ordered backwards, so the heap's head is the last of the first `limit`."""
+
+    __slots__ = ("key", "partition", "sort")
+
+    def __init__(self, sort: SortKey, key: bytes, partition: int) -> None:
+        self.sort, self.key, self.partition = sort, key, partition
+
+    def __lt__(self, other: _Latest) -> bool:
+        return self.sort > other.sort
+
+
+async def first_waits(items: Iterable[tuple[Any, Any]], owned: set[int], partitions: int,
+                      filters: Filters, limit: int) -> list[tuple[bytes, int]]:
+    """The keys (and partitions) of the `limit` matching waits due first, in that order.
+
+    Reads row heads only and holds at most `limit` entries, whatever the
+    table's size; yields to the event loop every `SCAN_YIELD_EVERY` rows.
+    """
+    heap: list[_Latest] = []
     seen = 0
     for key, value in items:
         seen += 1
         if seen % SCAN_YIELD_EVERY == 0:
             await asyncio.sleep(0)
-        if not isinstance(key, bytes):
+        if not isinstance(key, bytes) or not isinstance(value, bytes):
             continue
         partition = partition_for(key, partitions)
         if partition not in owned:
             continue
         try:
-            slot = read_slot(value)
-        except ValueError:  # a row this version cannot read: the processor reports it
+            head = read_head(value)
+        except RowDecodeError:  # a row this version cannot read: the processor reports it
             continue
-        if slot is not None and slot.wait is not None:
-            yield slot.wait, partition
+        if not filters.match(head):
+            continue
+        due = head.next_due
+        entry = _Latest((0 if due is not None else 1, due if due is not None else head.parked_at,
+                         key.decode(errors="replace")), key, partition)
+        if len(heap) < limit:
+            heapq.heappush(heap, entry)
+        elif entry.sort < heap[0].sort:
+            heapq.heapreplace(heap, entry)
+    return [(e.key, e.partition) for e in sorted(heap, key=lambda e: e.sort)]
 
 
 def sort_key(item: dict[str, Any]) -> tuple[int, int, str]:

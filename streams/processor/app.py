@@ -49,16 +49,19 @@ from faust.web import Request, Response, View
 
 from streams.config import Guarantee, Settings
 from streams.console import install as install_console
-from streams.core import WaitDefinition, decode_slot
+from streams.core import WaitDefinition
 from streams.definitions import load_definitions
 from streams.partitioning import partition_for
-from streams.processor.envelope import decode_row
-from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role, RowWrite
+from streams.processor.census import Census
+from streams.processor.envelope import RowDecodeError, read_head
+from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role, RowHead, RowWrite
 from streams.processor.records import RecordHandler, timer_record
 from streams.timers.index import DueTimer, TimerIndex
 
 log = logging.getLogger(__name__)
 
+# Rows read between two yields to the event loop while the index is rebuilt.
+REBUILD_YIELD_EVERY = 5000
 TABLE_WAITS = "waits"  # wait key (utf-8 bytes) -> envelope.Row (slot, seen offsets, outbox)
 
 # RocksDB options per table partition.  faust's defaults (64 MiB write
@@ -104,6 +107,7 @@ class Worker:
         self.definitions = definitions
         self.counters: Counter[str] = Counter()
         self.index = TimerIndex()
+        self.census = Census()
         self.topic_names = {role: settings.topic(role.value) for role in Role}
         self.role_by_topic = {name: role for role, name in self.topic_names.items()}
         self.handler = RecordHandler(definitions, settings.partitions)
@@ -206,6 +210,7 @@ class Worker:
                 self.waits.pop(key, None)
             elif isinstance(handled.row, bytes):
                 self.waits[key] = handled.row
+            self.census.move(rec.partition, handled.head_before, handled.head_after)
             after_kinds = {t.kind for t in handled.timers_after}
             for t in handled.timers_before:
                 if t.kind not in after_kinds:
@@ -255,32 +260,47 @@ class Worker:
         self.counters["timers.emitted"] += len(due) - len(errors) - remaining
 
     async def _rebuild_index(self) -> None:
-        """After a rebalance, index the armed timers of every owned partition.
+        """After a rebalance, index the armed timers and count the waits of every owned partition.
 
         Runs before faust resumes the input partitions, so no record is
-        processed against a partition whose index is not yet rebuilt.
+        processed against a partition whose index is not yet rebuilt.  It
+        reads only the rows' heads, and yields to the event loop now and then
+        so that heartbeats go on while a large table is read.
         """
         started = time.monotonic()
         await self._rewind_uncommitted_inputs()
         owned = self.owned_partitions()
         found: dict[int, list[DueTimer]] = defaultdict(list)
+        heads: dict[int, list[RowHead]] = defaultdict(list)
+        rows = unreadable = 0
         for key, value in self.waits.items():
+            rows += 1
+            if rows % REBUILD_YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             partition = partition_for(key, self.settings.partitions)
             if partition not in owned or not isinstance(value, bytes):
                 continue
-            slot = decode_row(value).slot
-            if slot is None:
+            try:
+                head = read_head(value)
+            except RowDecodeError:
+                unreadable += 1  # reported (and kept) when a record for the key comes
                 continue
-            wait_key = key.decode()
-            for t in decode_slot(slot).armed_timers():
-                found[partition].append(
-                    DueTimer(partition, wait_key, t.kind.value, t.due_at, t.generation))
+            heads[partition].append(head)
+            if head.timers:
+                wait_key = key.decode()
+                found[partition].extend(
+                    DueTimer(partition, wait_key, t.kind.value, t.due_at, t.generation)
+                    for t in head.timers)
         for p in self.index.partitions() - owned:
             self.index.drop_partition(p)
+        for p in self.census.partitions() - owned:
+            self.census.drop_partition(p)
         for p in owned:
             self.index.replace_partition(p, found.get(p, []))
-        log.info("timer index rebuilt partitions=%s timers=%d seconds=%.2f",
-                 sorted(owned), len(self.index), time.monotonic() - started)
+            self.census.replace_partition(p, heads.get(p, []))
+        log.info("timer index rebuilt partitions=%s rows=%d timers=%d unreadable=%d "
+                 "seconds=%.2f", sorted(owned), rows, len(self.index), unreadable,
+                 time.monotonic() - started)
 
     async def _rewind_uncommitted_inputs(self) -> None:
         """Start input partitions that have no committed offset at their beginning.
@@ -301,10 +321,15 @@ class Worker:
 
     # -- web ---------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
+        owned = self.owned_partitions()
+        waits: Counter[str] = Counter()
+        for (state, _definition), n in self.census.totals(owned).items():
+            waits[state] += n
         return {
             "counters": dict(self.counters),
-            "ownedPartitions": sorted(self.owned_partitions()),
+            "ownedPartitions": sorted(owned),
             "armedTimers": len(self.index),
+            "waits": dict(waits),
             "guarantee": self.settings.guarantee.value,
         }
 

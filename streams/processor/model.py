@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from streams.codec import RecordType
-from streams.core import ArmedTimer
+from streams.core import ArmedTimer, Slot, WaitStatus
 
 
 class Role(StrEnum):
@@ -58,6 +58,34 @@ class OutRecord:
     partition: int | None = None  # None: the partitioner (murmur2) decides
 
 
+@dataclass(frozen=True)
+class RowHead:
+    """What a rebuild after a rebalance needs of a row, readable without the slot."""
+
+    state: WaitStatus | None = None  # None: no wait (early input only, or outbox only)
+    definition: str | None = None
+    tenant: str | None = None
+    timers: tuple[ArmedTimer, ...] = ()
+    parked_at: int = 0
+
+    @property
+    def next_due(self) -> int | None:
+        return self.timers[0].due_at if self.timers else None
+
+
+NO_WAIT = RowHead()
+
+
+def head_of(slot: Slot | None) -> RowHead:
+    if slot is None:
+        return NO_WAIT
+    timers = tuple(sorted(slot.armed_timers(), key=lambda t: (t.due_at, t.generation)))
+    w = slot.wait
+    if w is None:
+        return RowHead(timers=timers)
+    return RowHead(w.status, w.definition, w.tenant, timers, w.parked_at)
+
+
 class RowWrite(StrEnum):
     UNCHANGED = "unchanged"
     DELETE = "delete"
@@ -76,5 +104,7 @@ class Handled:
     row: bytes | RowWrite = RowWrite.UNCHANGED
     timers_before: frozenset[ArmedTimer] = frozenset()
     timers_after: frozenset[ArmedTimer] = frozenset()
+    head_before: RowHead = NO_WAIT
+    head_after: RowHead = NO_WAIT
     out: list[OutRecord] = field(default_factory=list)
     counters: list[str] = field(default_factory=list)

@@ -43,6 +43,7 @@ from streams.processor.model import (
     ProcessorReject,
     Role,
     RowWrite,
+    head_of,
 )
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ class RecordHandler:
                 handled.row = RowWrite.DELETE
             else:
                 handled.row = encode_row(Row(new_slot, {**row.seen, rec.role: rec.offset},
-                                             outbox))
+                                             outbox, handled.head_after))
         return handled
 
     def _replay(self, rec: InputRecord, wait_key: str, row: Row, slot: Slot | None,
@@ -229,8 +230,10 @@ class RecordHandler:
         """
         timers = slot.armed_timers() if slot is not None else frozenset()
         return Handled(wait_key=wait_key,
-                       row=encode_row(Row(row.slot, row.seen, _pending(row, committed))),
+                       row=encode_row(Row(row.slot, row.seen, _pending(row, committed),
+                                          row.head)),
                        timers_before=timers, timers_after=timers,
+                       head_before=row.head, head_after=row.head,
                        out=list(row.replayed(rec.role, rec.offset)), counters=["replayed"])
 
     def _effects(self, rec: InputRecord, wait_key: str, slot: Slot | None, decision: Decision,
@@ -239,6 +242,8 @@ class RecordHandler:
         handled.timers_before = slot.armed_timers() if slot is not None else frozenset()
         handled.timers_after = (decision.slot.armed_timers() if decision.slot is not None
                                 else frozenset())
+        handled.head_before = head_of(slot)
+        handled.head_after = head_of(decision.slot)
         key = wait_key.encode()
         for effect in decision.effects:
             if isinstance(effect, Reject):

@@ -108,6 +108,11 @@ class TimerIndex:
     def drop_partition(self, partition: int) -> None:
         self._parts.pop(partition, None)
 
+    def count_due(self, now_ms: int, partitions: Iterable[int]) -> int:
+        """Armed timers due by `now_ms` (emitted or not): a walk of the armed set."""
+        return sum(1 for p in partitions if p in self._parts
+                   for due_at, _ in self._parts[p].current.values() if due_at <= now_ms)
+
     def next_due(self, partition: int) -> int | None:
         """When the partition's earliest live timer should be emitted."""
         part = self._parts.get(partition)

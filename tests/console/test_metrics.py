@@ -79,7 +79,7 @@ def test_counters_follow_waits_outcomes_rejections_and_misrouted_records(
     eventually(lambda: total(cluster, "xwait_rejections_total", reason="undecodable"),
                lambda v: v >= undecodable_before + 1, 60, "the rejection counted")
     assert total(cluster, "xwait_misrouted_total") >= misrouted_before + 1
-    # The gauge is recomputed from the table at most every 15 s.
+    # The gauge is cached for a few seconds.
     eventually(lambda: total(cluster, "xwait_parked_waits", state="parked",
                              definition="slow-approval"),
                lambda v: v >= 2, 60, "parked waits in the gauge")

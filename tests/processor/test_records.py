@@ -4,16 +4,33 @@ from __future__ import annotations
 
 import contextlib
 import json
+import struct
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams import codec
+from streams.core import ArmedTimer, TimerKind, WaitStatus
 from streams.definitions import load_definitions
 from streams.partitioning import partition_for
-from streams.processor.envelope import OutboxEntry, Row, RowDecodeError, decode_row, encode_row
-from streams.processor.model import INPUT_ROLES, Handled, InputRecord, OutRecord, Role, RowWrite
+from streams.processor.envelope import (
+    OutboxEntry,
+    Row,
+    RowDecodeError,
+    decode_row,
+    encode_row,
+    read_head,
+)
+from streams.processor.model import (
+    INPUT_ROLES,
+    Handled,
+    InputRecord,
+    OutRecord,
+    Role,
+    RowHead,
+    RowWrite,
+)
 from streams.processor.records import RecordHandler
 
 DEFS = load_definitions(Path(__file__).resolve().parents[2] / "topology" / "waits")
@@ -182,9 +199,14 @@ out_records = st.builds(OutRecord, st.sampled_from(list(Role)), st.binary(max_si
                         st.binary(max_size=200), st.none() | st.integers(0, 2000))
 entries = st.builds(OutboxEntry, st.sampled_from(list(INPUT_ROLES)), st.integers(0, 2000),
                     st.integers(0, 2**40), st.lists(out_records, max_size=4).map(tuple))
+texts = st.none() | st.text(max_size=30)
+timers = st.builds(ArmedTimer, st.sampled_from(list(TimerKind)), st.integers(0, 2**50),
+                   st.integers(1, 2**40))
+heads = st.builds(RowHead, st.none() | st.sampled_from(list(WaitStatus)), texts, texts,
+                  st.lists(timers, max_size=3).map(tuple), st.integers(0, 2**50))
 rows = st.builds(Row, st.none() | st.binary(min_size=1, max_size=300),
                  st.dictionaries(st.sampled_from(list(INPUT_ROLES)), st.integers(0, 2**40)),
-                 st.lists(entries, max_size=4).map(tuple))
+                 st.lists(entries, max_size=4).map(tuple), heads)
 
 
 @settings(max_examples=200, deadline=None)
@@ -193,7 +215,47 @@ def test_rows_round_trip_with_their_outbox(row: Row) -> None:
     assert decode_row(encode_row(row)) == row
 
 
+@settings(max_examples=200, deadline=None)
+@given(rows)
+def test_a_row_head_reads_alone_as_the_whole_row_has_it(row: Row) -> None:
+    assert read_head(encode_row(row)) == row.head
+
+
 @given(st.binary(max_size=64))
 def test_any_bytes_decode_to_a_row_or_a_row_decode_error(data: bytes) -> None:
     with contextlib.suppress(RowDecodeError):
         decode_row(data)
+    with contextlib.suppress(RowDecodeError):
+        read_head(data)
+    for magic in (b"XR\x01", b"XR\x02"):
+        with contextlib.suppress(RowDecodeError):
+            read_head(magic + data)
+
+
+def test_the_stored_head_is_the_wait_as_it_now_stands() -> None:
+    store = Store()
+    handled = handler.handle(request(), store.load, NOW)
+    store.apply(handled)
+    head = read_head(store.rows[KEY])
+    assert head.state is WaitStatus.PARKED and head.definition == "expense-approval"
+    assert head.parked_at == NOW
+    assert {t.kind for t in head.timers} == {TimerKind.REMINDER, TimerKind.DEADLINE}
+    assert head.next_due == min(t.due_at for t in head.timers)
+    assert handled.head_before.state is None and handled.head_after == head
+    store.apply(handler.handle(reply(1, {"decision": "approved"}), store.load, NOW + 5))
+    head = read_head(store.rows[KEY])
+    assert head.state is WaitStatus.DONE
+    assert [t.kind for t in head.timers] == [TimerKind.RETENTION]
+
+
+def test_rows_written_before_heads_existed_are_still_read() -> None:
+    store = Store()
+    store.apply(handler.handle(request(), store.load, NOW))
+    v2 = store.rows[KEY]
+    row = decode_row(v2)
+    assert row.slot is not None and row.outbox, "a slot and an outbox entry to carry over"
+    # Version 1 had no head; what follows the slot is laid out the same.
+    after_slot = v2[v2.index(row.slot) + len(row.slot):]
+    v1 = b"XR\x01" + struct.pack(">I", len(row.slot)) + row.slot + after_slot
+    assert decode_row(v1) == row
+    assert read_head(v1) == row.head

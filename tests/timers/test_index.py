@@ -54,6 +54,19 @@ def test_only_owned_partitions_are_emitted_and_the_batch_is_bounded() -> None:
     assert index.pop_due(1_000, limit=10, partitions=[1])[0].wait_key == "w7"
 
 
+def test_count_due_counts_armed_timers_due_in_the_given_partitions() -> None:
+    index = TimerIndex()
+    index.arm(0, "a", "deadline", 100, 1)
+    index.arm(0, "b", "deadline", 300, 2)
+    index.arm(1, "c", "reminder", 50, 3)
+    index.arm(0, "a", "deadline", 400, 4)  # re-armed later: no longer due at 200
+    assert index.count_due(200, [0, 1]) == 1
+    assert index.count_due(300, [0]) == 1
+    assert index.count_due(1000, [0, 1, 7]) == 3
+    index.disarm(1, "c", "reminder")
+    assert index.count_due(1000, [0, 1]) == 2
+
+
 def test_rebuilding_a_partition_replaces_what_it_held() -> None:
     index = TimerIndex()
     index.arm(0, "old", "deadline", due_at=1, generation=1)
