@@ -195,10 +195,12 @@ def xwait_command() -> str:
 class Worker:
     """One ``xwait worker`` subprocess with its own data folder, web port and log."""
 
-    def __init__(self, settings: Settings, folder: Path) -> None:
+    def __init__(self, settings: Settings, folder: Path, name: str = "worker",
+                 log_level: str = "warning") -> None:
         self.settings = settings
-        self.data_dir = folder / "data"
-        self.log_path = folder / "worker.log"
+        self.data_dir = folder / ("data" if name == "worker" else f"data-{name}")
+        self.log_path = folder / f"{name}.log"
+        self.log_level = log_level
         self.web_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at: float | None = None
@@ -213,7 +215,7 @@ class Worker:
                "XWAIT_BOOTSTRAP": s.bootstrap, "XWAIT_TOPIC_PREFIX": s.topic_prefix,
                "XWAIT_APP_ID": s.app_id, "XWAIT_PARTITIONS": str(s.partitions),
                "XWAIT_TOPOLOGY": str(s.topology), "XWAIT_DATA_DIR": str(self.data_dir),
-               "XWAIT_WEB_PORT": str(self.web_port), "XWAIT_LOG_LEVEL": "warning",
+               "XWAIT_WEB_PORT": str(self.web_port), "XWAIT_LOG_LEVEL": self.log_level,
                "XWAIT_TIMER_TICK": str(TIMER_TICK_S)}
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen([xwait_command(), "worker"], env=env, stdout=log,

@@ -33,6 +33,7 @@ from streams.client import ClientError, KafkaUnavailable, TopicMissing, XwaitCli
 from streams.client.errors import DeliveryFailed, InvalidRequest
 from streams.console import review, waits
 from streams.partitioning import partition_for
+from streams.processor.table_scan import owned_rows
 
 if TYPE_CHECKING:
     from streams.processor.app import Worker
@@ -135,8 +136,8 @@ class Console:
     async def local_list(self, filters: waits.Filters, limit: int) -> list[dict[str, Any]]:
         w = self.worker
         found: list[dict[str, Any]] = []
-        for key, partition in await waits.first_waits(w.waits.items(), w.owned_partitions(),
-                                                      w.settings.partitions, filters, limit):
+        rows = owned_rows(w.waits, w.owned_partitions(), w.settings.partitions)
+        for key, partition in await waits.first_waits(rows, filters, limit):
             try:
                 slot = waits.read_slot(w.waits.get(key))
             except ValueError:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from streams.core import HeldCommand, HeldReply, Slot, Wait, WaitStatus, decode_slot
-from streams.partitioning import partition_for
 from streams.processor.envelope import RowDecodeError, decode_row, read_head
 from streams.processor.model import RowHead
 
@@ -132,8 +131,8 @@ class _Latest:
         return self.sort > other.sort
 
 
-async def first_waits(items: Iterable[tuple[Any, Any]], owned: set[int], partitions: int,
-                      filters: Filters, limit: int) -> list[tuple[bytes, int]]:
+async def first_waits(rows: Iterable[tuple[int, bytes, bytes]], filters: Filters,
+                      limit: int) -> list[tuple[bytes, int]]:
     """The keys (and partitions) of the `limit` matching waits due first, in that order.
 
     Reads row heads only and holds at most `limit` entries, whatever the
@@ -141,15 +140,10 @@ async def first_waits(items: Iterable[tuple[Any, Any]], owned: set[int], partiti
     """
     heap: list[_Latest] = []
     seen = 0
-    for key, value in items:
+    for partition, key, value in rows:
         seen += 1
         if seen % SCAN_YIELD_EVERY == 0:
             await asyncio.sleep(0)
-        if not isinstance(key, bytes) or not isinstance(value, bytes):
-            continue
-        partition = partition_for(key, partitions)
-        if partition not in owned:
-            continue
         try:
             head = read_head(value)
         except RowDecodeError:  # a row this version cannot read: the processor reports it

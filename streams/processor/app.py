@@ -51,11 +51,11 @@ from streams.config import Guarantee, Settings
 from streams.console import install as install_console
 from streams.core import WaitDefinition
 from streams.definitions import load_definitions
-from streams.partitioning import partition_for
 from streams.processor.census import Census
 from streams.processor.envelope import RowDecodeError, read_head
 from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role, RowHead, RowWrite
 from streams.processor.records import RecordHandler, timer_record
+from streams.processor.table_scan import owned_rows
 from streams.timers.index import DueTimer, TimerIndex
 
 log = logging.getLogger(__name__)
@@ -273,13 +273,10 @@ class Worker:
         found: dict[int, list[DueTimer]] = defaultdict(list)
         heads: dict[int, list[RowHead]] = defaultdict(list)
         rows = unreadable = 0
-        for key, value in self.waits.items():
+        for partition, key, value in owned_rows(self.waits, owned, self.settings.partitions):
             rows += 1
             if rows % REBUILD_YIELD_EVERY == 0:
                 await asyncio.sleep(0)
-            partition = partition_for(key, self.settings.partitions)
-            if partition not in owned or not isinstance(value, bytes):
-                continue
             try:
                 head = read_head(value)
             except RowDecodeError:

@@ -28,7 +28,7 @@ WAITS = 2000
 
 
 EOS_LOSES_WAITS = pytest.mark.xfail(
-    reason="measured: with faust 0.15.3's exactly_once, most runs lose waits after kill -9 "
+    reason="measured: with faust 0.15.3's exactly_once, some runs lose waits after kill -9 "
            "(see README, 'Processing guarantees')",
     strict=False,
 )
