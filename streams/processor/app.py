@@ -7,11 +7,14 @@ higher concurrency) runs `RecordHandler.handle` and applies the result:
        record first, then writes RocksDB;
     2. timer index update (in memory, derived from the table);
     3. sends to outcomes / actions / rejected (or the forward of a misrouted
-       record), through faust's producer;
-    4. faust acks the event; its commit later flushes the producer (1 and 3)
-       and then commits the input offset - in exactly_once, faust means all
-       three to go in the input partition's transaction instead (our kill -9
-       test says it does not hold: README, "Processing guarantees").
+       record): in at_least_once with confluent-kafka (`OutputSender`, much
+       cheaper per record than faust's `Topic.send`), in exactly_once
+       through faust's transactional producer;
+    4. faust acks the event; its commit later flushes the producers (our
+       output sender first, then faust's: 1 and 3) and then commits the
+       input offset - in exactly_once, faust means all three to go in the
+       input partition's transaction instead (our kill -9 test says it does
+       not hold: README, "Processing guarantees").
 
 A crash between any two steps re-delivers the input record (its offset was
 not committed).  The state it changed may survive the crash while the
@@ -54,6 +57,7 @@ from streams.definitions import load_definitions
 from streams.processor.census import Census
 from streams.processor.envelope import RowDecodeError, read_head
 from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role, RowHead, RowWrite
+from streams.processor.outputs import OutputSender
 from streams.processor.records import RecordHandler, timer_record
 from streams.processor.table_scan import owned_rows
 from streams.timers.index import DueTimer, TimerIndex
@@ -115,6 +119,11 @@ class Worker:
         self.committed: dict[tuple[Role, int], int] = {}
         # Called after each record is applied (the console's lateness histogram).
         self.observers: list[Callable[[InputRecord, Handled, int], None]] = []
+        self.sender: OutputSender | None = None
+        if settings.guarantee is Guarantee.AT_LEAST_ONCE:
+            self.sender = OutputSender(lambda: Producer(settings.confluent(**{
+                "partitioner": "murmur2_random", "acks": "all", "enable.idempotence": True,
+                "linger.ms": 5})))
         self.app = self._build_app()
         self._timer_producer: Producer | None = None
 
@@ -170,6 +179,18 @@ class Worker:
             on_commit(offsets)
 
         app.tables.on_commit = track_commits  # type: ignore[method-assign]
+        if self.sender is not None:
+            # faust flushes its producer before it commits offsets: deliver
+            # the outputs sent with confluent-kafka first (streams.processor.outputs).
+            producer: Any = app.producer
+            faust_flush = producer.flush
+            sender = self.sender
+
+            async def flush_outputs_first() -> None:
+                await sender.flush()
+                await faust_flush()
+
+            producer.flush = flush_outputs_first
         worker = self
 
         async def stats(view: View, request: Request) -> Response:
@@ -218,9 +239,14 @@ class Worker:
             for t in handled.timers_after:
                 self.index.arm(rec.partition, handled.wait_key, t.kind.value, t.due_at,
                                t.generation)
-        for out in handled.out:
-            topic = self.outputs[out.role]
-            await topic.send(key=out.key, value=out.value, partition=out.partition)
+        if self.sender is not None:
+            for out in handled.out:
+                await self.sender.send(self.topic_names[out.role], out.key, out.value,
+                                       out.partition)
+        else:  # exactly_once: the outputs belong to faust's transaction
+            for out in handled.out:
+                await self.outputs[out.role].send(key=out.key, value=out.value,
+                                                  partition=out.partition)
         self.counters.update(handled.counters)
         self.counters["processed." + rec.role.value] += 1
 
