@@ -78,13 +78,18 @@ def test_start_reuses_a_broker_another_checkout_started(
 
 def test_reset_deletes_the_broker_data_and_keeps_the_jars(tmp_path: Path) -> None:
     port = str(_free_port())
-    data = tmp_path / f"data-{port}" / "requests-0"
-    data.mkdir(parents=True)
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "kafka-clients.jar").write_bytes(b"jar")
+    home = tmp_path / "kafka"
+    (home / f"data-{port}" / "requests-0").mkdir(parents=True)
+    (home / "lib").mkdir()
+    (home / "lib" / "kafka-clients.jar").write_bytes(b"jar")
+    # The demo worker's RocksDB mirrors changelog topics that reset deletes.
+    (tmp_path / "demo-worker" / "v1").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
     result = subprocess.run([sys.executable, str(SCRIPT), "reset", "--port", port],
                             capture_output=True, text=True, check=False,
-                            env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)})
+                            env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(home)})
     assert result.returncode == 0, result.stderr
-    assert not (tmp_path / f"data-{port}").exists()
-    assert (tmp_path / "lib" / "kafka-clients.jar").exists(), "reset must not download again"
+    assert not (home / f"data-{port}").exists()
+    assert not (tmp_path / "demo-worker").exists()
+    assert (tmp_path / "elsewhere").exists()
+    assert (home / "lib" / "kafka-clients.jar").exists(), "reset must not download again"
