@@ -82,14 +82,13 @@ def test_reset_deletes_the_broker_data_and_keeps_the_jars(tmp_path: Path) -> Non
     (home / f"data-{port}" / "requests-0").mkdir(parents=True)
     (home / "lib").mkdir()
     (home / "lib" / "kafka-clients.jar").write_bytes(b"jar")
-    # The demo worker's RocksDB mirrors changelog topics that reset deletes.
+    # Worker folders are the checkout's own (.xwait/demo-worker, .xwait/worker):
+    # a broker home elsewhere never takes its neighbours with it.
     (tmp_path / "demo-worker" / "v1").mkdir(parents=True)
-    (tmp_path / "elsewhere").mkdir()
     result = subprocess.run([sys.executable, str(SCRIPT), "reset", "--port", port],
                             capture_output=True, text=True, check=False,
                             env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(home)})
     assert result.returncode == 0, result.stderr
     assert not (home / f"data-{port}").exists()
-    assert not (tmp_path / "demo-worker").exists()
-    assert (tmp_path / "elsewhere").exists()
+    assert (tmp_path / "demo-worker" / "v1").exists()
     assert (home / "lib" / "kafka-clients.jar").exists(), "reset must not download again"

@@ -125,6 +125,12 @@ class _Ctx:
         # The early command being applied, if any: what a rejection concerns.
         self.held_command: Command | None = None
 
+    def stamp(self) -> int:
+        """A number that orders this key's early input by arrival (shares the counter)."""
+        seq = self.generation
+        self.generation += 1
+        return seq
+
     def arm(self, kind: TimerKind, due_at: int) -> ArmedTimer:
         timer = ArmedTimer(kind=kind, due_at=due_at, generation=self.generation)
         self.generation += 1
@@ -240,8 +246,6 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
     wait = _open_stage(wait, d, ctx, start=parked_at)
     early: list[HeldReply | HeldCommand] = []
     if slot is not None:
-        # Arrival order (sort is stable: a reply and a command of the same
-        # millisecond keep replies first).
         early = sorted([*slot.early_replies, *slot.early_commands], key=_arrival)
     for held in early:
         waited = ctx.now - held.received_at
@@ -278,8 +282,9 @@ def _on_reply_record(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
     return slot if new is w else replace(slot, wait=new)
 
 
-def _arrival(held: HeldReply | HeldCommand) -> int:
-    return held.received_at
+def _arrival(held: HeldReply | HeldCommand) -> tuple[int, int]:
+    """Arrival order: by arrival number (rows held before numbering: 0, by time)."""
+    return held.seq, held.received_at
 
 
 def _buffer_early(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
@@ -306,7 +311,7 @@ def _buffer_early(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
     ctx.effects.append(BufferEarlyReply(reply=reply, received_at=ctx.now, expires_at=expires_at))
     return replace(
         slot or Slot(),
-        early_replies=(*early, HeldReply(reply=reply, received_at=ctx.now)),
+        early_replies=(*early, HeldReply(reply=reply, received_at=ctx.now, seq=ctx.stamp())),
         early_timer=_early_timer(slot, expires_at, ctx),
         next_generation=ctx.generation,
     )
@@ -331,7 +336,7 @@ def _buffer_early_command(slot: Slot | None, cmd: Command, ctx: _Ctx) -> Slot | 
                                           expires_at=expires_at))
     return replace(
         slot or Slot(),
-        early_commands=(*held, HeldCommand(command=cmd, received_at=ctx.now)),
+        early_commands=(*held, HeldCommand(command=cmd, received_at=ctx.now, seq=ctx.stamp())),
         early_timer=_early_timer(slot, expires_at, ctx),
         next_generation=ctx.generation,
     )

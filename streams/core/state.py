@@ -69,6 +69,9 @@ class HeldReply:
     received_at: int
     by_operator: bool = False
     """A DELIVER command recorded while suspended: no channel or tenant check."""
+    seq: int = 0
+    """Arrival number among a key's early replies and commands (0: held before
+    numbering, or while suspended): several can arrive in one millisecond."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,8 @@ class HeldCommand:
 
     command: Command
     received_at: int
+    seq: int = 0
+    """Arrival number among a key's early replies and commands (see HeldReply)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,9 @@ Layout (``v`` 1)::
 
     slot   {"v":1, "w":wait?, "e":[held..]?, "ec":[heldcmd..]?, "et":timer?, "g":next_generation}
     timer  [kind, due_at, generation]          kind: r d p x e (see _KIND)
-    held   [reply, received_at, by_operator?]
+    held   [reply, received_at, by_operator?, seq?]     (by_operator 0/1 when seq follows)
     reply  {"c":key, "r":responseData, "t":tenant?, "h":channel?, "i":replyId?, "s":sentAt?}
-    heldcmd [command, received_at]
+    heldcmd [command, received_at, seq?]
     command {"c":key, "k":kind, "z":reason?, "ro":reviewOutcome?, "rn":reviewNote?,
              "r":responseData?, "o":operator?}
 
@@ -79,7 +79,8 @@ def encode_slot(slot: Slot) -> bytes:
     if slot.early_replies:
         out["e"] = [_enc_held(h) for h in slot.early_replies]
     if slot.early_commands:
-        out["ec"] = [[_enc_command(h.command), h.received_at] for h in slot.early_commands]
+        out["ec"] = [[_enc_command(h.command), h.received_at, *([h.seq] if h.seq else [])]
+                     for h in slot.early_commands]
     if slot.early_timer is not None:
         out["et"] = _enc_timer(slot.early_timer)
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
@@ -98,8 +99,9 @@ def decode_slot(data: bytes) -> Slot:
             early_replies=tuple(_dec_held(h) for h in raw.get("e", ())),
             early_timer=_dec_timer(raw["et"]) if "et" in raw else None,
             next_generation=int(raw["g"]),
-            early_commands=tuple(HeldCommand(_dec_command(c), int(at))
-                                 for c, at in raw.get("ec", ())),
+            early_commands=tuple(HeldCommand(_dec_command(h[0]), int(h[1]),
+                                             int(h[2]) if len(h) > 2 else 0)
+                                 for h in raw.get("ec", ())),
         )
     except StateDecodeError:
         raise
@@ -153,14 +155,17 @@ def _dec_command(raw: dict[str, Any]) -> Command:
 
 def _enc_held(h: HeldReply) -> list[Any]:
     out: list[Any] = [_enc_reply(h.reply), h.received_at]
-    if h.by_operator:
-        out.append(1)
+    if h.by_operator or h.seq:
+        out.append(1 if h.by_operator else 0)
+    if h.seq:
+        out.append(h.seq)
     return out
 
 
 def _dec_held(raw: list[Any]) -> HeldReply:
     return HeldReply(reply=_dec_reply(raw[0]), received_at=int(raw[1]),
-                     by_operator=len(raw) > 2 and bool(raw[2]))
+                     by_operator=len(raw) > 2 and bool(raw[2]),
+                     seq=int(raw[3]) if len(raw) > 3 else 0)
 
 
 def _enc_suspension(s: Suspension) -> dict[str, Any]:

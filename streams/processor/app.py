@@ -54,10 +54,10 @@ from streams.config import Guarantee, Settings
 from streams.console import install as install_console
 from streams.core import WaitDefinition
 from streams.definitions import load_definitions
-from streams.processor.census import Census
+from streams.processor.census import Census, CensusKey, census_key
 from streams.processor.envelope import RowDecodeError, read_head
-from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role, RowHead, RowWrite
-from streams.processor.outputs import OutputSender
+from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role, RowWrite
+from streams.processor.outputs import MESSAGE_TIMEOUT_MS, OutputSender
 from streams.processor.records import RecordHandler, timer_record
 from streams.processor.table_scan import owned_rows
 from streams.timers.index import DueTimer, TimerIndex
@@ -112,6 +112,11 @@ class Worker:
         self.counters: Counter[str] = Counter()
         self.index = TimerIndex()
         self.census = Census()
+        # Clear while the index and census are rebuilt: the agent waits, so
+        # no record is applied between the rebuild's read of a row and the
+        # rebuild's replacing of what that row contributed.
+        self.indexed = asyncio.Event()
+        self.indexed.set()
         self.topic_names = {role: settings.topic(role.value) for role in Role}
         self.role_by_topic = {name: role for role, name in self.topic_names.items()}
         self.handler = RecordHandler(definitions, settings.partitions)
@@ -123,7 +128,7 @@ class Worker:
         if settings.guarantee is Guarantee.AT_LEAST_ONCE:
             self.sender = OutputSender(lambda: Producer(settings.confluent(**{
                 "partitioner": "murmur2_random", "acks": "all", "enable.idempotence": True,
-                "linger.ms": 5})))
+                "linger.ms": 5, "message.timeout.ms": MESSAGE_TIMEOUT_MS})))
         self.app = self._build_app()
         self._timer_producer: Producer | None = None
 
@@ -208,6 +213,8 @@ class Worker:
     # -- the agent -------------------------------------------------------------
     async def _process(self, stream: StreamT[bytes]) -> None:
         async for event in stream.events():
+            if not self.indexed.is_set():
+                await self.indexed.wait()
             msg = event.message
             rec = InputRecord(self.role_by_topic[msg.topic], msg.topic, msg.partition,
                               msg.offset, event.key, event.value)
@@ -291,13 +298,21 @@ class Worker:
         Runs before faust resumes the input partitions, so no record is
         processed against a partition whose index is not yet rebuilt.  It
         reads only the rows' heads, and yields to the event loop now and then
-        so that heartbeats go on while a large table is read.
+        so that heartbeats go on while a large table is read; the agent waits
+        for it (`indexed`).
         """
+        self.indexed.clear()
+        try:
+            await self._rebuild()
+        finally:
+            self.indexed.set()
+
+    async def _rebuild(self) -> None:
         started = time.monotonic()
         await self._rewind_uncommitted_inputs()
         owned = self.owned_partitions()
         found: dict[int, list[DueTimer]] = defaultdict(list)
-        heads: dict[int, list[RowHead]] = defaultdict(list)
+        counts: dict[int, Counter[CensusKey]] = defaultdict(Counter)
         rows = unreadable = 0
         for partition, key, value in owned_rows(self.waits, owned, self.settings.partitions):
             rows += 1
@@ -308,7 +323,9 @@ class Worker:
             except RowDecodeError:
                 unreadable += 1  # reported (and kept) when a record for the key comes
                 continue
-            heads[partition].append(head)
+            key_of = census_key(head)
+            if key_of is not None:
+                counts[partition][key_of] += 1
             if head.timers:
                 wait_key = key.decode()
                 found[partition].extend(
@@ -320,7 +337,7 @@ class Worker:
             self.census.drop_partition(p)
         for p in owned:
             self.index.replace_partition(p, found.get(p, []))
-            self.census.replace_partition(p, heads.get(p, []))
+            self.census.replace_partition(p, counts.get(p, Counter()))
         log.info("timer index rebuilt partitions=%s rows=%d timers=%d unreadable=%d "
                  "seconds=%.2f", sorted(owned), rows, len(self.index), unreadable,
                  time.monotonic() - started)

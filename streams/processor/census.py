@@ -40,10 +40,9 @@ class Census:
         if new is not None:
             counts[new] += 1
 
-    def replace_partition(self, partition: int, heads: Iterable[RowHead]) -> None:
-        """Forget what the partition had and count `heads` (a rebuild)."""
-        keys = (census_key(h) for h in heads)
-        self._parts[partition] = Counter(k for k in keys if k is not None)
+    def replace_partition(self, partition: int, counts: Counter[CensusKey]) -> None:
+        """Forget what the partition had and take `counts` (a rebuild)."""
+        self._parts[partition] = +counts  # drops zero and negative entries
 
     def drop_partition(self, partition: int) -> None:
         self._parts.pop(partition, None)

@@ -23,14 +23,14 @@ waits with the event loop blocked, while the head takes a few.
 Binary layout (all integers big-endian):
     b"XR" version:u8 (2; version 1 rows have no head and are still read)
     head: state:u8 (0 = no wait, else 1 + WaitStatus index) timers:u8 parked_at:i64
-          definition:str16 tenant:str16
+          definition:str32 tenant:str32
           timers x (kind:u8 due_at:i64 generation:i64)
     slot_len:u32 slot
     seen: 4 x i64 (requests, replies, commands, timers; -1 = none)
     entries:u16, each: role:u8 partition:u16 offset:i64 records:u16,
         each record: role:u8 partition:i16 (-1 = partitioner) key_len:u32 key
                      value_len:u32 value
-    str16: len:u16 (0xFFFF = none) utf-8 bytes
+    str32: len:u32 (0xFFFFFFFF = none) utf-8 bytes
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 _HEAD = struct.Struct(">BBq")
 _TIMER = struct.Struct(">Bqq")
-_NONE16 = 0xFFFF
+_NONE32 = 0xFFFFFFFF
 
 
 class RowDecodeError(ValueError):
@@ -88,36 +88,34 @@ class Row:
         return ()
 
 
-def _str16(text: str | None) -> list[bytes]:
+def _str32(text: str | None) -> list[bytes]:
     if text is None:
-        return [_U16.pack(_NONE16)]
+        return [_U32.pack(_NONE32)]
     data = text.encode()
-    if len(data) >= _NONE16:
-        raise ValueError(f"Expected at most {_NONE16 - 1} bytes, but got {len(data)}")
-    return [_U16.pack(len(data)), data]
+    return [_U32.pack(len(data)), data]
 
 
-def _read_str16(data: bytes, pos: int) -> tuple[str | None, int]:
-    (n,) = _U16.unpack_from(data, pos)
-    if n == _NONE16:
-        return None, pos + 2
-    if pos + 2 + n > len(data):
-        raise RowDecodeError(f"Expected {n} bytes of text at byte {pos + 2}, but the row ends")
-    return data[pos + 2:pos + 2 + n].decode(), pos + 2 + n
+def _read_str32(data: bytes, pos: int) -> tuple[str | None, int]:
+    (n,) = _U32.unpack_from(data, pos)
+    if n == _NONE32:
+        return None, pos + 4
+    if pos + 4 + n > len(data):
+        raise RowDecodeError(f"Expected {n} bytes of text at byte {pos + 4}, but the row ends")
+    return data[pos + 4:pos + 4 + n].decode(), pos + 4 + n
 
 
 def _encode_head(head: RowHead) -> list[bytes]:
     parts = [_HEAD.pack(0 if head.state is None else _STATE_INDEX[head.state],
                         len(head.timers), head.parked_at),
-             *_str16(head.definition), *_str16(head.tenant)]
+             *_str32(head.definition), *_str32(head.tenant)]
     parts += [_TIMER.pack(_KIND_INDEX[t.kind], t.due_at, t.generation) for t in head.timers]
     return parts
 
 
 def _decode_head(data: bytes, pos: int) -> tuple[RowHead, int]:
     state_i, count, parked_at = _HEAD.unpack_from(data, pos)
-    definition, pos = _read_str16(data, pos + _HEAD.size)
-    tenant, pos = _read_str16(data, pos)
+    definition, pos = _read_str32(data, pos + _HEAD.size)
+    tenant, pos = _read_str32(data, pos)
     timers = []
     for _ in range(count):
         kind_i, due_at, generation = _TIMER.unpack_from(data, pos)

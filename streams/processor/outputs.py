@@ -29,9 +29,12 @@ from faust.exceptions import ProducerSendError
 
 log = logging.getLogger(__name__)
 
-# How long a commit waits for the broker to acknowledge outputs before the
-# worker gives up and stops (the records are then produced again on restart).
-FLUSH_TIMEOUT_S = 60.0
+# How long librdkafka keeps retrying a record before it reports it failed,
+# and how long a commit waits for acknowledgements before the worker gives up
+# and stops (the records are then produced again on restart).  The wait is
+# the longer, so a record still being retried fails with librdkafka's reason.
+MESSAGE_TIMEOUT_MS = 300_000
+FLUSH_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 30
 _POLL_S = 0.002
 
 
@@ -65,6 +68,13 @@ class OutputSender:
             except BufferError:  # librdkafka's queue is full: let it drain
                 self._producer.poll(0)
                 await asyncio.sleep(_POLL_S)
+            except Exception as exc:  # noqa: BLE001 - refused before it was queued
+                # Not raised: faust would ack the event anyway.  Recorded, the
+                # error fails the next flush, so its input is never committed.
+                self._pending.discard(seq)
+                self._errors.append(f"{type(exc).__name__}: {exc}")
+                log.error("output record refused topic=%s key=%r error=%s", topic, key, exc)
+                return
         self._producer.poll(0)
 
     async def flush(self, timeout: float = FLUSH_TIMEOUT_S) -> None:

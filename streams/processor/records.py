@@ -48,6 +48,11 @@ from streams.processor.model import (
 
 log = logging.getLogger(__name__)
 
+# Bytes of the refused record a Rejected record carries.  An input may be up
+# to the broker's message limit (1 MB by default); wrapped whole, with the
+# detail, its rejection could exceed that limit and never be published.
+MAX_REJECTED_ORIGINAL = 512 * 1024
+
 Committed = Callable[[Role, int], int]
 """`committed(role, partition)`: the input offset below which all is committed."""
 
@@ -153,10 +158,15 @@ class RecordHandler:
 
     def rejected(self, rec: InputRecord, reason: str, detail: str, now_ms: int,
                  original: bytes | None = None, key: bytes | None = None) -> OutRecord:
+        data = rec.value if original is None else original
+        if data is not None and len(data) > MAX_REJECTED_ORIGINAL:
+            detail += (f" (original cut to its first {MAX_REJECTED_ORIGINAL} of {len(data)} "
+                       "bytes; the whole record is at the topic, partition and offset above)")
+            data = data[:MAX_REJECTED_ORIGINAL]
         value = codec.encode(RecordType.REJECTED, {
             "topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
             "key": rec.key if key is None else key, "reason": reason, "detail": detail,
-            "original": rec.value if original is None else original, "rejectedAt": now_ms,
+            "original": data, "rejectedAt": now_ms,
         })
         return OutRecord(Role.REJECTED, rec.key or key or b"", value)
 
@@ -196,17 +206,23 @@ class RecordHandler:
             return self._refuse(rec, ProcessorReject.KEY_MISMATCH, "Expected the record key to "
                                 f"be the wait key {event_key!r}, but it is {wait_key!r}", now_ms)
         try:
-            stored = load(wait_key)
-            row = decode_row(stored) if stored is not None else Row(None)
-            slot = decode_slot(row.slot) if row.slot is not None else None
-            if row.is_replay(rec.role, rec.offset):
-                return self._replay(rec, wait_key, row, slot, committed)
-            decision = decide(slot, event, now_ms, self.definitions)
+            return self._decide(rec, wait_key, event, load, now_ms, committed)
         except Exception as exc:  # a bug must not stop the partition: see docstring
             log.exception("decide failed key=%s topic=%s partition=%s offset=%s",
                           wait_key, rec.topic, rec.partition, rec.offset)
             return self._refuse(rec, ProcessorReject.INTERNAL_ERROR,
                                 f"{type(exc).__name__}: {exc}", now_ms)
+
+    def _decide(self, rec: InputRecord, wait_key: str, event: Event,
+                load: Callable[[str], bytes | None], now_ms: int,
+                committed: Committed) -> Handled:
+        """Everything from the stored row to the row to store: any failure is refused whole."""
+        stored = load(wait_key)
+        row = decode_row(stored) if stored is not None else Row(None)
+        slot = decode_slot(row.slot) if row.slot is not None else None
+        if row.is_replay(rec.role, rec.offset):
+            return self._replay(rec, wait_key, row, slot, committed)
+        decision = decide(slot, event, now_ms, self.definitions)
         handled = self._effects(rec, wait_key, slot, decision, now_ms)
         if decision.slot != slot:
             outbox = _pending(row, committed)

@@ -32,7 +32,10 @@ def owned_rows(table: Any, owned: Iterable[int], partitions: int) -> Iterator[Ro
     visible = getattr(store, "_visible_items", None)
     if isinstance(dbs, dict) and callable(visible):
         for partition in sorted(p for p in dbs if p in mine):
-            for key, value in visible(dbs[partition]):
+            db = dbs.get(partition)  # gone if the partition was revoked meanwhile
+            if db is None:
+                continue
+            for key, value in visible(db):
                 if isinstance(key, bytes) and isinstance(value, bytes):
                     yield partition, key, value
         return

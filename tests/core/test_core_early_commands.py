@@ -85,6 +85,20 @@ def test_early_replies_and_commands_are_applied_in_the_order_they_arrived() -> N
     assert the_reject(effects).reason is RejectReason.LATE
 
 
+def test_arrival_order_holds_within_one_millisecond() -> None:
+    # A backlog is processed many records per millisecond: order is by arrival, not by clock.
+    run = Run()
+    run.command(CommandKind.CANCEL)
+    run.reply()
+    effects = run.start()
+    assert the_outcome(effects).outcome is OutcomeKind.CANCELLED
+    assert the_reject(effects).reason is RejectReason.LATE
+    run = Run()
+    run.reply()
+    run.command(CommandKind.CANCEL)
+    assert the_outcome(run.start()).outcome is OutcomeKind.RECEIVED
+
+
 def test_an_early_command_past_its_ttl_becomes_unmatched_and_the_key_is_purged() -> None:
     run = Run()
     run.command(CommandKind.CANCEL, reason="oops")

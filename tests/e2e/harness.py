@@ -220,7 +220,7 @@ class Watcher:
 
         A test that checks what a command does to a parked wait calls this
         first: a command processed before its request is held until the
-        request arrives (see test_early_command.py), which is another story.
+        request arrives (see test_rules.py), which is another story.
         """
         self.until(lambda s: any(a["action"] == "SEND_REQUEST" for a in s.for_key("actions", key)),
                    timeout, f"wait {key} to park")

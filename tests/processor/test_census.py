@@ -82,7 +82,7 @@ def test_a_rebuilt_partition_replaces_its_counts_and_others_stay() -> None:
         census.move(rec.partition, handled.head_before, handled.head_after)
     by_partition = Counter(partition_for(k.encode(), PARTITIONS) for k in KEYS)
     p = next(iter(by_partition))
-    census.replace_partition(p, [])
+    census.replace_partition(p, Counter())
     assert sum(census.totals(range(PARTITIONS)).values()) == len(KEYS) - by_partition[p]
     census.drop_partition(p)
     assert p not in census.partitions()

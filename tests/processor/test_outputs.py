@@ -93,6 +93,22 @@ def test_records_never_acknowledged_fail_the_flush_after_the_timeout() -> None:
     asyncio.run(scenario())
 
 
+def test_a_record_refused_at_produce_fails_the_next_flush() -> None:
+    class Refusing(FakeProducer):
+        def produce(self, topic: str, key: bytes, value: bytes,
+                    on_delivery: Callable[[Any, Any], None], partition: int | None = None) -> None:
+            raise ValueError("message size too large")  # KafkaException in real life
+
+    async def scenario() -> None:
+        sender = _sender(Refusing())
+        await sender.send("x.rejected", b"k", b"v" * 10, None)  # does not raise into faust
+        assert sender.pending == 0
+        with pytest.raises(ProducerSendError, match="message size too large"):
+            await sender.flush(timeout=1)
+
+    asyncio.run(scenario())
+
+
 def test_a_full_local_queue_is_waited_out_not_dropped() -> None:
     fake = FakeProducer(full_for=3)
 

@@ -232,6 +232,17 @@ def test_any_bytes_decode_to_a_row_or_a_row_decode_error(data: bytes) -> None:
             read_head(magic + data)
 
 
+def test_a_request_with_a_huge_tenant_parks_and_keeps_it() -> None:
+    store = Store()
+    tenant = "t" * 70_000  # longer than a 16-bit length could say
+    value = codec.encode("StartWait", {"correlationKey": KEY, "definition": "expense-approval",
+                                       "requestedAt": NOW, "tenant": tenant})
+    handled = handler.handle(record(Role.REQUESTS, value, 0), store.load, NOW)
+    store.apply(handled)
+    assert [decoded(o)["action"] for o in handled.out] == ["SEND_REQUEST"]
+    assert read_head(store.rows[KEY]).tenant == tenant
+
+
 def test_the_stored_head_is_the_wait_as_it_now_stands() -> None:
     store = Store()
     handled = handler.handle(request(), store.load, NOW)
