@@ -14,7 +14,13 @@ restore the table from its changelog.  One run, against the broker given:
    **restart** (RocksDB is on disk, only the rows are re-read);
 4. stops it and starts a worker on an empty data folder: **failover** (the
    table is restored from its changelog topic first);
-5. for each start, records the seconds until the worker owns every partition
+5. starts a second worker beside that one, waits until the partitions are
+   shared and the second has had time to fill its standby copies (faust's
+   `table_standby_replicas`, 1 by default), then stops the first (SIGTERM, so
+   the group moves its partitions at once instead of after the session
+   timeout): **standby takeover**, the seconds until the second owns every
+   partition and counts all N waits;
+6. for each start, records the seconds until the worker owns every partition
    and counts all N waits as parked, and the rebuild's own log line (rows read,
    timers indexed, seconds); writes the JSON and deletes its topics.
 """
@@ -66,6 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=8, help="partitions of every topic")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/...)")
     parser.add_argument("--bootstrap", default=Settings().bootstrap, help="Kafka bootstrap")
+    parser.add_argument("--standby-settle", type=float, default=30.0,
+                        help="seconds the second worker gets to fill its standby copies")
     args = parser.parse_args(argv)
     if args.waits < 1 or args.partitions < 1:
         parser.error("--waits and --partitions must be above zero")
@@ -117,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     admin = AdminClient(settings.confluent())
     first = Worker(settings, folder, "first", log_level="info")
     fresh = Worker(settings, folder, "fresh", log_level="info")
+    second = Worker(settings, folder, "second", log_level="info")
     figures: dict[str, Any] = {}
     errors: list[str] = []
     reachable = False
@@ -148,18 +157,38 @@ def main(argv: list[str] | None = None) -> int:
         first.stop()
         print("recovery_bench: starting a worker on an empty data folder", flush=True)
         figures["failover"] = timed_start(fresh, settings, args.waits)
+        print("recovery_bench: a second worker joins; then the first stops", flush=True)
+        second.start()
+        wait_for(lambda: bool((second.stats() or {}).get("ownedPartitions")), 600,
+                 "the second worker to get partitions", second)
+        time.sleep(args.standby_settle)  # standbys read the changelog in the background
+        figures["standby_settle_s"] = args.standby_settle
+        since = second.log_path.stat().st_size
+        stopped = time.monotonic()
+        fresh.stop()
+        taken = wait_for(lambda: len((second.stats() or {}).get("ownedPartitions", []))
+                         == settings.partitions, 600, "the takeover", second)
+        ready = wait_for(lambda: (second.stats() or {}).get("waits", {}).get("parked", 0)
+                         >= args.waits, 600, "the second to count every wait", second)
+        full = [r for r in rebuilds(second, since) if r["partitions"] == settings.partitions]
+        figures["standby_takeover"] = {
+            "owns_every_partition_s": round(taken - stopped, 2),
+            "counts_every_wait_s": round(ready - stopped, 2),
+            "rebuild": full[-1] if full else None}
     except Exception as exc:  # any failure still writes an incomplete result
         errors.append(f"{type(exc).__name__}: {exc}")
     finally:
-        first.stop()
-        fresh.stop()
-        tails = {w.log_path.name: w.log_tail() for w in (first, fresh)} if errors else {}
+        for w in (first, fresh, second):
+            w.stop()
+        tails = ({w.log_path.name: w.log_tail() for w in (first, fresh, second)}
+                 if errors else {})
         deleted = delete_topics(admin, settings) if reachable else []
         shutil.rmtree(folder, ignore_errors=True)
     result = {
         "benchmark": "recovery_bench", "complete": not errors,
         "timestamp": started.isoformat(timespec="seconds"),
         "parameters": {"waits": args.waits, "partitions": args.partitions,
+                       "standby_settle_s": args.standby_settle,
                        "bootstrap": args.bootstrap, "topic_prefix": prefix},
         "figures": figures, "machine": machine(), "versions": versions(),
         "errors": errors, "worker_log_tails": tails, "topics_deleted": len(deleted),
