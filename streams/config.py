@@ -91,11 +91,10 @@ class Settings:
 
     @property
     def advertised_host(self) -> str:
-        if self.web_advertised_host:
-            return self.web_advertised_host
-        if self.web_host in WILDCARD_HOSTS:
-            return socket.gethostname()
-        return self.web_host
+        """The host part of this worker's URL (an IPv6 literal in brackets)."""
+        host = self.web_advertised_host or (
+            socket.gethostname() if self.web_host in WILDCARD_HOSTS else self.web_host)
+        return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
     def confluent(self, **extra: Any) -> dict[str, Any]:
         """Base confluent-kafka configuration for producers, consumers, admin."""

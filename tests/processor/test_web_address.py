@@ -27,6 +27,8 @@ def _worker(settings: Settings) -> Worker:
     ("127.0.0.1", None, "127.0.0.1"),
     ("0.0.0.0", None, socket.gethostname()),  # noqa: S104 - a bind address under test
     ("0.0.0.0", "worker-3.internal", "worker-3.internal"),  # noqa: S104
+    ("::1", None, "[::1]"),
+    ("0.0.0.0", "fd00::7", "[fd00::7]"),  # noqa: S104
 ])
 def test_the_published_url_is_one_a_peer_can_reach(
     tmp_path: Path, bind: str, advertised: str | None, published: str
