@@ -38,6 +38,7 @@ class ProcessorReject(StrEnum):
     KEY_MISMATCH = "key_mismatch"
     INVALID_COMMAND = "invalid_command"
     INTERNAL_ERROR = "internal_error"
+    TOO_LARGE = "too_large"
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,13 @@ from streams.processor.model import (
 
 log = logging.getLogger(__name__)
 
+# The largest table row (its changelog record) or output record a decision
+# may produce.  Kafka refuses records over about 1 MB by default; a decision
+# whose records would not fit is refused whole (`too_large`) instead, since an
+# output Kafka refuses would stop the worker at every commit, replay after
+# replay.  The margin covers record keys and framing.
+MAX_RECORD_BYTES = 900_000
+
 # Bytes of the refused record a Rejected record carries.  An input may be up
 # to the broker's message limit (1 MB by default); wrapped whole, with the
 # detail, its rejection could exceed that limit and never be published.
@@ -235,6 +242,9 @@ class RecordHandler:
             else:
                 handled.row = encode_row(Row(new_slot, {**row.seen, rec.role: rec.offset},
                                              outbox, handled.head_after))
+        too_large = _too_large(handled)
+        if too_large is not None:
+            return self._refuse(rec, ProcessorReject.TOO_LARGE, too_large, now_ms)
         return handled
 
     def _replay(self, rec: InputRecord, wait_key: str, row: Row, slot: Slot | None,
@@ -282,6 +292,19 @@ class RecordHandler:
                     RecordType.ACTION, action_record(effect))))
                 handled.counters.append(f"actions.{effect.action.value}")
         return handled
+
+
+def _too_large(handled: Handled) -> str | None:
+    """Why the records of a decision would not fit in Kafka, or None."""
+    if isinstance(handled.row, bytes) and len(handled.row) > MAX_RECORD_BYTES:
+        return (f"Expected the wait's stored row to stay within {MAX_RECORD_BYTES} bytes, "
+                f"but this input would make it {len(handled.row)} bytes; nothing was changed")
+    for out in handled.out:
+        if len(out.value) > MAX_RECORD_BYTES:
+            return (f"Expected every record this input produces to stay within "
+                    f"{MAX_RECORD_BYTES} bytes, but its {out.role.value} record would be "
+                    f"{len(out.value)} bytes; nothing was changed")
+    return None
 
 
 def _pending(row: Row, committed: Committed) -> tuple[OutboxEntry, ...]:

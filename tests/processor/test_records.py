@@ -243,6 +243,28 @@ def test_a_request_with_a_huge_tenant_parks_and_keeps_it() -> None:
     assert read_head(store.rows[KEY]).tenant == tenant
 
 
+def test_an_input_whose_records_would_not_fit_in_kafka_is_refused_whole() -> None:
+    store = Store()
+    store.apply(handler.handle(request(), store.load, NOW))
+    huge = {"decision": "approved", "by": "x" * 950_000}  # valid, but no outcome can carry it
+    handled = handler.handle(reply(1, huge), store.load, NOW + 5)
+    [out] = handled.out
+    rejected = decoded(out)
+    assert (out.role, rejected["reason"]) == (Role.REJECTED, "too_large")
+    assert handled.row is RowWrite.UNCHANGED
+    original = rejected["original"]
+    assert isinstance(original, bytes) and len(original) == 512 * 1024, "cut, not dropped"
+    assert read_head(store.rows[KEY]).state is WaitStatus.PARKED, "the wait goes on as before"
+    # A request with a payload too large to send is refused the same way.
+    big = codec.encode("StartWait", {"correlationKey": "k-other", "definition": "expense-approval",
+                                     "requestedAt": NOW, "payload": "p" * 950_000})
+    rec = record(Role.REQUESTS, big, 2, key="k-other",
+                 partition=partition_for(b"k-other", PARTITIONS))
+    refused = handler.handle(rec, Store().load, NOW)
+    assert [decoded(o)["reason"] for o in refused.out] == ["too_large"]
+    assert refused.row is RowWrite.UNCHANGED
+
+
 def test_the_stored_head_is_the_wait_as_it_now_stands() -> None:
     store = Store()
     handled = handler.handle(request(), store.load, NOW)
