@@ -7,14 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.e2e.harness import free_port
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kafka"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_start_fails_clearly_when_the_port_is_taken(tmp_path: Path) -> None:
@@ -36,7 +31,7 @@ def test_start_fails_clearly_when_the_port_is_taken(tmp_path: Path) -> None:
 
 
 def test_status_and_stop_of_a_broker_never_started_say_so(tmp_path: Path) -> None:
-    port = str(_free_port())
+    port = str(free_port())
     env = {"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)}
     status = subprocess.run([sys.executable, str(SCRIPT), "status", "--port", port],
                             capture_output=True, text=True, env=env, check=False)
@@ -49,7 +44,7 @@ def test_status_and_stop_of_a_broker_never_started_say_so(tmp_path: Path) -> Non
 
 
 def test_start_without_java_fails_with_one_clear_line(tmp_path: Path) -> None:
-    port = str(_free_port())
+    port = str(free_port())
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "start", "--port", port],
         capture_output=True, text=True, timeout=60, check=False,
@@ -77,7 +72,7 @@ def test_start_reuses_a_broker_another_checkout_started(
 
 
 def test_reset_deletes_the_broker_data_and_keeps_the_jars(tmp_path: Path) -> None:
-    port = str(_free_port())
+    port = str(free_port())
     home = tmp_path / "kafka"
     (home / f"data-{port}" / "requests-0").mkdir(parents=True)
     (home / "lib").mkdir()

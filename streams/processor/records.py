@@ -231,6 +231,7 @@ class RecordHandler:
             return self._replay(rec, wait_key, row, slot, committed)
         decision = decide(slot, event, now_ms, self.definitions)
         handled = self._effects(rec, wait_key, slot, decision, now_ms)
+        handled.head_before = row.head  # read with the row: the stored slot's head
         if decision.slot != slot:
             outbox = _pending(row, committed)
             if handled.out:
@@ -268,7 +269,6 @@ class RecordHandler:
         handled.timers_before = slot.armed_timers() if slot is not None else frozenset()
         handled.timers_after = (decision.slot.armed_timers() if decision.slot is not None
                                 else frozenset())
-        handled.head_before = head_of(slot)
         handled.head_after = head_of(decision.slot)
         key = wait_key.encode()
         for effect in decision.effects:
