@@ -8,6 +8,7 @@ differ, and says which topic is off.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,15 @@ log = logging.getLogger(__name__)
 # How long an admin call may take before the CLI gives up and says the broker
 # is unreachable; a healthy local broker answers in milliseconds.
 ADMIN_TIMEOUT_S = 15.0
+# Between two metadata requests while waiting for new topics to show.
+_VISIBLE_POLL_S = 0.1
+
+# Topic settings the service's guarantees rest on: a topic whose broker value
+# differs is unhealthy, not merely tuned.  `message.timestamp.type` of the
+# input topics is what lets the broker's clock decide a reply against its
+# deadline (README, "The race"); `cleanup.policy` keeps the changelog compacted
+# and the event topics from being compacted away.
+REQUIRED_CONFIG = ("message.timestamp.type", "cleanup.policy")
 
 
 @dataclass(frozen=True)
@@ -45,7 +55,16 @@ class TopicState:
 
     @property
     def matches(self) -> bool:
-        return self.exists and self.partitions == self.spec.partitions
+        return self.exists and self.partitions == self.spec.partitions and not self.config_problems
+
+    @property
+    def config_problems(self) -> list[str]:
+        """Required settings (`REQUIRED_CONFIG`) the broker holds differently from topics.yaml."""
+        if not self.exists:
+            return []
+        return [f"{key}={self.config.get(key) or '(default)'}, expected {want}"
+                for key, want in self.spec.config.items()
+                if key in REQUIRED_CONFIG and self.config.get(key) != want]
 
 
 def load_specs(settings: Settings, path: Path | None = None) -> list[TopicSpec]:
@@ -118,6 +137,24 @@ def describe(settings: Settings, specs: list[TopicSpec]) -> list[TopicState]:
     ]
 
 
+def _wait_visible(admin: AdminClient, names: list[str]) -> None:
+    """Return once a metadata request lists every topic in `names`.
+
+    A created topic reaches the broker's metadata cache a moment after
+    CreateTopics answers; a describe right after a create (what `create`
+    reports) could otherwise call the new topics missing.
+    """
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    while names:
+        missing = [n for n in names if n not in _existing(admin)]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise KafkaUnavailable(f"created topics did not show in the broker's metadata "
+                                   f"within {ADMIN_TIMEOUT_S:.0f}s: {', '.join(missing)}")
+        time.sleep(_VISIBLE_POLL_S)
+
+
 @dataclass(frozen=True)
 class CreateReport:
     created: list[str]
@@ -149,6 +186,7 @@ def create(settings: Settings, specs: list[TopicSpec]) -> CreateReport:
                     existed.append(name)  # another process created it meanwhile
                     continue
                 raise KafkaUnavailable(f"creating topic {name}: {exc}") from exc
+        _wait_visible(admin, created)
     states = describe(settings, specs)
     return CreateReport(
         created=created,

@@ -7,6 +7,7 @@ import json
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from streams import topics
 from streams.cli import main
 from streams.config import Settings
 
@@ -44,6 +45,22 @@ def test_create_makes_every_contract_topic_and_a_second_run_reports_them_as_exis
     assert {t["partitions"] for t in described["topics"]} == {settings.partitions}
     assert by_role["waits-changelog"]["config"]["cleanup.policy"] == "compact"
     assert by_role["requests"]["config"]["cleanup.policy"] == "delete"
+    assert {by_role[r]["config"]["message.timestamp.type"]
+            for r in ("requests", "replies", "commands", "timers")} == {"LogAppendTime"}
+
+
+def test_an_input_topic_stamped_by_producers_is_reported_as_a_problem(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replies = f"{settings.topic_prefix}.replies"
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin.create_topics([NewTopic(replies, settings.partitions, 1)])[replies].result(timeout=30)
+    topics._wait_visible(admin, [replies])
+
+    assert main(_cli(settings, "topics", "describe", "--json")) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert (f"{replies}: message.timestamp.type=CreateTime, expected LogAppendTime"
+            in problems)
 
 
 def test_describe_fails_loudly_when_one_topic_has_a_different_partition_count(
@@ -52,6 +69,7 @@ def test_describe_fails_loudly_when_one_topic_has_a_different_partition_count(
     odd = f"{settings.topic_prefix}.replies"
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
     admin.create_topics([NewTopic(odd, settings.partitions + 1, 1)])[odd].result(timeout=30)
+    topics._wait_visible(admin, [odd])
 
     assert main(_cli(settings, "topics", "create")) == 1
     out = capsys.readouterr().out

@@ -29,6 +29,7 @@ def _problems(states: list[topics.TopicState]) -> list[str]:
             problems.append(
                 f"{st.spec.name}: {st.partitions} partitions, expected {st.spec.partitions}"
             )
+        problems += [f"{st.spec.name}: {p}" for p in st.config_problems]
     counts = {st.partitions for st in states if st.exists}
     if len(counts) > 1:
         problems.append(
