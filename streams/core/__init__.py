@@ -6,7 +6,15 @@ test enforces it), so every rule of the wait is tested here without a broker.
 
 from __future__ import annotations
 
-from streams.core.decide import OPERATOR_CHANNEL, Decision, action_id, decide, outcome_id
+from streams.core.decide import (
+    MAX_CATCH_UP,
+    OPERATOR_CHANNEL,
+    Decision,
+    action_id,
+    catch_up,
+    decide,
+    outcome_id,
+)
 from streams.core.definition import (
     DEFAULT_EARLY_REPLY_TTL_MS,
     DEFAULT_RETENTION_MS,
@@ -63,6 +71,7 @@ from streams.core.state_codec import STATE_VERSION, StateDecodeError, decode_slo
 __all__ = [
     "DEFAULT_EARLY_REPLY_TTL_MS",
     "DEFAULT_RETENTION_MS",
+    "MAX_CATCH_UP",
     "OPERATOR_CHANNEL",
     "PARTY_SEPARATOR",
     "STATE_VERSION",
@@ -108,6 +117,7 @@ __all__ = [
     "WaitStatus",
     "XwaitError",
     "action_id",
+    "catch_up",
     "decide",
     "decode_slot",
     "encode_slot",

@@ -72,7 +72,8 @@ from streams.core.state import (
 )
 from streams.core.validation import parse_json, schema_issue
 
-__all__ = ["OPERATOR_CHANNEL", "Decision", "action_id", "decide", "outcome_id"]
+__all__ = ["MAX_CATCH_UP", "OPERATOR_CHANNEL", "Decision", "action_id", "catch_up", "decide",
+           "outcome_id"]
 
 OPERATOR_CHANNEL = "operator"
 """The channel recorded for replies delivered by hand (DELIVER command)."""
@@ -150,15 +151,24 @@ def decide(
     """Decide what ``event`` does to the wait stored under its key at time ``now_ms``."""
     ctx = _Ctx(now_ms, definitions, slot.next_generation if slot is not None else 1)
     new: Slot | None
-    if isinstance(event, StartWait):
-        new = _on_start(slot, event, ctx)
-    elif isinstance(event, Reply):
-        new = _on_reply_record(slot, event, ctx)
-    elif isinstance(event, Command):
-        new = _on_command(slot, event, ctx)
+    if isinstance(event, TimerFired):
+        new = _on_timer_record(slot, event, ctx)
     else:
-        new = _on_timer(slot, event, ctx)
+        # Rule 2: timers due by the event's time were decided before it.
+        current = _catch_up(slot, now_ms, ctx)
+        ctx.now = now_ms
+        if isinstance(event, StartWait):
+            new = _on_start(current, event, ctx)
+        elif isinstance(event, Reply):
+            new = _on_reply_record(current, event, ctx)
+        else:
+            new = _on_command(current, event, ctx)
 
+    return _finish(slot, new, ctx)
+
+
+def _finish(slot: Slot | None, new: Slot | None, ctx: _Ctx) -> Decision:
+    """The decision's slot and effects, timer (dis)arming derived from the slots' timers."""
     if new is not None and new.wait is None and not new.early_replies and not new.early_commands:
         new = None
     if new is not None and new is not slot and new.next_generation != ctx.generation:
@@ -174,6 +184,17 @@ def decide(
     if slot is not None and new is None:
         effects.append(Purge())
     return Decision(slot=new, effects=tuple(effects))
+
+
+def catch_up(slot: Slot | None, now_ms: int,
+             definitions: Mapping[str, WaitDefinition]) -> Decision:
+    """What the passing of time alone does to a slot by ``now_ms``: its due timers fire.
+
+    ``decide`` does this before every request, reply and command; on its own
+    it answers "where would this wait be now, with no other input?".
+    """
+    ctx = _Ctx(now_ms, definitions, slot.next_generation if slot is not None else 1)
+    return _finish(slot, _catch_up(slot, now_ms, ctx), ctx)
 
 
 def _timer_order(t: ArmedTimer) -> tuple[int, str, int]:
@@ -571,13 +592,44 @@ def _escalate(w: Wait, d: WaitDefinition, ctx: _Ctx, exhausted: OutcomeReason) -
     return _end(w, d, ctx, OutcomeKind.ESCALATED, exhausted)
 
 
-def _on_timer(slot: Slot | None, ev: TimerFired, ctx: _Ctx) -> Slot | None:
-    """Rules 2, 3, 6, 10 and the probe loop. A timer no longer armed changes nothing.
+MAX_CATCH_UP = 10_000
+"""Most timers one decision fires while catching up (a probe polling every
+second, decided after a day without any record, would fire 86,400 polls).
+What is left stays armed and overdue, and the punctuator emits it next."""
 
-    The punctuator is trusted about due-ness: a matching timer fires even if
-    ``now`` is slightly before ``due_at`` (another worker's clock), because
-    refusing it would lose the timer and the wait would never end.
+
+def _catch_up(slot: Slot | None, until: int, ctx: _Ctx) -> Slot | None:
+    """Fire, in due order and each at its own due time, every timer armed by ``until``.
+
+    Rule 2 by the broker's clock: an event appended at ``until`` comes after
+    every timer due before it, whether or not that timer's record was
+    processed yet.  So the outcome depends on when things happened, never on
+    how fast the worker is or in which order the topics were read.
     """
+    fired = 0
+    while slot is not None and fired < MAX_CATCH_UP:
+        timers = slot.armed_timers()
+        if not timers:
+            break
+        first = min(timers, key=_timer_order)
+        if first.due_at > until:
+            break
+        ctx.now = first.due_at
+        slot = _fire(slot, first, ctx)
+        fired += 1
+        if slot is not None and first in slot.armed_timers():
+            break  # it could not fire (its definition is gone): rejected, left armed
+    return slot
+
+
+def _on_timer_record(slot: Slot | None, ev: TimerFired, ctx: _Ctx) -> Slot | None:
+    """A timer record: decided at its due time, with every timer due before it.
+
+    A record whose timer is no longer armed (superseded by a reply, a suspend,
+    a re-arm, or already fired while catching up) changes nothing.  Whether a
+    record's timer is due at all is the processor's check (stream time).
+    """
+    ctx.now = ev.due_at
     armed = _find_armed(slot, ev)
     if slot is None or armed is None:
         ctx.effects.append(Discard(
@@ -586,6 +638,11 @@ def _on_timer(slot: Slot | None, ev: TimerFired, ctx: _Ctx) -> Slot | None:
             f"{ev.due_at} under key {ev.wait_key!r}, but there is none",
         ))
         return slot
+    return _catch_up(slot, ev.due_at, ctx)
+
+
+def _fire(slot: Slot, armed: ArmedTimer, ctx: _Ctx) -> Slot | None:
+    """Rules 2, 3, 6, 10 and the probe loop: one armed timer is due at ``ctx.now``."""
     if armed.kind is TimerKind.EARLY_REPLY:
         return _expire_early(slot, armed, ctx)
     w = slot.wait

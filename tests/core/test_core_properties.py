@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.core import (
+    ActionKind,
     ArmTimer,
     Command,
     CommandKind,
@@ -31,6 +32,7 @@ from streams.core import (
     TimerFired,
     TimerKind,
     WaitStatus,
+    catch_up,
     decide,
     decode_slot,
     encode_slot,
@@ -230,10 +232,14 @@ def test_every_interleaving_keeps_the_invariants(case: tuple[str, list[Op]]) -> 
                 assert step.after == step.before
                 assert all(isinstance(e, Discard) for e in effects)
 
-        # A reply never ends (or changes) another tenant's wait.
-        if isinstance(step.event, Reply) and step.before is not None and \
-                step.before.wait is not None and step.event.tenant != step.before.wait.tenant:
-            assert step.after == step.before and emitted == []
+        # A reply never ends (or changes) another tenant's wait: it does no more than the
+        # passing of time does.
+        if isinstance(step.event, Reply) and step.before is not None:
+            aged = catch_up(step.before, step.now, DEFINITIONS)
+            if aged.slot is not None and aged.slot.wait is not None and \
+                    step.event.tenant != aged.slot.wait.tenant:
+                assert step.after == aged.slot
+                assert emitted == [e for e in aged.effects if isinstance(e, EmitOutcome)]
 
         # Time spent suspended never counts against a deadline.
         wait = step.after.wait if step.after is not None else None
@@ -249,7 +255,11 @@ def test_every_interleaving_keeps_the_invariants(case: tuple[str, list[Op]]) -> 
         current = (wait.parked_at, wait.stage, wait.level)
         if current != phase:
             phase, suspended_in_phase = current, 0
-            phase_start = wait.parked_at if before in (None,) else step.now
+            # An escalation that came due before this event started its level at the due time.
+            escalations = [e for e in effects if isinstance(e, EmitAction)
+                           and e.action is ActionKind.RUN_ESCALATION and e.level == wait.level]
+            phase_start = (wait.parked_at if before in (None,)
+                           else escalations[-1].at if escalations else step.now)
         deadlines = [t for t in wait.timers if t.kind is TimerKind.DEADLINE]
         if wait.status is WaitStatus.PARKED:
             assert len(deadlines) == 1
@@ -282,3 +292,66 @@ def test_suspended_hours_push_the_escalation_back_by_exactly_that_long() -> None
                         via_codec=True)
     (outcome,) = [e for e in world.steps[-1].effects if isinstance(e, EmitOutcome)]
     assert outcome.ended_at == T0 + 3 * DAY + 12 * HOUR + 2 * HOUR
+
+
+# ---------------------------------------------------------------- the broker's clock decides
+
+visible = st.one_of(advance, start, reply, reply, command, pause)
+"""Operations without timer records: what the outside world does, at which time."""
+timeless_program = st.tuples(
+    st.sampled_from(sorted(VALID)),
+    st.lists(visible, min_size=1, max_size=30).map(lambda ops: _expand([("start", None), *ops])),
+)
+_OBSERVED = (EmitAction, EmitOutcome, Reject)
+
+
+def _observed(effects: tuple[Effect, ...]) -> list[Effect]:
+    return [e for e in effects if isinstance(e, _OBSERVED)]
+
+
+def _run_with_timer_records(definition: str, ops: list[Op], *, punctual: bool,
+                            end: int) -> tuple[Slot | None, list[Effect]]:
+    """Apply the events; with `punctual`, deliver every timer record as soon as it is due."""
+    world = World(definition)
+    seen: list[Effect] = []
+
+    def deliver_due(until: int) -> None:
+        while world.slot is not None:
+            due = sorted((t for t in world.slot.armed_timers() if t.due_at <= until),
+                         key=lambda t: (t.due_at, t.kind.value, t.generation))
+            if not due:
+                return
+            t = due[0]
+            decision = decide(world.slot, TimerFired(KEY, t.kind, t.due_at, t.generation),
+                              world.now, DEFINITIONS)
+            world.slot = decision.slot
+            seen.extend(_observed(decision.effects))
+
+    for operation in ops:
+        event = world.event_for(operation)
+        if event is None:
+            continue
+        if punctual:
+            deliver_due(world.now)
+        decision = decide(world.slot, event, world.now, DEFINITIONS)
+        world.slot = decision.slot
+        seen.extend(_observed(decision.effects))
+    if punctual:
+        deliver_due(end)
+    final = catch_up(world.slot, end, DEFINITIONS)
+    return final.slot, seen + _observed(final.effects)
+
+
+@SETTINGS
+@given(timeless_program, st.integers(0, 10 * DAY))
+def test_outcomes_depend_on_when_things_happened_not_on_when_timer_records_arrive(
+    case: tuple[str, list[Op]], tail: int,
+) -> None:
+    """The same events at the same times end the same way whether each timer record is
+    processed the moment it is due, or never (a worker far behind its timers topic)."""
+    definition, ops = case
+    end = T0 + sum(int(o[1]) for o in ops if o[0] == "advance") + \
+        sum(int(o[1]) for o in ops if o[0] == "pause") + tail
+    punctual = _run_with_timer_records(definition, ops, punctual=True, end=end)
+    late = _run_with_timer_records(definition, ops, punctual=False, end=end)
+    assert punctual == late

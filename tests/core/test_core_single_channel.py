@@ -16,6 +16,7 @@ from streams.core import (
     OutcomeReason,
     Purge,
     RejectReason,
+    TimerFired,
     TimerKind,
     WaitStatus,
     outcome_id,
@@ -140,11 +141,46 @@ def test_escalation_exhausted_ends_the_wait_escalated_with_the_level_reached() -
     run = Run()
     run.start()
     run.fire(TimerKind.REMINDER)
-    run.fire(TimerKind.DEADLINE)
+    run.fire(TimerKind.DEADLINE)  # the second reminder, due at 48 h, fires first
     outcome = the_outcome(run.fire(TimerKind.DEADLINE))
     assert outcome.outcome is OutcomeKind.ESCALATED
     assert outcome.reason is OutcomeReason.DEADLINE_EXHAUSTED
-    assert outcome.escalation_level == 1 and outcome.reminders_sent == 1
+    assert outcome.escalation_level == 1 and outcome.reminders_sent == 2
+
+
+def test_a_deadline_record_processed_late_is_decided_at_its_due_time_with_what_was_due_before(
+) -> None:
+    run = Run()
+    run.start()
+    deadline = run.due(TimerKind.DEADLINE)
+    run.advance(5 * DAY)  # the worker was far behind: the record is processed days late
+    (armed,) = [t for t in run.wait.timers if t.kind is TimerKind.DEADLINE]
+    effects = run.send(TimerFired(KEY, TimerKind.DEADLINE, deadline, armed.generation))
+    reminders = actions(effects, ActionKind.SEND_REMINDER)
+    assert [a.at for a in reminders] == [T0 + DAY, T0 + 2 * DAY]
+    (escalation,) = actions(effects, ActionKind.RUN_ESCALATION)
+    assert escalation.at == T0 + 3 * DAY
+    assert run.due(TimerKind.DEADLINE) == T0 + 3 * DAY + 12 * HOUR
+
+
+def test_a_reply_appended_after_the_deadline_loses_even_before_the_deadline_record_is_seen(
+) -> None:
+    run = Run()
+    run.start()
+    run.advance(3 * DAY + 13 * HOUR)  # past the deadline and the director's 12 hours
+    effects = run.reply()
+    outcome = the_outcome(effects)
+    assert outcome.outcome is OutcomeKind.ESCALATED
+    assert outcome.ended_at == T0 + 3 * DAY + 12 * HOUR
+    assert the_reject(effects).reason is RejectReason.LATE
+
+
+def test_a_reply_appended_before_the_deadline_wins_however_late_it_is_processed() -> None:
+    run = Run()
+    run.start()
+    run.advance(3 * DAY - 1)
+    outcome = the_outcome(run.reply())
+    assert outcome.outcome is OutcomeKind.RECEIVED and outcome.reminders_sent == 2
 
 
 def test_reply_with_another_correlation_key_is_unmatched_and_the_wait_goes_on() -> None:
