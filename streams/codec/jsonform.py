@@ -281,6 +281,18 @@ def _read_bytes(value: Any, path: str) -> bytes:
         raise JsonFieldError(path, f"expected bytes as standard base64, {_got(value)}") from None
 
 
+def _string(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise JsonFieldError(path, f"expected string, {_got(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # "\ud800" in JSON: no text, and no UTF-8 for it
+        raise JsonFieldError(path, f"expected Unicode text, but character {exc.start} is a "
+                                   "lone surrogate (an unpaired \\uD800-\\uDFFF escape)"
+                             ) from None
+    return value
+
+
 _PRIMITIVES: dict[str, Converter] = {
     "null": _null,
     "boolean": _exact("boolean", bool),
@@ -288,7 +300,7 @@ _PRIMITIVES: dict[str, Converter] = {
     "long": _integer("long", _LONG_RANGE),
     "float": _exact("float", (int, float)),
     "double": _exact("double", (int, float)),
-    "string": _exact("string", str),
+    "string": _string,
     "bytes": _read_bytes,
 }
 

@@ -10,7 +10,7 @@
     xwait_rejections_total{reason}           counter records sent to the rejected topic
     xwait_misrouted_total                    counter records forwarded to their partition
     xwait_records_processed_total{topic}     counter input records processed
-    xwait_consumer_lag{topic,partition}      gauge   high watermark - committed offset
+    xwait_consumer_lag{topic,partition}      gauge   end offset - the worker's input position
     xwait_owned_partitions                   gauge
 
 Counters come from `Worker.counters` and restart at zero with the worker (as
@@ -123,29 +123,12 @@ class Metrics:
         return by_state, due
 
     def consumer_lag(self) -> dict[tuple[str, int], int]:
-        """Per assigned input partition: high watermark - committed offset.
+        """Per owned input partition: its end offset minus the worker's stored position.
 
-        Both from faust's public monitoring: `consumer.highwater(tp)` and the
-        monitor's `tp_committed_offsets` (updated at each commit).  A partition
-        whose committed offset or high watermark is not known yet is left out.
+        The worker owns its input positions (streams.processor.positions);
+        the end offsets are those of the punctuator's last probe.
         """
-        app: Any = self.worker.app
-        inputs = {self.worker.topic_names[r] for r in INPUT_ROLES}
-        committed: Mapping[Any, int] = app.monitor.tp_committed_offsets or {}
-        ends: Mapping[Any, int] = app.monitor.tp_end_offsets or {}
-        lag: dict[tuple[str, int], int] = {}
-        for tp in app.assignor.assigned_actives():
-            if tp.topic not in inputs or tp not in committed:
-                continue
-            try:
-                high = app.consumer.highwater(tp)
-            except Exception:  # noqa: BLE001 - not fetched yet: fall back to the monitor
-                high = None
-            if high is None:
-                high = ends.get(tp)
-            if high is not None:
-                lag[(tp.topic, tp.partition)] = max(0, int(high) - int(committed[tp]))
-        return lag
+        return self.worker.input_lag()
 
     async def render(self) -> str:
         w = self.worker
@@ -174,7 +157,8 @@ class Metrics:
               [({}, c["misrouted"])])
         gauge("xwait_records_processed_total", "counter", "Input records processed.",
               [({"topic": role.value}, c["processed." + role.value]) for role in INPUT_ROLES])
-        gauge("xwait_consumer_lag", "gauge", "High watermark minus committed offset.",
+        gauge("xwait_consumer_lag", "gauge",
+              "End offset minus the input position the worker's state reflects.",
               [({"topic": t, "partition": str(p)}, n)
                for (t, p), n in sorted(self.consumer_lag().items())])
         gauge("xwait_owned_partitions", "gauge", "Partitions this worker owns.",

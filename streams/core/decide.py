@@ -617,6 +617,8 @@ def _catch_up(slot: Slot | None, until: int, ctx: _Ctx) -> Slot | None:
         ctx.now = first.due_at
         slot = _fire(slot, first, ctx)
         fired += 1
+        if slot is None:
+            ctx.generation = 1  # a purged key starts afresh, as if decided after the purge
         if slot is not None and first in slot.armed_timers():
             break  # it could not fire (its definition is gone): rejected, left armed
     return slot

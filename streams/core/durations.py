@@ -11,7 +11,12 @@ from datetime import timedelta
 
 import isodate
 
-__all__ = ["parse_cycle_ms", "parse_duration_ms"]
+__all__ = ["MAX_DAYS", "parse_cycle_ms", "parse_duration_ms"]
+
+MAX_DAYS = 36_500
+"""A hundred years: longer than any wait, and far from overflowing the 64-bit
+millisecond due times of the timers (a duration such as P99999999999D
+overflows Python's timedelta)."""
 
 
 def parse_duration_ms(text: str) -> int:
@@ -20,6 +25,9 @@ def parse_duration_ms(text: str) -> int:
         raise ValueError(f"Expected an ISO 8601 duration such as PT24H or P3D, but got {text!r}")
     try:
         parsed = isodate.parse_duration(text)
+    except OverflowError as exc:
+        raise ValueError(f"Expected a duration of at most {MAX_DAYS} days, but got {text!r}"
+                         ) from exc
     except (isodate.ISO8601Error, ValueError) as exc:
         raise ValueError(
             f"Expected an ISO 8601 duration such as PT24H or P3D, but got {text!r}"
@@ -29,6 +37,8 @@ def parse_duration_ms(text: str) -> int:
             f"Expected a duration in weeks, days, hours, minutes or seconds, but {text!r} "
             "uses years or months, whose length depends on the calendar"
         )
+    if parsed > timedelta(days=MAX_DAYS):
+        raise ValueError(f"Expected a duration of at most {MAX_DAYS} days, but got {text!r}")
     ms = int(parsed.total_seconds() * 1000)
     if ms <= 0:
         raise ValueError(f"Expected a positive duration, but got {text!r}")

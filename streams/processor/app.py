@@ -1,64 +1,64 @@
-"""The faust application: one stateful agent, the waits table, the punctuator.
+"""The faust application: one agent deciding input in batches, the waits table, the punctuator.
 
-Per input record the agent (concurrency 1: faust issue #606 loses events at
-higher concurrency) runs `RecordHandler.handle` and applies the result:
+faust is the frame: group membership and partition assignment, the RocksDB
+waits table with its changelog (restores, standby copies), the web server and
+the timer.  The worker owns the rest, because that is where records were
+lost (issue 8):
 
-    1. table write (`waits[key] = row` or delete): faust sends the changelog
-       record first, then writes RocksDB;
-    2. timer index update (in memory, derived from the table);
-    3. sends to outcomes / actions / rejected (or the forward of a misrouted
-       record): in at_least_once with confluent-kafka (`OutputSender`, much
-       cheaper per record than faust's `Topic.send`), in exactly_once
-       through faust's transactional producer;
-    4. faust acks the event; its commit later flushes the producers (our
-       output sender first, then faust's: 1 and 3) and then commits the
-       input offset - in exactly_once, faust means all three to go in the
-       input partition's transaction instead (our kill -9 test says it does
-       not hold: README, "Processing guarantees").
+* input positions: after every assignment it seeks each input partition to
+  the position stored with its state (`positions`), and the agent applies a
+  record only if it is the next one expected (`inputs`); faust never
+  commits input offsets (the input topics are subscribed without acks);
+* the commit order: the agent decides the records it has taken as one batch
+  (`batch`), then makes it durable in the order `commit` writes down -
+  outputs acknowledged, then the changelog, then one RocksDB write - before
+  anything in memory (timer index, census, stream time) changes;
+* time: decisions use the broker's append time of each record, and the
+  punctuator emits a timer only once its partition's stream time has passed
+  it (`streamtime`), so a reply appended before its deadline wins however
+  far behind the worker is.
 
-A crash between any two steps re-delivers the input record (its offset was
-not committed).  The state it changed may survive the crash while the
-records it produced do not (RocksDB is written at once, and the changelog
-and the outputs go to different partitions of the producer), so deciding
-again would answer "late" and lose the outcome.  The row therefore keeps the
-offsets of the inputs it reflects and what they produced until they are
-committed (`streams.processor.envelope`): a replayed input sends its records
-again instead of being decided again.  Outcome and action ids are
-deterministic, so consumers can drop the duplicates at-least-once allows.
-
-The punctuator emits timer records through a producer of its own, outside
-faust's transactions: in exactly_once a transaction commits only when its
-input partition gets new offsets, so a timer record sent inside one could
-stay invisible on a quiet partition and its wait would never end.  Timer
-records are idempotent (stale generations are discarded), so sending them
-at least once is exactly what is wanted.
+Concurrency: the agent (concurrency 1: faust issue #606 loses events at
+higher concurrency), the assignment hook and the revocation handler take one
+lock, so a batch is never cut by a change of ownership: a revocation waits
+for the batch in flight, and records taken before it are dropped and read
+again by whoever owns their partition next.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import faust
-from confluent_kafka import KafkaError, Producer
-from faust.types import StreamT
+from confluent_kafka import KafkaError, KafkaException, Producer
+from faust.types import TP, StreamT
 from faust.web import Request, Response, View
 
 from streams.config import Guarantee, Settings
 from streams.console import install as install_console
 from streams.core import WaitDefinition
 from streams.definitions import load_definitions
+from streams.processor import faust_glue
+from streams.processor.batch import Batch, build_batch
 from streams.processor.census import Census, CensusKey, census_key
+from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
 from streams.processor.envelope import RowDecodeError, read_head
-from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role, RowWrite
-from streams.processor.outputs import MESSAGE_TIMEOUT_MS, OutputSender
+from streams.processor.gaps import GapReader
+from streams.processor.inputs import InputGate, Verdict
+from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role
+from streams.processor.positions import Positions
 from streams.processor.records import RecordHandler, timer_record
+from streams.processor.store import TableStore
+from streams.processor.streamtime import CLOCKED_ROLES, StreamClock
 from streams.processor.table_scan import owned_rows
 from streams.timers.index import DueTimer, TimerIndex
 
@@ -66,7 +66,16 @@ log = logging.getLogger(__name__)
 
 # Rows read between two yields to the event loop while the index is rebuilt.
 REBUILD_YIELD_EVERY = 5000
-TABLE_WAITS = "waits"  # wait key (utf-8 bytes) -> envelope.Row (slot, seen offsets, outbox)
+TABLE_WAITS = "waits"  # see streams.processor.store for the key layout
+# Most records decided in one batch.  Larger batches amortise the two
+# produce round trips and the RocksDB write over more records; beyond a few
+# hundred the gain is small and a rebalance waits longer for the batch in flight.
+BATCH_MAX = 500
+# How often the consumer group's offsets are brought up to the stored positions
+# (for lag monitors; the worker itself starts from the stored positions).
+GROUP_COMMIT_INTERVAL_S = 2.0
+# Exit code of a worker stopped because a batch could not be made durable.
+EXIT_COMMIT_FAILED = 70
 
 # RocksDB options per table partition.  faust's defaults (64 MiB write
 # buffers x 3 and a 2 GiB block cache for every partition) reserve gigabytes
@@ -112,43 +121,57 @@ class Worker:
         self.counters: Counter[str] = Counter()
         self.index = TimerIndex()
         self.census = Census()
-        # Clear while the index and census are rebuilt: the agent waits, so
-        # no record is applied between the rebuild's read of a row and the
-        # rebuild's replacing of what that row contributed.
-        self.indexed = asyncio.Event()
-        self.indexed.set()
+        self.clock = StreamClock()
+        self.gate = InputGate()
+        # Per owned partition: the input positions its stored state reflects.
+        self.positions: dict[int, Positions] = {}
         self.topic_names = {role: settings.topic(role.value) for role in Role}
         self.role_by_topic = {name: role for role, name in self.topic_names.items()}
         self.handler = RecordHandler(definitions, settings.partitions)
-        # (input role, partition) -> offset below which faust has committed.
-        self.committed: dict[tuple[Role, int], int] = {}
         # Called after each record is applied (the console's lateness histogram).
         self.observers: list[Callable[[InputRecord, Handled, int], None]] = []
-        self.sender: OutputSender | None = None
-        if settings.guarantee is Guarantee.AT_LEAST_ONCE:
-            self.sender = OutputSender(lambda: Producer(settings.confluent(**{
-                "partitioner": "murmur2_random", "acks": "all", "enable.idempotence": True,
-                "linger.ms": 5, "message.timeout.ms": MESSAGE_TIMEOUT_MS})))
-        self.app = self._build_app()
+        # Set once an assignment is taken over (positions sought, index rebuilt).
+        self.ready = asyncio.Event()
+        self._lock = asyncio.Lock()
         self._timer_producer: Producer | None = None
+        self._last_group_commit = 0.0
+        self.ends: dict[TP, int] = {}  # input end offsets seen by the last probe
+        self.failure: BaseException | None = None
+        self.app = self._build_app()
+        self.store = TableStore(self.waits)
+        changelog = f"{settings.app_id}-{TABLE_WAITS}-changelog"
+        conf = settings.confluent(**{"partitioner": "murmur2_random", "linger.ms": 5})
+        self.committer: Committer = (
+            ExactlyOnce(conf, self.topic_names, changelog, settings.app_id, settings.partitions)
+            if settings.guarantee is Guarantee.EXACTLY_ONCE
+            else AtLeastOnce(conf, self.topic_names, changelog))
+        self.gaps = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
+        tails = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
+
+        async def data_end(topic: str, partition: int, end: int) -> int:
+            loop = asyncio.get_running_loop()
+            found: int = await loop.run_in_executor(None, tails.data_end, topic, partition, end)
+            return found
+
+        faust_glue.restore_to_last_data_record(self.app, {changelog}, data_end)
 
     # -- faust wiring --------------------------------------------------------
     def _build_app(self) -> faust.App:
         s = self.settings
+        faust_glue.read_committed_consumers()
         app = faust.App(
             s.app_id,
             broker=[f"kafka://{h.strip()}" for h in s.bootstrap.split(",")],
             broker_credentials=_credentials(s),
             store="rocksdb://",
             datadir=str(s.data_dir),
-            processing_guarantee=s.guarantee.value,
+            # The worker makes its own transactions (streams.processor.commit);
+            # faust's would wrap only what faust itself sends, which is nothing.
+            processing_guarantee="at_least_once",
             topic_partitions=s.partitions,
             topic_allow_declare=True,
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
-            # Let records of consecutive events share produce requests:
-            # fewer, larger requests per event for a few ms of latency.
-            producer_linger=0.005,
             broker_session_timeout=s.session_timeout,
             broker_heartbeat_interval=max(1.0, s.session_timeout / 6),
             web_port=s.web_port,
@@ -159,43 +182,21 @@ class Worker:
             value_serializer="raw",
             autodiscover=False,
             # Do not wait for the stream buffer to drain on rebalance: the
-            # records are re-delivered to the new owner anyway.
+            # records are read again from the stored positions anyway.
             stream_wait_empty=False,
         )
         raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes,
                                "key_serializer": "raw", "value_serializer": "raw"}
+        # acks=False: faust never commits these topics' offsets (see module docstring).
         self.inputs = app.topic(*(self.topic_names[r] for r in INPUT_ROLES),
-                                partitions=s.partitions, **raw)
-        self.outputs = {role: app.topic(self.topic_names[role], partitions=s.partitions, **raw)
-                        for role in Role}
+                                partitions=s.partitions, acks=False, **raw)
         # Keys and values are raw bytes: the app's default serializers are "raw".
         self.waits = app.Table(TABLE_WAITS, partitions=s.partitions, options=ROCKSDB_OPTIONS,
                                key_type=bytes, value_type=bytes)
         app.agent(self.inputs, name="xwait-processor", concurrency=1)(self._process)
         app.timer(interval=s.timer_tick, name="xwait-punctuator")(self._punctuate)
-        self.waits.on_recover(self._rebuild_index)
-        on_commit = app.tables.on_commit
-
-        def track_commits(offsets: Any) -> None:
-            for tp, offset in offsets.items():
-                role = self.role_by_topic.get(tp.topic)
-                if role is not None:
-                    self.committed[(role, tp.partition)] = offset
-            on_commit(offsets)
-
-        app.tables.on_commit = track_commits  # type: ignore[method-assign]
-        if self.sender is not None:
-            # faust flushes its producer before it commits offsets: deliver
-            # the outputs sent with confluent-kafka first (streams.processor.outputs).
-            producer: Any = app.producer
-            faust_flush = producer.flush
-            sender = self.sender
-
-            async def flush_outputs_first() -> None:
-                await sender.flush()
-                await faust_flush()
-
-            producer.flush = flush_outputs_first
+        faust_glue.after_seek_to_committed(app, self._take_over)
+        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         worker = self
 
         async def stats(view: View, request: Request) -> Response:
@@ -207,110 +208,205 @@ class Worker:
         return app
 
     def owned_partitions(self) -> set[int]:
-        topic = self.topic_names[Role.REQUESTS]
-        return {tp.partition for tp in self.app.assignor.assigned_actives() if tp.topic == topic}
+        return self.gate.owned()
+
+    def read_row(self, key: bytes, partition: int) -> bytes | None:
+        """The stored row of a wait key in an owned partition (for the console)."""
+        return self.store.get(partition, key)
 
     # -- the agent -------------------------------------------------------------
     async def _process(self, stream: StreamT[bytes]) -> None:
+        pending: list[InputRecord] = []
+        epoch = self.gate.epoch
+        channel: Any = stream.channel
         async for event in stream.events():
-            if not self.indexed.is_set():
-                await self.indexed.wait()
+            if self.gate.epoch != epoch:  # ownership changed: stored positions decide again
+                pending, epoch = [], self.gate.epoch
             msg = event.message
-            rec = InputRecord(self.role_by_topic[msg.topic], msg.topic, msg.partition,
-                              msg.offset, event.key, event.value)
-            now = now_ms()
-            handled = self.handler.handle(rec, self._load, now, self._committed)
-            await self._apply(rec, handled)
+            role = self.role_by_topic.get(msg.topic)
+            if role is None:
+                continue
+            verdict = self.gate.check(role, msg.partition, msg.offset)
+            if verdict is Verdict.GAP:
+                filled = await self._read_gap(role, msg.partition, msg.offset)
+                if filled is None or self.gate.epoch != epoch:
+                    pending, epoch = [], self.gate.epoch
+                    continue
+                pending.extend(filled)
+                self.gate.advance(role, msg.partition, msg.offset - 1)
+                verdict = Verdict.APPLY
+            if verdict is Verdict.APPLY:
+                self.gate.advance(role, msg.partition, msg.offset)
+                ts = msg.timestamp
+                pending.append(InputRecord(
+                    role, msg.topic, msg.partition, msg.offset, event.key, event.value,
+                    None if ts is None else round(ts * 1000), msg.timestamp_type == 1))
+            else:
+                self.counters[f"inputs.{verdict.value}"] += 1
+            if pending and (len(pending) >= BATCH_MAX or channel.empty()):
+                await self._run_batch(pending, epoch)
+                pending = []
+
+    async def _read_gap(self, role: Role, partition: int, offset: int
+                        ) -> list[InputRecord] | None:
+        """The records the fetch passed over below `offset` (streams.processor.gaps)."""
+        gap = self.gate.gap(role, partition, offset)
+        loop = asyncio.get_running_loop()
+        try:
+            found = await loop.run_in_executor(None, self.gaps.read, role,
+                                               self.topic_names[role], partition, gap.start,
+                                               gap.stop)
+        except Exception as exc:  # noqa: BLE001 - any failure: stop rather than skip
+            await self._fail(exc, f"reading offsets {gap.start}..{gap.stop - 1} of "
+                                  f"{self.topic_names[role]}[{partition}]")
+            return None
+        self.counters["inputs.gaps"] += 1
+        self.counters["inputs.gap_records"] += len(found)
+        level = logging.WARNING if found else logging.INFO
+        log.log(level, "input gap topic=%s partition=%d offsets=%d..%d records_read=%d%s",
+                self.topic_names[role], partition, gap.start, gap.stop - 1, len(found),
+                " (the fetch skipped them: applied now)" if found
+                else " (no records there: transaction markers, aborts or retention)")
+        return found
+
+    async def _run_batch(self, records: list[InputRecord], epoch: int) -> None:
+        async with self._lock:
+            if self.gate.epoch != epoch or self.failure is not None:
+                return  # taken before a change of ownership: read again from the positions
+            batch = build_batch(self.handler, records, self.store.get, self.positions,
+                                self.clock.times(), now_ms())
+            for p, part in batch.parts.items():
+                part.positions = replace(part.positions, stream_time=self.clock.time(p) or 0)
+            try:
+                offsets = await self.committer.commit(batch)
+                for p, part in batch.parts.items():
+                    self.store.write(p, part.rows, part.positions, offsets.get(p))
+            except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
+                await self._fail(exc, f"a batch of {len(batch)} records")
+                return
+            self._remember(batch)
+
+    def _remember(self, batch: Batch) -> None:
+        """Step 6 of the commit protocol: what the worker keeps in memory."""
+        for p, part in batch.parts.items():
+            self.positions[p] = part.positions
+            for before, after in part.census:
+                self.census.move(p, before, after)
+            for change in part.timers:
+                after_kinds = {t.kind for t in change.after}
+                for t in change.before:
+                    if t.kind not in after_kinds:
+                        self.index.disarm(p, change.wait_key, t.kind.value)
+                for t in change.after:
+                    self.index.arm(p, change.wait_key, t.kind.value, t.due_at, t.generation)
+            for key, kind, due_at, generation in part.not_due:
+                self.index.requeue(DueTimer(p, key, kind, due_at, generation))
+            for rec in part.applied:
+                if rec.role in CLOCKED_ROLES:
+                    self.clock.applied(p, rec.role, rec.offset,
+                                       rec.timestamp if rec.log_append_time else None)
+        self.counters.update(batch.counters)
+        self.counters["batches"] += 1
+        for rec, handled, now in batch.decided:
             for observe in self.observers:
                 observe(rec, handled, now)
 
-    def _committed(self, role: Role, partition: int) -> int:
-        return self.committed.get((role, partition), -1)
-
-    def _load(self, wait_key: str) -> bytes | None:
-        value = self.waits.get(wait_key.encode())
-        return value if isinstance(value, bytes) else None
-
-    async def _apply(self, rec: InputRecord, handled: Handled) -> None:
-        if handled.wait_key is not None:
-            key = handled.wait_key.encode()
-            if handled.row is RowWrite.DELETE:
-                self.waits.pop(key, None)
-            elif isinstance(handled.row, bytes):
-                self.waits[key] = handled.row
-            self.census.move(rec.partition, handled.head_before, handled.head_after)
-            after_kinds = {t.kind for t in handled.timers_after}
-            for t in handled.timers_before:
-                if t.kind not in after_kinds:
-                    self.index.disarm(rec.partition, handled.wait_key, t.kind.value)
-            for t in handled.timers_after:
-                self.index.arm(rec.partition, handled.wait_key, t.kind.value, t.due_at,
-                               t.generation)
-        if self.sender is not None:
-            for out in handled.out:
-                await self.sender.send(self.topic_names[out.role], out.key, out.value,
-                                       out.partition)
-        else:  # exactly_once: the outputs belong to faust's transaction
-            for out in handled.out:
-                await self.outputs[out.role].send(key=out.key, value=out.value,
-                                                  partition=out.partition)
-        self.counters.update(handled.counters)
-        self.counters["processed." + rec.role.value] += 1
-
-    # -- the punctuator --------------------------------------------------------
-    def _producer(self) -> Producer:
-        if self._timer_producer is None:
-            self._timer_producer = Producer(self.settings.confluent(**{
-                "partitioner": "murmur2_random", "acks": "all", "linger.ms": 5,
-                "enable.idempotence": True,
-            }))
-        return self._timer_producer
-
-    async def _punctuate(self) -> None:
-        if self.app.rebalancing:
-            self.counters["punctuator.skipped_rebalancing"] += 1
+    async def _fail(self, exc: BaseException, what: str) -> None:
+        """Stop the worker: `what` could not be made durable, and nothing of it was stored."""
+        if self.failure is not None:
             return
-        due = self.index.pop_due(now_ms(), self.settings.timer_batch, self.owned_partitions())
-        if not due:
-            return
-        producer = self._producer()
-        errors: list[KafkaError] = []
-
-        def delivered(err: KafkaError | None, _msg: object) -> None:
-            if err is not None:
-                errors.append(err)
-
-        fired = now_ms()
-        for t in due:
-            producer.produce(self.topic_names[Role.TIMERS], key=t.wait_key.encode(),
-                             value=timer_record(t.wait_key, t.kind, t.due_at, t.generation, fired),
-                             partition=t.partition, on_delivery=delivered)
-        remaining = await asyncio.get_running_loop().run_in_executor(None, producer.flush, 10.0)
-        if errors or remaining:
-            # The index re-queued them: they are emitted again after redelivery.
-            log.warning("timer records not delivered count=%d first_error=%s",
-                        len(errors) + remaining, errors[0] if errors else "timeout")
-        self.counters["timers.emitted"] += len(due) - len(errors) - remaining
-
-    async def _rebuild_index(self) -> None:
-        """After a rebalance, index the armed timers and count the waits of every owned partition.
-
-        Runs before faust resumes the input partitions, so no record is
-        processed against a partition whose index is not yet rebuilt.  It
-        reads only the rows' heads, and yields to the event loop now and then
-        so that heartbeats go on while a large table is read; the agent waits
-        for it (`indexed`).
-        """
-        self.indexed.clear()
+        self.failure = exc
+        log.critical("stopping the worker: %s failed (%s: %s). Nothing of it was stored; "
+                     "its input is read again from the stored positions when the worker "
+                     "is started again.", what, type(exc).__name__, exc)
+        self.counters["failures"] += 1
+        loop = asyncio.get_running_loop()
+        # faust's own shutdown can hang on a broker that is gone: exit regardless.
+        loop.call_later(10.0, os._exit, EXIT_COMMIT_FAILED)
         try:
-            await self._rebuild()
+            await self.app.stop()
         finally:
-            self.indexed.set()
+            os._exit(EXIT_COMMIT_FAILED)
 
-    async def _rebuild(self) -> None:
+    # -- assignment --------------------------------------------------------------
+    async def _take_over(self) -> None:
+        """After faust sought the inputs to the group's offsets: seek to the stored positions.
+
+        Runs before faust resumes the flow of records, once per assignment.
+        Each input partition starts at the position stored with the
+        partition's state; without one (a partition never processed, or rows
+        of an earlier version), at the group's committed offset, else at the
+        beginning.  A position below what retention kept starts at the
+        earliest record left, with a warning.
+        """
+        async with self._lock:
+            try:
+                await self._take_over_locked()
+            except Exception as exc:  # noqa: BLE001 - e.g. the producer cannot be made
+                await self._fail(exc, "taking over the assigned partitions")
+
+    async def _take_over_locked(self) -> None:
         started = time.monotonic()
-        await self._rewind_uncommitted_inputs()
-        owned = self.owned_partitions()
+        owned = faust_glue.active_partitions(self.app, self.topic_names[Role.REQUESTS])
+        gone = self.gate.owned() - owned
+        if gone:
+            self._forget(gone)
+        tps = [TP(self.topic_names[r], p) for p in sorted(owned) for r in INPUT_ROLES]
+        earliest = await faust_glue.earliest_offsets(self.app, tps)
+        committed = await faust_glue.committed_offsets(self.app, tps)
+        for p in sorted(owned):
+            stored = self.store.positions(p)
+            starts: dict[Role, int] = {}
+            for role in INPUT_ROLES:
+                tp = TP(self.topic_names[role], p)
+                start = stored.get(role) if stored is not None else None
+                if start is None:
+                    start = committed.get(tp)
+                if start is None or start < earliest[tp]:
+                    if start is not None:
+                        log.warning("input position below the earliest record kept: records "
+                                    "were deleted by retention before they were applied "
+                                    "topic=%s partition=%d position=%d earliest=%d",
+                                    tp.topic, p, start, earliest[tp])
+                    start = earliest[tp]
+                starts[role] = start
+                await faust_glue.seek(self.app, tp.topic, p, start)
+            stream_time = stored.stream_time if stored is not None else 0
+            self.positions[p] = Positions(starts, stream_time)
+            self.gate.assign(p, starts)
+            self.clock.assign(p, starts, stream_time)
+        await self.committer.assign(owned)
+        await self._rebuild(owned)
+        self.ready.set()
+        log.info("partitions taken over partitions=%s positions=%s seconds=%.2f", sorted(owned),
+                 {p: {r.value: o for r, o in self.positions[p].next_offset.items()}
+                  for p in sorted(owned)}, time.monotonic() - started)
+
+    async def _on_revoked(self, sender: Any, revoked: set[TP], **kwargs: Any) -> None:
+        """faust revokes partitions: wait for the batch in flight, then let them go."""
+        async with self._lock:
+            self.ready.clear()
+            topic = self.topic_names[Role.REQUESTS]
+            gone = {tp.partition for tp in revoked if tp.topic == topic}
+            if gone:
+                self._forget(gone)
+                await self.committer.revoke(gone)
+
+    def _forget(self, partitions: set[int]) -> None:
+        self.gate.revoke(partitions)
+        for p in partitions:
+            self.clock.drop(p)
+            self.positions.pop(p, None)
+            self.index.drop_partition(p)
+            self.census.drop_partition(p)
+
+    async def _rebuild(self, owned: set[int]) -> None:
+        """Index the armed timers and count the waits of every owned partition.
+
+        It reads only the rows' heads, and yields to the event loop now and
+        then so that heartbeats go on while a large table is read.
+        """
+        started = time.monotonic()
         found: dict[int, list[DueTimer]] = defaultdict(list)
         counts: dict[int, Counter[CensusKey]] = defaultdict(Counter)
         rows = unreadable = 0
@@ -342,22 +438,93 @@ class Worker:
                  "seconds=%.2f", sorted(owned), rows, len(self.index), unreadable,
                  time.monotonic() - started)
 
-    async def _rewind_uncommitted_inputs(self) -> None:
-        """Start input partitions that have no committed offset at their beginning.
+    # -- the punctuator --------------------------------------------------------
+    def _producer(self) -> Producer:
+        if self._timer_producer is None:
+            self._timer_producer = Producer(self.settings.confluent(**{
+                "partitioner": "murmur2_random", "acks": "all", "linger.ms": 2,
+                "enable.idempotence": True,
+            }))
+        return self._timer_producer
 
-        Measured here: after a kill -9 before the group's first commit, the
-        restarted worker sometimes began such partitions at their end and
-        silently skipped every waiting request (faust 0.15.3 / aiokafka 0.14,
-        despite auto_offset_reset=earliest).  An explicit seek removes the
-        race: nothing before the first commit is ever skipped.
-        """
-        consumer: Any = self.app.consumer  # seek_to_committed is not in faust's ConsumerT
-        committed = await consumer.seek_to_committed()
-        for tp, offset in committed.items():
-            if tp.topic in self.role_by_topic and (offset is None or offset < 0):
-                log.info("no committed offset topic=%s partition=%d: reading from the start",
-                         tp.topic, tp.partition)
-                await consumer.seek(tp, 0)
+    async def _punctuate(self) -> None:
+        """Probe the inputs' end offsets (stream time), then emit the timers due by it."""
+        if self.app.rebalancing or not self.ready.is_set() or self.failure is not None:
+            self.counters["punctuator.skipped"] += 1
+            return
+        owned = self.gate.owned()
+        if not owned:
+            return
+        try:
+            await self._probe(owned)
+            await self._emit_due(owned)
+            await self._commit_group_offsets(owned)
+        except KafkaException as exc:  # the broker is away: the next tick tries again
+            log.warning("punctuator tick failed: %s", exc)
+
+    async def _probe(self, owned: set[int]) -> None:
+        tps = [TP(self.topic_names[r], p) for p in sorted(owned) for r in INPUT_ROLES]
+        at = now_ms()  # before the request leaves: records appended later are not below
+        ends = await faust_glue.end_offsets(self.app, tps)
+        self.ends = ends
+        self.clock.probed(at, [(self.role_by_topic[tp.topic], tp.partition, end)
+                               for tp, end in ends.items()])
+
+    def input_lag(self) -> dict[tuple[str, int], int]:
+        """Per owned input partition: records not yet applied, as of the last probe."""
+        lag: dict[tuple[str, int], int] = {}
+        for tp, end in self.ends.items():
+            pos = self.positions.get(tp.partition)
+            if pos is None:
+                continue
+            at = pos.get(self.role_by_topic[tp.topic])
+            if at is not None:
+                lag[(tp.topic, tp.partition)] = max(0, end - at)
+        return lag
+
+    async def _emit_due(self, owned: set[int]) -> None:
+        times = {p: t for p, t in self.clock.times().items() if p in owned}
+        due = self.index.pop_due(times, self.settings.timer_batch)
+        if not due:
+            return
+        try:
+            producer = self._producer()
+        except KafkaException as exc:
+            for t in due:
+                self.index.requeue(t)
+            await self._fail(exc, "creating the timer producer")
+            return
+        failed: list[DueTimer] = []
+
+        def delivered(timer: DueTimer) -> Callable[[KafkaError | None, object], None]:
+            def report(err: KafkaError | None, _msg: object) -> None:
+                if err is not None:
+                    failed.append(timer)
+            return report
+
+        fired = now_ms()
+        for t in due:
+            producer.produce(self.topic_names[Role.TIMERS], key=t.wait_key.encode(),
+                             value=timer_record(t.wait_key, t.kind, t.due_at, t.generation, fired),
+                             partition=t.partition, on_delivery=delivered(t))
+        remaining = await asyncio.get_running_loop().run_in_executor(None, producer.flush, 10.0)
+        if remaining:
+            failed = list(due)  # not known which: emitting one twice is harmless
+        for t in failed:
+            self.index.requeue(t)
+        if failed:
+            log.warning("timer records not delivered count=%d: emitted again next tick",
+                        len(failed))
+        self.counters["timers.emitted"] += len(due) - len(failed)
+
+    async def _commit_group_offsets(self, owned: set[int]) -> None:
+        if time.monotonic() - self._last_group_commit < GROUP_COMMIT_INTERVAL_S:
+            return
+        self._last_group_commit = time.monotonic()
+        offsets = {TP(self.topic_names[role], p): offset
+                   for p in owned if p in self.positions
+                   for role, offset in self.positions[p].next_offset.items()}
+        await faust_glue.commit_group_offsets(self.app, offsets)
 
     # -- web ---------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -371,18 +538,19 @@ class Worker:
             "armedTimers": len(self.index),
             "waits": dict(waits),
             "guarantee": self.settings.guarantee.value,
+            "streamTime": {str(p): t for p, t in sorted(self.clock.times().items())},
+            "positions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
+                          for p, pos in sorted(self.positions.items())},
         }
 
 
 def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | None = None
               ) -> faust.App:
-    if settings.guarantee is Guarantee.EXACTLY_ONCE:
-        log.warning("processing guarantee exactly_once: in xwait's kill -9 test this mode "
-                    "lost waits (faust 0.15.3); at_least_once did not (see README)")
     if definitions is None:
         definitions = load_definitions(settings.topology / "waits")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     worker = Worker(settings, definitions)
+    worker.store.check()
     app: faust.App = worker.app
     app.xwait = worker  # type: ignore[attr-defined]
     return app
@@ -398,9 +566,9 @@ def run(settings: Settings) -> None:
     for name in ("aiokafka", "kafka", "faust", "mode"):
         logging.getLogger(name).setLevel(floor)
     sys.argv = ["xwait", "worker", f"--loglevel={settings.log_level}",
-                f"--web-port={settings.web_port}", f"--web-bind={settings.web_host}",
-                f"--web-host={settings.advertised_host}"]
+                f"--web-port={settings.web_port}", f"--web-host={settings.advertised_host}",
+                f"--web-bind={settings.web_host}"]
     app.main()
 
 
-__all__ = ["ROCKSDB_OPTIONS", "TABLE_WAITS", "Worker", "build_app", "run"]
+__all__ = ["BATCH_MAX", "ROCKSDB_OPTIONS", "TABLE_WAITS", "Worker", "build_app", "run"]

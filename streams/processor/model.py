@@ -39,9 +39,10 @@ class ProcessorReject(StrEnum):
     INVALID_COMMAND = "invalid_command"
     INTERNAL_ERROR = "internal_error"
     TOO_LARGE = "too_large"
+    INVALID_KEY = "invalid_key"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InputRecord:
     role: Role
     topic: str
@@ -49,6 +50,20 @@ class InputRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: int | None = None  # milliseconds, as Kafka stamped the record
+    log_append_time: bool = False  # the broker's clock (LogAppendTime), not the producer's
+
+    def event_time(self, wall_ms: int) -> int:
+        """When the record happened, as decisions see it: the broker's append time.
+
+        A topic stamped by producers (CreateTime) is not trusted with a
+        wait's clock - a producer could move a deadline - so its records are
+        decided at the wall time they are processed (`xwait topics describe`
+        reports such a topic).
+        """
+        if self.log_append_time and self.timestamp is not None:
+            return self.timestamp
+        return wall_ms
 
 
 @dataclass(frozen=True)
@@ -109,3 +124,6 @@ class Handled:
     head_after: RowHead = NO_WAIT
     out: list[OutRecord] = field(default_factory=list)
     counters: list[str] = field(default_factory=list)
+    # A timer record ignored because its partition's stream time has not
+    # reached it: (wait key, kind, due_at, generation), to be emitted again.
+    not_due: tuple[str, str, int, int] | None = None

@@ -34,7 +34,7 @@ from streams.core import (
     split_correlation_key,
 )
 from streams.partitioning import partition_for
-from streams.processor.envelope import OutboxEntry, Row, decode_row, encode_row
+from streams.processor.envelope import Row, decode_row, encode_row
 from streams.processor.model import (
     RECORD_TYPE,
     Handled,
@@ -59,14 +59,6 @@ MAX_RECORD_BYTES = 900_000
 # to the broker's message limit (1 MB by default); wrapped whole, with the
 # detail, its rejection could exceed that limit and never be published.
 MAX_REJECTED_ORIGINAL = 512 * 1024
-
-Committed = Callable[[Role, int], int]
-"""`committed(role, partition)`: the input offset below which all is committed."""
-
-
-def nothing_committed(role: Role, partition: int) -> int:
-    return -1
-
 
 def to_event(role: Role, record: Mapping[str, Any]) -> Event:
     """A decoded record as the core's event (camelCase wire names to fields)."""
@@ -183,11 +175,19 @@ class RecordHandler:
                        counters=[f"rejected.{reason.value}"])
 
     def handle(self, rec: InputRecord, load: Callable[[str], bytes | None], now_ms: int,
-               committed: Committed = nothing_committed) -> Handled:
-        """`load` reads the stored row of a wait key."""
+               stream_time: int | None = None) -> Handled:
+        """Decide `rec` at `now_ms` (its event time); `load` reads the stored row of a wait key.
+
+        `stream_time` is the partition's stream time: a timer record due
+        after it is ignored (`Handled.not_due`), because records appended
+        before its due time may not have been applied yet (DESIGN rule 2).
+        """
         if not rec.key:
             return self._refuse(rec, ProcessorReject.NO_KEY, "Expected the wait key as record "
                                 "key, but the record has none", now_ms)
+        if b"\x00" in rec.key:
+            return self._refuse(rec, ProcessorReject.INVALID_KEY, "Expected a wait key without "
+                                "NUL characters, but the record key has one", now_ms)
         expected = partition_for(rec.key, self.partitions)
         if expected != rec.partition:
             # Produced with another partitioner (librdkafka's CRC32 default):
@@ -212,8 +212,12 @@ class RecordHandler:
         if event_key != wait_key:
             return self._refuse(rec, ProcessorReject.KEY_MISMATCH, "Expected the record key to "
                                 f"be the wait key {event_key!r}, but it is {wait_key!r}", now_ms)
+        if (isinstance(event, TimerFired) and stream_time is not None
+                and event.due_at > stream_time):
+            return Handled(counters=["timers.not_yet_due"], not_due=(
+                wait_key, event.kind.value, event.due_at, event.generation))
         try:
-            return self._decide(rec, wait_key, event, load, now_ms, committed)
+            return self._decide(rec, wait_key, event, load, now_ms)
         except Exception as exc:  # a bug must not stop the partition: see docstring
             log.exception("decide failed key=%s topic=%s partition=%s offset=%s",
                           wait_key, rec.topic, rec.partition, rec.offset)
@@ -221,47 +225,38 @@ class RecordHandler:
                                 f"{type(exc).__name__}: {exc}", now_ms)
 
     def _decide(self, rec: InputRecord, wait_key: str, event: Event,
-                load: Callable[[str], bytes | None], now_ms: int,
-                committed: Committed) -> Handled:
+                load: Callable[[str], bytes | None], now_ms: int) -> Handled:
         """Everything from the stored row to the row to store: any failure is refused whole."""
         stored = load(wait_key)
         row = decode_row(stored) if stored is not None else Row(None)
-        slot = decode_slot(row.slot) if row.slot is not None else None
         if row.is_replay(rec.role, rec.offset):
-            return self._replay(rec, wait_key, row, slot, committed)
+            return self._replay(rec, row)
+        slot = decode_slot(row.slot) if row.slot is not None else None
         decision = decide(slot, event, now_ms, self.definitions)
         handled = self._effects(rec, wait_key, slot, decision, now_ms)
         handled.head_before = row.head  # read with the row: the stored slot's head
         if decision.slot != slot:
-            outbox = _pending(row, committed)
-            if handled.out:
-                outbox += (OutboxEntry(rec.role, rec.partition, rec.offset,
-                                       tuple(handled.out)),)
-            new_slot = encode_slot(decision.slot) if decision.slot is not None else None
-            if new_slot is None and not outbox:
+            if decision.slot is None:
                 handled.row = RowWrite.DELETE
             else:
-                handled.row = encode_row(Row(new_slot, {**row.seen, rec.role: rec.offset},
-                                             outbox, handled.head_after))
+                handled.row = encode_row(Row(encode_slot(decision.slot),
+                                             {**row.seen, rec.role: rec.offset}, (),
+                                             handled.head_after))
         too_large = _too_large(handled)
         if too_large is not None:
             return self._refuse(rec, ProcessorReject.TOO_LARGE, too_large, now_ms)
         return handled
 
-    def _replay(self, rec: InputRecord, wait_key: str, row: Row, slot: Slot | None,
-                committed: Committed) -> Handled:
-        """An input this row already reflects: send what it produced again.
+    @staticmethod
+    def _replay(rec: InputRecord, row: Row) -> Handled:
+        """An input the stored row already reflects: its records are durable already.
 
-        The row is written again too, so that a changelog record lost with
-        the crash (or aborted with its transaction) is sent once more.
+        The commit protocol (`streams.processor.commit`) writes a row only
+        after every record its inputs produced was acknowledged, so there is
+        nothing to send again - except what a row of an earlier version holds
+        in its outbox (rows written before that protocol).
         """
-        timers = slot.armed_timers() if slot is not None else frozenset()
-        return Handled(wait_key=wait_key,
-                       row=encode_row(Row(row.slot, row.seen, _pending(row, committed),
-                                          row.head)),
-                       timers_before=timers, timers_after=timers,
-                       head_before=row.head, head_after=row.head,
-                       out=list(row.replayed(rec.role, rec.offset)), counters=["replayed"])
+        return Handled(out=list(row.replayed(rec.role, rec.offset)), counters=["replayed"])
 
     def _effects(self, rec: InputRecord, wait_key: str, slot: Slot | None, decision: Decision,
                  now_ms: int) -> Handled:
@@ -306,7 +301,3 @@ def _too_large(handled: Handled) -> str | None:
                     f"{len(out.value)} bytes; nothing was changed")
     return None
 
-
-def _pending(row: Row, committed: Committed) -> tuple[OutboxEntry, ...]:
-    """Outbox entries whose input is not yet known to be committed."""
-    return tuple(e for e in row.outbox if e.offset >= committed(e.role, e.partition))

@@ -22,6 +22,8 @@ from streams.partitioning import partition_for
 log = logging.getLogger(__name__)
 
 Row = tuple[int, bytes, bytes]  # (partition, key, stored value)
+# Keys starting with NUL are the worker's own (the input positions,
+# streams.processor.positions), not waits; faust's offset key is skipped by faust.
 
 
 def owned_rows(table: Any, owned: Iterable[int], partitions: int) -> Iterator[Row]:
@@ -36,12 +38,12 @@ def owned_rows(table: Any, owned: Iterable[int], partitions: int) -> Iterator[Ro
             if db is None:
                 continue
             for key, value in visible(db):
-                if isinstance(key, bytes) and isinstance(value, bytes):
+                if isinstance(key, bytes) and isinstance(value, bytes) and key[:1] != b"\x00":
                     yield partition, key, value
         return
     log.debug("waits table: no per-partition databases; reading through Table.items()")
     for key, value in table.items():
-        if not isinstance(key, bytes) or not isinstance(value, bytes):
+        if not isinstance(key, bytes) or not isinstance(value, bytes) or key[:1] == b"\x00":
             continue
         partition = partition_for(key, partitions)
         if partition in mine:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -31,7 +32,7 @@ from streams.processor.model import (
     RowHead,
     RowWrite,
 )
-from streams.processor.records import RecordHandler
+from streams.processor.records import RecordHandler, timer_record
 
 DEFS = load_definitions(Path(__file__).resolve().parents[2] / "topology" / "waits")
 PARTITIONS = 8
@@ -102,32 +103,54 @@ def test_a_json_reply_ends_the_wait_with_one_outcome() -> None:
         t for t in handled.timers_after if t.kind.value == "retention")
 
 
-def test_a_replayed_input_sends_its_records_again_instead_of_deciding_late() -> None:
-    # The crash: the reply's state change was stored, its outcome never left.
+def test_an_input_the_row_already_reflects_is_skipped_not_decided_late() -> None:
+    # A restart reads again an input whose row reached the changelog: its
+    # outputs were acknowledged before the row was produced (streams.processor.commit).
     store = Store()
     store.apply(handler.handle(request(), store.load, NOW))
-    first = handler.handle(reply(5, {"decision": "approved"}), store.load, NOW + 1)
-    store.apply(first)
+    store.apply(handler.handle(reply(5, {"decision": "approved"}), store.load, NOW + 1))
     again = handler.handle(reply(5, {"decision": "approved"}), store.load, NOW + 9)
-    assert again.out == first.out
-    assert again.counters == ["replayed"]
+    assert again.out == [] and again.counters == ["replayed"]
+    assert again.row is RowWrite.UNCHANGED and again.wait_key is None
     # A genuinely new reply for the finished wait is late, as before.
     late = handler.handle(reply(6, {"decision": "approved"}), store.load, NOW + 9)
     assert [decoded(o)["reason"] for o in late.out] == ["late"]
 
 
-def test_committed_inputs_leave_the_outbox_at_the_next_write() -> None:
+def test_rows_carry_no_outbox_but_an_earlier_versions_outbox_is_sent_again() -> None:
     store = Store()
-    store.apply(handler.handle(request(offset=3), store.load, NOW))
-    assert len(decode_row(store.rows[KEY]).outbox) == 1
+    first = handler.handle(request(offset=3), store.load, NOW)
+    store.apply(first)
+    row = decode_row(store.rows[KEY])
+    assert row.outbox == ()
+    # A row written by the previous protocol kept its input's records until committed.
+    store.rows[KEY] = encode_row(replace(row, outbox=(
+        OutboxEntry(Role.REQUESTS, PART, 3, tuple(first.out)),)))
+    again = handler.handle(request(offset=3), store.load, NOW + 5)
+    assert again.out == first.out and again.counters == ["replayed"]
 
-    def committed(role: Role, partition: int) -> int:
-        return 4 if role is Role.REQUESTS else -1
 
-    store.apply(handler.handle(reply(7, {"decision": "approved"}), store.load, NOW + 1,
-                               committed))
-    outbox = decode_row(store.rows[KEY]).outbox
-    assert [(e.role, e.offset) for e in outbox] == [(Role.REPLIES, 7)]
+def test_a_timer_record_not_yet_due_by_stream_time_is_ignored_and_handed_back() -> None:
+    store = Store()
+    store.apply(handler.handle(request(), store.load, NOW))
+    deadline = next(t for t in decode_row(store.rows[KEY]).head.timers
+                    if t.kind is TimerKind.DEADLINE)
+    forged = record(Role.TIMERS, timer_record(KEY, "deadline", deadline.due_at,
+                                              deadline.generation, NOW), 0)
+    early = handler.handle(forged, store.load, NOW + 1, stream_time=deadline.due_at - 1)
+    assert early.out == [] and early.row is RowWrite.UNCHANGED
+    assert early.not_due == (KEY, "deadline", deadline.due_at, deadline.generation)
+    due = handler.handle(forged, store.load, NOW + 1, stream_time=deadline.due_at)
+    # decided at its due time, after the two reminders due before it
+    assert [decoded(o)["action"] for o in due.out] == ["SEND_REMINDER", "SEND_REMINDER",
+                                                       "RUN_ESCALATION"]
+
+
+def test_a_key_with_a_nul_character_is_refused_as_invalid() -> None:
+    handled = handler.handle(record(Role.REPLIES, b"{}", 1, key="k\x00x",
+                                    partition=partition_for(b"k\x00x", PARTITIONS)),
+                             Store().load, NOW)
+    assert decoded(handled.out[0])["reason"] == "invalid_key"
 
 
 def test_a_record_on_the_wrong_partition_is_forwarded_to_the_right_one() -> None:
@@ -284,11 +307,14 @@ def test_the_stored_head_is_the_wait_as_it_now_stands() -> None:
 def test_rows_written_before_heads_existed_are_still_read() -> None:
     store = Store()
     store.apply(handler.handle(request(), store.load, NOW))
-    v2 = store.rows[KEY]
-    row = decode_row(v2)
-    assert row.slot is not None and row.outbox, "a slot and an outbox entry to carry over"
+    row = decode_row(store.rows[KEY])
+    slot = row.slot
+    assert slot is not None
+    row = replace(row, outbox=(OutboxEntry(Role.REQUESTS, PART, 0, (
+        OutRecord(Role.ACTIONS, KEY.encode(), b"an action"),)),))
+    v2 = encode_row(row)
     # Version 1 had no head; what follows the slot is laid out the same.
-    after_slot = v2[v2.index(row.slot) + len(row.slot):]
-    v1 = b"XR\x01" + struct.pack(">I", len(row.slot)) + row.slot + after_slot
+    after_slot = v2[v2.index(slot) + len(slot):]
+    v1 = b"XR\x01" + struct.pack(">I", len(slot)) + slot + after_slot
     assert decode_row(v1) == row
     assert read_head(v1) == row.head

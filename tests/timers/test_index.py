@@ -12,7 +12,7 @@ def test_a_due_timer_is_emitted_and_a_timer_not_yet_due_is_not() -> None:
     index = TimerIndex()
     index.arm(0, "w1", "deadline", due_at=1_000, generation=1)
     index.arm(0, "w2", "deadline", due_at=5_000, generation=1)
-    assert index.pop_due(2_000, limit=10, partitions=[0]) == [
+    assert index.pop_due({0: 2_000}, limit=10) == [
         DueTimer(0, "w1", "deadline", 1_000, 1)
     ]
 
@@ -21,7 +21,7 @@ def test_a_disarmed_timer_is_never_emitted() -> None:
     index = TimerIndex()
     index.arm(0, "w1", "reminder", due_at=1_000, generation=1)
     index.disarm(0, "w1", "reminder")
-    assert index.pop_due(10_000, limit=10, partitions=[0]) == []
+    assert index.pop_due({0: 10_000}, limit=10) == []
     assert len(index) == 0
 
 
@@ -29,29 +29,45 @@ def test_rearming_replaces_the_old_generation() -> None:
     index = TimerIndex()
     index.arm(0, "w1", "reminder", due_at=1_000, generation=1)
     index.arm(0, "w1", "reminder", due_at=3_000, generation=2)
-    assert index.pop_due(2_000, limit=10, partitions=[0]) == []
-    assert index.pop_due(3_000, limit=10, partitions=[0]) == [
+    assert index.pop_due({0: 2_000}, limit=10) == []
+    assert index.pop_due({0: 3_000}, limit=10) == [
         DueTimer(0, "w1", "reminder", 3_000, 2)
     ]
 
 
-def test_an_emitted_timer_not_disarmed_is_emitted_again_after_the_redelivery_delay() -> None:
-    index = TimerIndex(redeliver_ms=500)
+def test_an_emitted_timer_is_not_emitted_again_until_it_is_requeued() -> None:
+    index = TimerIndex()
     index.arm(3, "w1", "deadline", due_at=1_000, generation=7)
-    assert len(index.pop_due(1_000, limit=10, partitions=[3])) == 1
-    assert index.pop_due(1_400, limit=10, partitions=[3]) == []
-    assert index.pop_due(1_500, limit=10, partitions=[3]) == [
-        DueTimer(3, "w1", "deadline", 1_000, 7)
-    ]
+    (timer,) = index.pop_due({3: 1_000}, limit=10)
+    assert index.pop_due({3: 10**12}, limit=10) == []  # however long its record takes
+    index.requeue(timer)  # its delivery failed, or the processor found it not yet due
+    assert index.pop_due({3: 1_000}, limit=10) == [DueTimer(3, "w1", "deadline", 1_000, 7)]
+
+
+def test_requeueing_a_timer_rearmed_meanwhile_changes_nothing() -> None:
+    index = TimerIndex()
+    index.arm(0, "w1", "reminder", due_at=1_000, generation=1)
+    (old,) = index.pop_due({0: 1_000}, limit=10)
+    index.arm(0, "w1", "reminder", due_at=2_000, generation=2)
+    index.requeue(old)
+    assert index.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "w1", "reminder", 2_000, 2)]
+
+
+def test_each_partition_is_emitted_by_its_own_time() -> None:
+    index = TimerIndex()
+    index.arm(0, "behind", "deadline", due_at=1_000, generation=1)
+    index.arm(1, "caught-up", "deadline", due_at=1_000, generation=1)
+    assert index.pop_due({0: 999, 1: 1_000}, limit=10) == [
+        DueTimer(1, "caught-up", "deadline", 1_000, 1)]
 
 
 def test_only_owned_partitions_are_emitted_and_the_batch_is_bounded() -> None:
     index = TimerIndex()
     for i in range(10):
         index.arm(i % 2, f"w{i}", "deadline", due_at=100 + i, generation=1)
-    batch = index.pop_due(1_000, limit=3, partitions=[1])
+    batch = index.pop_due({1: 1_000}, limit=3)
     assert [t.wait_key for t in batch] == ["w1", "w3", "w5"]
-    assert index.pop_due(1_000, limit=10, partitions=[1])[0].wait_key == "w7"
+    assert index.pop_due({1: 1_000}, limit=10)[0].wait_key == "w7"
 
 
 def test_count_due_counts_armed_timers_due_in_the_given_partitions() -> None:
@@ -71,7 +87,7 @@ def test_rebuilding_a_partition_replaces_what_it_held() -> None:
     index = TimerIndex()
     index.arm(0, "old", "deadline", due_at=1, generation=1)
     index.replace_partition(0, [DueTimer(0, "new", "poll", 5, 2)])
-    assert index.pop_due(10, limit=10, partitions=[0]) == [DueTimer(0, "new", "poll", 5, 2)]
+    assert index.pop_due({0: 10}, limit=10) == [DueTimer(0, "new", "poll", 5, 2)]
 
 
 ops = st.lists(
@@ -89,7 +105,7 @@ ops = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(ops)
 def test_the_index_agrees_with_a_naive_model(script: list[tuple[str, int, int, str, int]]) -> None:
-    index = TimerIndex(redeliver_ms=10_000_000)  # no redelivery inside one run
+    index = TimerIndex()
     model: dict[tuple[int, str, str], tuple[int, int]] = {}
     emitted: set[tuple[int, str, str, int, int]] = set()
     generation = 0
@@ -103,7 +119,7 @@ def test_the_index_agrees_with_a_naive_model(script: list[tuple[str, int, int, s
             index.disarm(part, key, kind)
             model.pop((part, key, kind), None)
         else:
-            got = index.pop_due(t, limit=1_000, partitions=[0, 1, 2])
+            got = index.pop_due({0: t, 1: t, 2: t}, limit=1_000)
             expected = sorted(
                 (due, p, k, kd, g) for (p, k, kd), (due, g) in model.items()
                 if due <= t and (p, k, kd, due, g) not in emitted

@@ -1,0 +1,140 @@
+"""A batch of input records decided together: what it changes, before any of it is written.
+
+The agent hands over the records it took since the last batch (from any of
+the partitions it owns); `build_batch` decides them one by one - per
+partition in order of the broker's append time, each topic's own order kept -
+against the stored rows plus what earlier records of the same batch changed,
+and gathers everything the commit must write:
+
+* per partition, the records to produce (actions, outcomes, rejections,
+  forwards), the final value of every row the batch touched (a key
+  written three times is written once) and the input positions after it;
+* what the worker keeps in memory once the batch is durable: timer index
+  changes, census moves, counters, ignored timer records.
+
+Nothing here touches Kafka, RocksDB or faust: `streams.processor.commit`
+makes a batch durable, `streams.processor.app` wires it to faust.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from streams.core import ArmedTimer
+from streams.processor.model import Handled, InputRecord, OutRecord, RowHead, RowWrite
+from streams.processor.positions import Positions
+from streams.processor.records import RecordHandler
+
+RowSource = Callable[[int, bytes], bytes | None]
+"""`load(partition, key)`: the row stored under `key` in the partition's table."""
+
+
+@dataclass
+class TimerChange:
+    wait_key: str
+    before: frozenset[ArmedTimer]
+    after: frozenset[ArmedTimer]
+
+
+@dataclass
+class PartitionBatch:
+    """What one partition's records change."""
+
+    partition: int
+    positions: Positions
+    out: list[OutRecord] = field(default_factory=list)
+    rows: dict[bytes, bytes | None] = field(default_factory=dict)  # None: delete
+    census: list[tuple[RowHead, RowHead]] = field(default_factory=list)
+    timers: list[TimerChange] = field(default_factory=list)
+    not_due: list[tuple[str, str, int, int]] = field(default_factory=list)
+    # (role, offset, append time) of every record applied, for the stream clock
+    applied: list[InputRecord] = field(default_factory=list)
+
+
+@dataclass
+class Batch:
+    parts: dict[int, PartitionBatch]
+    counters: Counter[str] = field(default_factory=Counter)
+    decided: list[tuple[InputRecord, Handled, int]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.decided)
+
+    @property
+    def out(self) -> list[OutRecord]:
+        return [o for part in self.parts.values() for o in part.out]
+
+
+def _in_append_order(records: list[InputRecord]) -> Iterator[InputRecord]:
+    """One partition's records by append time, each topic's records in offset order.
+
+    Two topics are read independently, so one may be fetched ahead of the
+    other; within a batch the broker's clock puts them back in the order
+    they happened.  A topic's own order is never changed (a merge, not a sort).
+    """
+    by_topic: dict[str, list[InputRecord]] = {}
+    for rec in records:
+        by_topic.setdefault(rec.topic, []).append(rec)
+    if len(by_topic) == 1:
+        return iter(records)
+    return heapq.merge(*by_topic.values(),
+                       key=lambda r: r.timestamp if r.timestamp is not None else 0)
+
+
+def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: RowSource,
+                positions: Mapping[int, Positions], stream_times: Mapping[int, int],
+                wall_ms: int) -> Batch:
+    """Decide `records` in order against the stored rows and each other's changes.
+
+    `positions` and `stream_times` are those of the records' partitions
+    before the batch; `wall_ms` is the time of the records whose topic is not
+    stamped by the broker (see `InputRecord.event_time`).
+    """
+    by_partition: dict[int, list[InputRecord]] = {}
+    for rec in records:
+        by_partition.setdefault(rec.partition, []).append(rec)
+    batch = Batch(parts={})
+    for partition, recs in by_partition.items():
+        part = PartitionBatch(partition, positions.get(partition, Positions()))
+        batch.parts[partition] = part
+        rows = part.rows
+
+        def load_row(wait_key: str, partition: int = partition,
+                     rows: dict[bytes, bytes | None] = rows) -> bytes | None:
+            key = wait_key.encode()
+            return rows[key] if key in rows else load(partition, key)
+
+        stream_time = stream_times.get(partition)
+        for rec in _in_append_order(recs):
+            now = rec.event_time(wall_ms)
+            handled = handler.handle(rec, load_row, now, stream_time)
+            _take(part, handled)
+            part.positions = part.positions.advanced(rec.role, rec.offset)
+            part.applied.append(rec)
+            part.out.extend(handled.out)
+            batch.counters.update(handled.counters)
+            batch.counters["processed." + rec.role.value] += 1
+            batch.decided.append((rec, handled, now))
+    return batch
+
+
+def _take(part: PartitionBatch, handled: Handled) -> None:
+    if handled.not_due is not None:
+        part.not_due.append(handled.not_due)
+    if handled.wait_key is None:
+        return
+    key = handled.wait_key.encode()
+    if handled.row is RowWrite.DELETE:
+        part.rows[key] = None
+    elif isinstance(handled.row, bytes):
+        part.rows[key] = handled.row
+    part.census.append((handled.head_before, handled.head_after))
+    if handled.timers_before != handled.timers_after:
+        part.timers.append(TimerChange(handled.wait_key, handled.timers_before,
+                                       handled.timers_after))
+
+
+__all__ = ["Batch", "PartitionBatch", "RowSource", "TimerChange", "build_batch"]

@@ -1,0 +1,148 @@
+"""Every reach into faust-streaming 0.15's and aiokafka 0.14's internals, in one place.
+
+The worker keeps faust as its frame (group membership and assignment, the
+RocksDB table with its changelog, restores and standbys, the web server, the
+timer) but owns what faust gets wrong for it: input positions and the commit
+order (`streams.processor.commit`).  For that it needs a few things faust does
+not offer publicly; each is here, with why, so that an upgrade of faust has
+one file to check.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import faust
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
+
+log = logging.getLogger(__name__)
+
+_PATCHED = "_xwait_read_committed"
+
+
+def read_committed_consumers() -> None:
+    """Make faust's worker consumer read only committed records (isolation.level).
+
+    faust reads read_committed only under its own exactly_once guarantee.
+    The worker runs faust at at_least_once and makes its own transactions
+    (exactly_once mode), so the consumer that restores the changelog must skip
+    aborted transactions itself; for inputs, a transactional producer's
+    aborted records are not input either.  Idempotent; applies to every app
+    of the process.
+    """
+    thread_cls: Any = faust_aiokafka.AIOKafkaConsumerThread
+    if getattr(thread_cls, _PATCHED, False):
+        return
+    create = thread_cls._create_worker_consumer  # noqa: SLF001 - the one place it is built
+
+    def create_read_committed(self: Any, transport: Any) -> Any:
+        consumer = create(self, transport)
+        consumer._isolation_level = "read_committed"  # noqa: SLF001 - read at start()
+        return consumer
+
+    thread_cls._create_worker_consumer = create_read_committed  # noqa: SLF001
+    setattr(thread_cls, _PATCHED, True)
+
+
+def after_seek_to_committed(app: faust.App, hook: Callable[[], Awaitable[None]]) -> None:
+    """Run `hook` each time faust has sought the stream partitions to committed offsets.
+
+    faust calls `Consumer.perform_seek` when an assignment's recovery is
+    complete, right before it resumes the flow of records to the agents: the
+    one moment where the worker's own seeks are final.
+    """
+    consumer: Any = app.consumer
+    seek = consumer.perform_seek
+
+    async def perform_seek() -> None:
+        await seek()
+        await hook()
+
+    consumer.perform_seek = perform_seek
+
+
+def restore_to_last_data_record(app: faust.App, changelogs: set[str],
+                                data_end: Callable[[str, int, int], Awaitable[int]]) -> None:
+    """Make faust's restore wait for a changelog's last data record, not its end offset.
+
+    faust's recovery asks `Consumer.highwaters` for the end offsets of the
+    changelog partitions and restores until it has seen the record at end - 1.
+    The worker's exactly_once transactions leave a commit marker there, which
+    no consumer sees (faust copes only under its own exactly_once, with 5 s
+    timeouts); `data_end` returns the offset after the last data record.
+    """
+    consumer: Any = app.consumer
+    highwaters = consumer.highwaters
+
+    async def data_highwaters(*partitions: TP) -> dict[TP, int]:
+        got: Mapping[TP, int] = await highwaters(*partitions)
+        out: dict[TP, int] = {}
+        for tp, end in got.items():
+            if tp.topic in changelogs and end is not None and end > 0:
+                out[tp] = await data_end(tp.topic, tp.partition, int(end))
+            else:
+                out[tp] = end
+        return out
+
+    consumer.highwaters = data_highwaters
+
+
+async def seek(app: faust.App, topic: str, partition: int, offset: int) -> None:
+    consumer: Any = app.consumer
+    await consumer.seek(TP(topic, partition), offset)
+
+
+async def committed_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int | None]:
+    """The consumer group's committed offsets (None: none committed)."""
+    consumer: Any = app.consumer
+    thread: Any = consumer._thread  # noqa: SLF001 - aiokafka's consumer lives there
+    aiokafka_consumer = thread._ensure_consumer()  # noqa: SLF001
+    out: dict[TP, int | None] = {}
+    for tp in tps:
+        offset = await thread.call_thread(aiokafka_consumer.committed, tp)
+        out[tp] = offset if isinstance(offset, int) and offset >= 0 else None
+    return out
+
+
+async def earliest_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int]:
+    consumer: Any = app.consumer
+    got: Mapping[TP, int] = await consumer.earliest_offsets(*tps)
+    return {tp: int(got.get(tp) or 0) for tp in tps}
+
+
+async def end_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int]:
+    """The end offsets the broker reports now (the last stable offset: read_committed)."""
+    consumer: Any = app.consumer
+    thread: Any = consumer._thread  # noqa: SLF001
+    aiokafka_consumer = thread._ensure_consumer()  # noqa: SLF001
+    got: Mapping[Any, int] = await thread.call_thread(aiokafka_consumer.end_offsets, tps)
+    return {TP(tp.topic, tp.partition): int(v) for tp, v in got.items()}
+
+
+async def commit_group_offsets(app: faust.App, offsets: Mapping[TP, int]) -> None:
+    """Commit the consumer group's offsets; a failure is logged, never fatal.
+
+    The worker never starts from these offsets (it seeks to the positions
+    stored with its state); they serve lag monitors and tools.
+    """
+    if not offsets:
+        return
+    consumer: Any = app.consumer
+    thread: Any = consumer._thread  # noqa: SLF001
+    aiokafka_consumer = thread._ensure_consumer()  # noqa: SLF001
+    try:
+        await thread.call_thread(aiokafka_consumer.commit, dict(offsets))
+    except Exception as exc:  # noqa: BLE001 - informational: a rebalance may be running
+        log.info("consumer group offsets not committed (%s: %s)", type(exc).__name__, exc)
+
+
+def active_partitions(app: faust.App, topic: str) -> set[int]:
+    return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
+
+
+__all__ = ["active_partitions", "after_seek_to_committed", "commit_group_offsets",
+           "committed_offsets", "earliest_offsets", "end_offsets", "read_committed_consumers",
+           "restore_to_last_data_record", "seek"]
