@@ -13,16 +13,20 @@ lost (issue 8):
   (`batch`), then makes it durable in the order `commit` writes down -
   outputs acknowledged, then the changelog, then one RocksDB write - before
   anything in memory (timer index, census, stream time) changes;
-* time: decisions use the broker's append time of each record, and the
-  punctuator emits a timer only once its partition's stream time has passed
-  it (`streamtime`), so a reply appended before its deadline wins however
-  far behind the worker is.
+* time: decisions use the broker's append time of each record; a
+  partition's records are applied in the order of that clock across its
+  topics (`sequencer`), and the punctuator emits a timer only once the
+  partition's stream time has passed it, so a reply appended before its
+  deadline wins however far behind the worker is.
 
-Concurrency: the agent (concurrency 1: faust issue #606 loses events at
-higher concurrency), the assignment hook and the revocation handler take one
-lock, so a batch is never cut by a change of ownership: a revocation waits
-for the batch in flight, and records taken before it are dropped and read
-again by whoever owns their partition next.
+Two coroutines share the work.  The faust agent (concurrency 1: faust issue
+#606 loses events at higher concurrency) only takes records: it checks each
+against the expected offset and hands it to the sequencer.  The applier
+takes what the sequencer releases, decides it as a batch and commits it.
+The applier, the assignment hook and the revocation handler take one lock,
+so a batch is never cut by a change of ownership: a revocation waits for the
+batch in flight, and records taken before it are dropped and read again by
+whoever owns their partition next.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -52,13 +57,13 @@ from streams.processor.batch import Batch, build_batch
 from streams.processor.census import Census, CensusKey, census_key
 from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
 from streams.processor.envelope import RowDecodeError, read_head
-from streams.processor.gaps import GapReader
+from streams.processor.gaps import EndOffsets, GapReader
 from streams.processor.inputs import InputGate, Verdict
 from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role
 from streams.processor.positions import Positions
 from streams.processor.records import RecordHandler, timer_record
+from streams.processor.sequencer import Sequencer
 from streams.processor.store import TableStore
-from streams.processor.streamtime import CLOCKED_ROLES, StreamClock
 from streams.processor.table_scan import owned_rows
 from streams.timers.index import DueTimer, TimerIndex
 
@@ -71,6 +76,19 @@ TABLE_WAITS = "waits"  # see streams.processor.store for the key layout
 # produce round trips and the RocksDB write over more records; beyond a few
 # hundred the gain is small and a rebalance waits longer for the batch in flight.
 BATCH_MAX = 500
+# Records held for one input topic-partition before its fetching pauses: a
+# topic read far ahead of the others (by the broker's clock) waits for them
+# in memory, about 1 KB a record; pausing it lets the others' records through.
+HELD_MAX = 5000
+# How long a topic may hold the others back while records below its end
+# offset do not arrive, before the worker reads that range itself (offsets
+# that hold transaction markers only never arrive through the fetch).
+STUCK_S = 2.0
+# Most records one such direct read takes (the rest come through the fetch).
+STALLED_READ_MAX = 1000
+# Least time between two probes the applier asks for itself (the punctuator
+# probes every tick besides): each is one ListOffsets request.
+PROBE_MIN_S = 0.005
 # How often the consumer group's offsets are brought up to the stored positions
 # (for lag monitors; the worker itself starts from the stored positions).
 GROUP_COMMIT_INTERVAL_S = 2.0
@@ -121,7 +139,7 @@ class Worker:
         self.counters: Counter[str] = Counter()
         self.index = TimerIndex()
         self.census = Census()
-        self.clock = StreamClock()
+        self.sequencer = Sequencer()
         self.gate = InputGate()
         # Per owned partition: the input positions its stored state reflects.
         self.positions: dict[int, Positions] = {}
@@ -135,6 +153,12 @@ class Worker:
         self._lock = asyncio.Lock()
         self._timer_producer: Producer | None = None
         self._last_group_commit = 0.0
+        self._wake = asyncio.Event()  # something may be releasable: the applier looks
+        self._paused: set[TP] = set()  # input partitions paused because too much is held
+        # (role, partition) behind its end -> (next offset, since when it has not moved)
+        self._stuck_since: dict[tuple[Role, int], tuple[int, float]] = {}
+        self._last_probe = 0.0
+        self._probing = asyncio.Lock()
         self.ends: dict[TP, int] = {}  # input end offsets seen by the last probe
         self.failure: BaseException | None = None
         self.app = self._build_app()
@@ -146,6 +170,8 @@ class Worker:
             if settings.guarantee is Guarantee.EXACTLY_ONCE
             else AtLeastOnce(conf, self.topic_names, changelog))
         self.gaps = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
+        self.end_offsets = EndOffsets(settings.confluent())
+        self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
         tails = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
 
         async def data_end(topic: str, partition: int, end: int) -> int:
@@ -214,38 +240,53 @@ class Worker:
         """The stored row of a wait key in an owned partition (for the console)."""
         return self.store.get(partition, key)
 
-    # -- the agent -------------------------------------------------------------
+    # -- the agent: taking records ---------------------------------------------
     async def _process(self, stream: StreamT[bytes]) -> None:
-        pending: list[InputRecord] = []
-        epoch = self.gate.epoch
-        channel: Any = stream.channel
-        async for event in stream.events():
-            if self.gate.epoch != epoch:  # ownership changed: stored positions decide again
-                pending, epoch = [], self.gate.epoch
-            msg = event.message
-            role = self.role_by_topic.get(msg.topic)
-            if role is None:
-                continue
-            verdict = self.gate.check(role, msg.partition, msg.offset)
-            if verdict is Verdict.GAP:
-                filled = await self._read_gap(role, msg.partition, msg.offset)
-                if filled is None or self.gate.epoch != epoch:
-                    pending, epoch = [], self.gate.epoch
+        """Take each record the fetch delivers, if it is the next one expected."""
+        applier = asyncio.ensure_future(self._applier(stream.channel))
+        try:
+            async for event in stream.events():
+                msg = event.message
+                role = self.role_by_topic.get(msg.topic)
+                if role is None:
                     continue
-                pending.extend(filled)
-                self.gate.advance(role, msg.partition, msg.offset - 1)
-                verdict = Verdict.APPLY
-            if verdict is Verdict.APPLY:
-                self.gate.advance(role, msg.partition, msg.offset)
-                ts = msg.timestamp
-                pending.append(InputRecord(
-                    role, msg.topic, msg.partition, msg.offset, event.key, event.value,
-                    None if ts is None else round(ts * 1000), msg.timestamp_type == 1))
-            else:
-                self.counters[f"inputs.{verdict.value}"] += 1
-            if pending and (len(pending) >= BATCH_MAX or channel.empty()):
-                await self._run_batch(pending, epoch)
-                pending = []
+                epoch = self.gate.epoch
+                verdict = self.gate.check(role, msg.partition, msg.offset)
+                if verdict is Verdict.GAP:
+                    filled = await self._read_gap(role, msg.partition, msg.offset)
+                    if filled is None or self.gate.epoch != epoch:
+                        continue
+                    for rec in filled:
+                        self._take(rec)
+                    self.gate.advance(role, msg.partition, msg.offset - 1)
+                    verdict = Verdict.APPLY
+                if verdict is Verdict.APPLY:
+                    ts = msg.timestamp
+                    self._take(InputRecord(
+                        role, msg.topic, msg.partition, msg.offset, event.key, event.value,
+                        None if ts is None else round(ts * 1000), msg.timestamp_type == 1))
+                else:
+                    self.counters[f"inputs.{verdict.value}"] += 1
+        finally:
+            applier.cancel()
+
+    def _take(self, rec: InputRecord) -> None:
+        self.gate.advance(rec.role, rec.partition, rec.offset)
+        self.sequencer.add(rec, now_ms())
+        self._wake.set()
+        if self.sequencer.held(rec.partition, rec.role) >= HELD_MAX:
+            tp = TP(rec.topic, rec.partition)
+            if tp not in self._paused:
+                self._paused.add(tp)
+                self.app.consumer.pause_partitions([tp])
+                self.counters["inputs.paused"] += 1
+
+    def _resume_drained(self) -> None:
+        for tp in list(self._paused):
+            role = self.role_by_topic[tp.topic]
+            if self.sequencer.held(tp.partition, role) < HELD_MAX // 2:
+                self._paused.discard(tp)
+                self.app.consumer.resume_partitions([tp])
 
     async def _read_gap(self, role: Role, partition: int, offset: int
                         ) -> list[InputRecord] | None:
@@ -269,22 +310,112 @@ class Worker:
                 else " (no records there: transaction markers, aborts or retention)")
         return found
 
-    async def _run_batch(self, records: list[InputRecord], epoch: int) -> None:
+    # -- the applier: deciding and committing ------------------------------------
+    async def _applier(self, channel: Any) -> None:
+        """Decide and commit what the sequencer releases, batch after batch."""
+        try:
+            await self._apply_forever(channel)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug here must stop the worker, loudly
+            await self._fail(exc, "the applier")
+
+    async def _apply_forever(self, channel: Any) -> None:
+        while self.failure is None:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=0.2)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            # Let the agent take what faust has buffered, so that batches fill up.
+            yields = 0
+            while not channel.empty() and self.sequencer.held() < BATCH_MAX and yields < 50:
+                await asyncio.sleep(0)
+                yields += 1
+            released = await self._run_batch()
+            if released >= BATCH_MAX:
+                self._wake.set()  # more may be waiting
+            elif self.sequencer.wants_probe() and self.ready.is_set() and \
+                    await self._probe_now():
+                self._wake.set()
+            await self._unstick()
+            self._resume_drained()
+
+    async def _unstick(self) -> None:
+        """Read directly what a topic behind its end offset does not deliver.
+
+        A topic not taken to the end offset of the last probe holds its
+        partition's stream time back.  If it makes no progress for STUCK_S,
+        the offsets may hold no records (the commit markers of a
+        transactional producer), or the fetch skipped them (issue 8): the
+        range is read from the broker, whatever it holds is taken, and the
+        offsets without records are passed.  A topic paused because too much
+        of it is held is not behind for want of fetching; it is left alone.
+        """
+        now = time.monotonic()
+        behind = {(role, p): (start, stop) for role, p, start, stop in self.sequencer.behind()
+                  if TP(self.topic_names[role], p) not in self._paused}
+        for key in list(self._stuck_since):
+            if key not in behind or behind[key][0] != self._stuck_since[key][0]:
+                del self._stuck_since[key]
+        for key, (start, stop) in behind.items():
+            _, since = self._stuck_since.setdefault(key, (start, now))
+            if now - since < STUCK_S:
+                continue
+            del self._stuck_since[key]
+            await self._read_stalled(*key, start, stop)
+
+    async def _read_stalled(self, role: Role, p: int, start: int, stop: int) -> None:
+        epoch = self.gate.epoch
+        loop = asyncio.get_running_loop()
+        try:
+            found = await loop.run_in_executor(None, self.gaps.read, role,
+                                               self.topic_names[role], p, start, stop,
+                                               STALLED_READ_MAX)
+        except Exception as exc:  # noqa: BLE001 - the broker is away: try again later
+            log.warning("reading a stalled input range failed topic=%s partition=%d: %s",
+                        self.topic_names[role], p, exc)
+            return
+        expected = self.gate.expected(role, p)
+        if self.gate.epoch != epoch or expected is None:
+            return
+        for rec in found:
+            if rec.offset >= expected:
+                self._take(rec)
+        covered = stop if len(found) < STALLED_READ_MAX else found[-1].offset + 1
+        self.gate.advance(role, p, covered - 1)
+        self.sequencer.skipped(role, p, covered)
+        self.counters["inputs.stalls_read"] += 1
+        self.counters["inputs.stall_records"] += len(found)
+        log.log(logging.WARNING if found else logging.INFO,
+                "input range read directly topic=%s partition=%d offsets=%d..%d records=%d%s",
+                self.topic_names[role], p, start, covered - 1, len(found),
+                " (the fetch did not deliver them)" if found
+                else " (no records there: transaction markers or aborted records)")
+        self._wake.set()
+
+    async def _run_batch(self) -> int:
+        """Decide what the sequencer releases and commit it; the number of records."""
         async with self._lock:
-            if self.gate.epoch != epoch or self.failure is not None:
-                return  # taken before a change of ownership: read again from the positions
+            if self.failure is not None:
+                return 0
+            records = self.sequencer.release(BATCH_MAX)
+            if not records:
+                return 0
+            stream_times = self.sequencer.times()
             batch = build_batch(self.handler, records, self.store.get, self.positions,
-                                self.clock.times(), now_ms())
+                                stream_times, now_ms())
             for p, part in batch.parts.items():
-                part.positions = replace(part.positions, stream_time=self.clock.time(p) or 0)
+                part.positions = replace(part.positions, stream_time=stream_times.get(p, 0))
             try:
                 offsets = await self.committer.commit(batch)
                 for p, part in batch.parts.items():
                     self.store.write(p, part.rows, part.positions, offsets.get(p))
             except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
                 await self._fail(exc, f"a batch of {len(batch)} records")
-                return
+                return 0
             self._remember(batch)
+            return len(records)
 
     def _remember(self, batch: Batch) -> None:
         """Step 6 of the commit protocol: what the worker keeps in memory."""
@@ -301,10 +432,6 @@ class Worker:
                     self.index.arm(p, change.wait_key, t.kind.value, t.due_at, t.generation)
             for key, kind, due_at, generation in part.not_due:
                 self.index.requeue(DueTimer(p, key, kind, due_at, generation))
-            for rec in part.applied:
-                if rec.role in CLOCKED_ROLES:
-                    self.clock.applied(p, rec.role, rec.offset,
-                                       rec.timestamp if rec.log_append_time else None)
         self.counters.update(batch.counters)
         self.counters["batches"] += 1
         for rec, handled, now in batch.decided:
@@ -374,10 +501,12 @@ class Worker:
             stream_time = stored.stream_time if stored is not None else 0
             self.positions[p] = Positions(starts, stream_time)
             self.gate.assign(p, starts)
-            self.clock.assign(p, starts, stream_time)
+            self.sequencer.assign(p, starts, stream_time)
         await self.committer.assign(owned)
         await self._rebuild(owned)
+        self._paused.clear()  # faust resumes every partition it assigns
         self.ready.set()
+        self._wake.set()
         log.info("partitions taken over partitions=%s positions=%s seconds=%.2f", sorted(owned),
                  {p: {r.value: o for r, o in self.positions[p].next_offset.items()}
                   for p in sorted(owned)}, time.monotonic() - started)
@@ -394,8 +523,9 @@ class Worker:
 
     def _forget(self, partitions: set[int]) -> None:
         self.gate.revoke(partitions)
+        self._paused = {tp for tp in self._paused if tp.partition not in partitions}
         for p in partitions:
-            self.clock.drop(p)
+            self.sequencer.drop(p)
             self.positions.pop(p, None)
             self.index.drop_partition(p)
             self.census.drop_partition(p)
@@ -457,18 +587,36 @@ class Worker:
             return
         try:
             await self._probe(owned)
+            self._wake.set()
             await self._emit_due(owned)
             await self._commit_group_offsets(owned)
-        except KafkaException as exc:  # the broker is away: the next tick tries again
+        except (KafkaException, TimeoutError) as exc:  # the broker is away: next tick again
             log.warning("punctuator tick failed: %s", exc)
 
+    async def _probe_now(self) -> bool:
+        """A probe the applier asks for: records wait for proof that nothing older is left."""
+        if self._probing.locked() or time.monotonic() - self._last_probe < PROBE_MIN_S:
+            return False
+        try:
+            await self._probe(self.gate.owned())
+        except (KafkaException, TimeoutError) as exc:
+            log.warning("probe failed: %s", exc)
+            return False
+        return True
+
     async def _probe(self, owned: set[int]) -> None:
-        tps = [TP(self.topic_names[r], p) for p in sorted(owned) for r in INPUT_ROLES]
-        at = now_ms()  # before the request leaves: records appended later are not below
-        ends = await faust_glue.end_offsets(self.app, tps)
-        self.ends = ends
-        self.clock.probed(at, [(self.role_by_topic[tp.topic], tp.partition, end)
-                               for tp, end in ends.items()])
+        async with self._probing:
+            self._last_probe = time.monotonic()
+            tps = [TP(self.topic_names[r], p) for p in sorted(owned) for r in INPUT_ROLES]
+            at = now_ms()  # before the request leaves: records appended later are not below
+            loop = asyncio.get_running_loop()
+            got = await loop.run_in_executor(self._probe_thread, self.end_offsets.get,
+                                             [(tp.topic, tp.partition) for tp in tps])
+            ends = {TP(t, p): end for (t, p), end in got.items()}
+            self.ends = ends
+            self.counters["probes"] += 1
+            self.sequencer.probed(at, [(self.role_by_topic[tp.topic], tp.partition, end)
+                                       for tp, end in ends.items()])
 
     def input_lag(self) -> dict[tuple[str, int], int]:
         """Per owned input partition: records not yet applied, as of the last probe."""
@@ -483,7 +631,7 @@ class Worker:
         return lag
 
     async def _emit_due(self, owned: set[int]) -> None:
-        times = {p: t for p, t in self.clock.times().items() if p in owned}
+        times = {p: t for p, t in self.sequencer.times().items() if p in owned}
         due = self.index.pop_due(times, self.settings.timer_batch)
         if not due:
             return
@@ -538,7 +686,8 @@ class Worker:
             "armedTimers": len(self.index),
             "waits": dict(waits),
             "guarantee": self.settings.guarantee.value,
-            "streamTime": {str(p): t for p, t in sorted(self.clock.times().items())},
+            "streamTime": {str(p): t for p, t in sorted(self.sequencer.times().items())},
+            "held": self.sequencer.held(),
             "positions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
                           for p, pos in sorted(self.positions.items())},
         }

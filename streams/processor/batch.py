@@ -50,8 +50,6 @@ class PartitionBatch:
     census: list[tuple[RowHead, RowHead]] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
     not_due: list[tuple[str, str, int, int]] = field(default_factory=list)
-    # (role, offset, append time) of every record applied, for the stream clock
-    applied: list[InputRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -113,7 +111,6 @@ def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: Ro
             handled = handler.handle(rec, load_row, now, stream_time)
             _take(part, handled)
             part.positions = part.positions.advanced(rec.role, rec.offset)
-            part.applied.append(rec)
             part.out.extend(handled.out)
             batch.counters.update(handled.counters)
             batch.counters["processed." + rec.role.value] += 1

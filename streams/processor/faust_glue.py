@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import faust
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
@@ -133,8 +134,10 @@ async def commit_group_offsets(app: faust.App, offsets: Mapping[TP, int]) -> Non
     consumer: Any = app.consumer
     thread: Any = consumer._thread  # noqa: SLF001
     aiokafka_consumer = thread._ensure_consumer()  # noqa: SLF001
+    commits = {TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(offset, "")
+               for tp, offset in offsets.items()}
     try:
-        await thread.call_thread(aiokafka_consumer.commit, dict(offsets))
+        await thread.call_thread(aiokafka_consumer.commit, commits)
     except Exception as exc:  # noqa: BLE001 - informational: a rebalance may be running
         log.info("consumer group offsets not committed (%s: %s)", type(exc).__name__, exc)
 

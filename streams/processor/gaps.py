@@ -1,4 +1,4 @@
-"""Reading input records the fetch passed over, straight from the broker.
+"""Asking the broker directly: input records the fetch passed over, and end offsets.
 
 When the agent receives a record above the next offset it expects
 (`streams.processor.inputs`), the offsets in between were either never
@@ -14,7 +14,14 @@ import logging
 import time
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaException, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    IsolationLevel,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streams.errors import XwaitError
 from streams.processor.model import InputRecord, Role
@@ -36,9 +43,12 @@ class GapReader:
                       "isolation.level": "read_committed", "enable.partition.eof": False}
         self._consumer: Any = None
 
-    def read(self, role: Role, topic: str, partition: int, start: int, stop: int
-             ) -> list[InputRecord]:
-        """The records of offsets [start, stop) that exist (blocking: run it in a thread)."""
+    def read(self, role: Role, topic: str, partition: int, start: int, stop: int,
+             limit: int | None = None) -> list[InputRecord]:
+        """The records of offsets [start, stop) that exist, or the first `limit` of them.
+
+        Blocking: run it in a thread.
+        """
         if self._consumer is None:
             self._consumer = Consumer(self._conf)
         consumer = self._consumer
@@ -51,7 +61,7 @@ class GapReader:
                     if msg.error() is not None:
                         raise GapReadFailed(f"{topic}[{partition}]: {msg.error()}")
                     offset = msg.offset()
-                    if offset >= stop:
+                    if offset >= stop or (limit is not None and len(out) >= limit):
                         return out
                     ts_type, ts = msg.timestamp()
                     out.append(InputRecord(role, topic, partition, offset, msg.key(),
@@ -74,39 +84,42 @@ class GapReader:
         faust restores a changelog partition until it has seen the record at
         its end offset - 1.  Behind a committed transaction that offset is the
         commit marker, which no consumer ever sees, so the restore would wait
-        forever; it must wait for the last data record instead.
+        forever; it must wait for the last data record instead.  The tail is
+        read backwards in growing windows: after crashes it may hold whole
+        aborted transactions, which read_committed consumers skip.
         (Blocking: run it in a thread.)
         """
-        if self._consumer is None:
-            self._consumer = Consumer(self._conf)
-        consumer = self._consumer
-        window = 16
+        window = 256
+        while True:
+            start = max(0, end - window)
+            last = self._last_data_offset(topic, partition, start, end)
+            if last >= 0 or start == 0:
+                return last + 1
+            window *= 16
+
+    def _last_data_offset(self, topic: str, partition: int, start: int, end: int) -> int:
+        # A consumer of its own each time: a reused one reports the position of
+        # its previous assignment until it has fetched again.
+        consumer = Consumer(self._conf)
+        last = -1
+        give_up = time.monotonic() + READ_TIMEOUT_S
         try:
+            consumer.assign([TopicPartition(topic, partition, start)])
             while True:
-                start = max(0, end - window)
-                last = -1
-                consumer.assign([TopicPartition(topic, partition, start)])
-                give_up = time.monotonic() + READ_TIMEOUT_S
-                while True:
-                    got = consumer.position([TopicPartition(topic, partition)])[0].offset
-                    if got >= end:
-                        break
-                    for msg in consumer.consume(500, timeout=0.5):
-                        if msg.error() is None and msg.offset() < end:
-                            last = max(last, msg.offset())
-                    if time.monotonic() > give_up:
-                        raise GapReadFailed(f"{topic}[{partition}]: the end offset {end} was "
-                                            f"not reached within {READ_TIMEOUT_S:.0f}s")
-                if last >= 0 or start == 0:
-                    return last + 1
-                window *= 16
+                for msg in consumer.consume(500, timeout=0.5):
+                    offset = msg.offset()
+                    if msg.error() is None and offset is not None and offset < end:
+                        last = max(last, offset)
+                got = consumer.position([TopicPartition(topic, partition)])[0].offset
+                if got >= end:
+                    return last
+                if time.monotonic() > give_up:
+                    raise GapReadFailed(f"{topic}[{partition}]: the end offset {end} was not "
+                                        f"reached within {READ_TIMEOUT_S:.0f}s")
         except KafkaException as exc:
             raise GapReadFailed(f"{topic}[{partition}]: {exc}") from exc
         finally:
-            try:
-                consumer.unassign()
-            except KafkaException:
-                log.debug("unassign after reading a changelog tail failed", exc_info=True)
+            consumer.close()
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -114,4 +127,32 @@ class GapReader:
             self._consumer = None
 
 
-__all__ = ["GapReadFailed", "GapReader"]
+class EndOffsets:
+    """End offsets (last stable offsets) of partitions, on connections of its own.
+
+    faust's consumer could ask too, but on the connection of its fetch: the
+    broker answers a connection's requests in order, so the answer would wait
+    behind a fetch that is long-polling for new records (1.5 s in faust).
+    """
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self._conf = conf
+        self._admin: AdminClient | None = None
+
+    def get(self, partitions: list[tuple[str, int]], timeout: float = 10.0
+            ) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> end offset (blocking: run it in a thread)."""
+        if self._admin is None:
+            self._admin = AdminClient(self._conf)
+        spec: Any = OffsetSpec  # its class methods are not typed
+        futures = self._admin.list_offsets(
+            {TopicPartition(t, p): spec.latest() for t, p in partitions},
+            isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
+        out: dict[tuple[str, int], int] = {}
+        for tp, future in futures.items():
+            info = future.result(timeout=timeout)
+            out[(tp.topic, tp.partition)] = int(info.offset)
+        return out
+
+
+__all__ = ["EndOffsets", "GapReadFailed", "GapReader"]

@@ -1,22 +1,17 @@
 """Real worker processes and real Kafka clients for end-to-end tests.
 
-A test starts `xwait worker` as a subprocess (the same command a user runs),
-produces input with confluent-kafka, and watches the output topics with a
-read_committed consumer, exactly as a downstream service would.
+A test starts `xwait worker` as a subprocess (the same command a user runs,
+`streams.testing.workers`), produces input with confluent-kafka, and watches
+the output topics with a read_committed consumer, exactly as a downstream
+service would.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,17 +22,11 @@ from confluent_kafka import Consumer, Producer
 
 from streams import codec
 from streams.config import Guarantee, Settings
+from streams.testing.workers import XWAIT, WorkerProcess, free_port, settings_env
 
 REPO = Path(__file__).resolve().parents[2]
-XWAIT = Path(sys.executable).parent / "xwait"
 OUTPUT_TYPES = {"outcomes": "Outcome", "actions": "Action", "rejected": "Rejected"}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def make_topology(folder: Path) -> Path:
@@ -49,84 +38,8 @@ def make_topology(folder: Path) -> Path:
     return folder
 
 
-def settings_env(settings: Settings) -> dict[str, str]:
-    return {
-        "XWAIT_BOOTSTRAP": settings.bootstrap,
-        "XWAIT_TOPIC_PREFIX": settings.topic_prefix,
-        "XWAIT_APP_ID": settings.app_id,
-        "XWAIT_PARTITIONS": str(settings.partitions),
-        "XWAIT_TOPOLOGY": str(settings.topology),
-        "XWAIT_GUARANTEE": settings.guarantee.value,
-        "XWAIT_TIMER_TICK": str(settings.timer_tick),
-    }
-
-
-class WorkerProcess:
-    """One `xwait worker` subprocess with its own data folder and web port."""
-
-    def __init__(self, settings: Settings, folder: Path, name: str = "w1") -> None:
-        self.settings = settings
-        self.name = name
-        self.data_dir = folder / f"data-{name}"
-        self.log_path = folder / f"worker-{name}.log"
-        self.web_port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, wait_owned: bool = True, timeout: float = 90) -> WorkerProcess:
-        env = {**os.environ, **settings_env(self.settings),
-               "XWAIT_DATA_DIR": str(self.data_dir), "XWAIT_WEB_PORT": str(self.web_port),
-               "XWAIT_LOG_LEVEL": "info"}
-        with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen([str(XWAIT), "worker"], env=env, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        if wait_owned:
-            try:
-                self.wait_until(lambda s: bool(s["ownedPartitions"]), timeout,
-                                "owns no partition")
-            except BaseException:
-                self.kill9()  # a worker that never got going must not outlive the test
-                raise
-        return self
-
-    def stats(self) -> dict[str, Any] | None:
-        try:
-            with urllib.request.urlopen(  # noqa: S310 - loopback test server
-                f"http://127.0.0.1:{self.web_port}/xwait/stats", timeout=2
-            ) as resp:
-                data: dict[str, Any] = json.loads(resp.read())
-                return data
-        except OSError:
-            return None
-
-    def wait_until(self, check: Callable[[dict[str, Any]], bool], timeout: float,
-                   what: str) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"worker {self.name} exited:\n{self.log_tail()}")
-            stats = self.stats()
-            if stats is not None and check(stats):
-                return stats
-            time.sleep(0.3)
-        raise AssertionError(f"worker {self.name} {what} after {timeout}s:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        text = self.log_path.read_bytes().decode(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.kill9()
-
-    def kill9(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+__all__ = ["REPO", "XWAIT", "Client", "Seen", "Watcher", "WorkerProcess", "e2e_settings",
+           "free_port", "make_topology", "new_key", "settings_env"]
 
 
 def new_key() -> str:

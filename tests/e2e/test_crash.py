@@ -1,106 +1,105 @@
-"""kill -9 of a worker in the middle of a run loses no wait and ends none twice.
+"""Nothing lost, ever: waits survive kill -9 while behind, new and leaving workers, and the broker.
 
-For each processing guarantee: park a few thousand waits, reply to half of
-them (the other half end by their 8 s deadline), kill -9 the worker while
-outcomes are flowing, start it again, and check with a read_committed
-consumer that every wait has exactly one terminal outcome.  Records repeated
-with the same outcomeId (re-sent after the crash) are counted per guarantee
-and written to .xwait/reports/crash-<guarantee>.json.
+Each test runs `streams.testing.chaos` at a size fit for CI: a steady W1 load
+whose replies race a 6 s deadline, an operator answering reviews, and a
+worker killed with SIGKILL while it has a backlog (restarted on its own disk
+and on an empty one), a second worker joining and leaving, or the broker
+restarting.  Every wait is then judged against the broker's clock (see the
+module docstring there).  The counts are written to
+.xwait/reports/crash-<name>.json; `bench/crash_bench.py` runs the long version.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections import Counter, defaultdict
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from streams import topics
 from streams.config import Guarantee, Settings
-from tests.e2e.harness import REPO, Client, Watcher, WorkerProcess, e2e_settings, new_key
+from streams.testing.chaos import Broker, Plan, Report, chaos_settings, run_chaos
+from streams.testing.workers import free_port
 from tests.prefixes import unique_prefix
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-WAITS = 2000
+REPO = Path(__file__).resolve().parents[2]
 
 
-EOS_LOSES_WAITS = pytest.mark.xfail(
-    reason="measured: with faust 0.15.3's exactly_once, some runs lose waits after kill -9 "
-           "(see README, 'Processing guarantees')",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE,
-                                       pytest.param(Guarantee.EXACTLY_ONCE,
-                                                    marks=EOS_LOSES_WAITS)])
-def test_kill_9_mid_run_leaves_every_wait_with_exactly_one_outcome(
-    kafka_bootstrap: str, tmp_path: Path, guarantee: Guarantee
-) -> None:
+def _settings(bootstrap: str, folder: Path, guarantee: Guarantee) -> Settings:
     prefix = unique_prefix("c")
-    base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix,
-                    app_id=f"{prefix}-processor", partitions=4)
-    settings = e2e_settings(base, tmp_path, guarantee)
+    base = Settings(bootstrap=bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
+                    partitions=4)
+    settings = chaos_settings(base, folder, guarantee)
     topics.create(settings, topics.load_specs(settings))
-    client, watcher = Client(settings), Watcher(settings)
-    seen = watcher.seen
-    worker = WorkerProcess(settings, tmp_path).start()
-    try:
-        keys = [new_key() for _ in range(WAITS)]
-        replied = set(keys[::2])
-        for key in keys:
-            # A replied wait gets a deadline the run never reaches, so which way
-            # each wait must end does not depend on how fast this machine is.
-            client.start(key, "crash", **({"deadline": "PT15M"} if key in replied else {}))
-        client.flush()
-        for key in keys[::2]:
-            client.reply(key, {"ok": True})
-        client.flush()
+    return settings
 
-        watcher.until(lambda s: len(s.outcomes) >= WAITS // 4, 120, "a quarter of the outcomes")
-        worker.kill9()
-        killed_at = len(watcher.seen.outcomes)
-        worker.start()
-        try:
-            # at_least_once ends them within seconds of the restart; exactly_once
-            # never ends some, so waiting longer would only slow the suite down.
-            watcher.until(lambda s: len({o["correlationKey"] for o in s.outcomes}) >= WAITS,
-                          120 if guarantee is Guarantee.AT_LEAST_ONCE else 45,
-                          "an outcome for every wait")
-        except AssertionError:
-            pass  # reported below: the waits that never ended are the finding
-        watcher.poll(3)
-    finally:
-        worker.stop()
-        watcher.close()
 
-    counts = Counter(o["outcomeId"] for o in seen.outcomes)
-    report = {
-        "guarantee": guarantee.value,
-        "waits": WAITS,
-        "outcomeRecords": len(seen.outcomes),
-        "duplicateOutcomeRecords": sum(n - 1 for n in counts.values()),
-        "waitsWithDuplicates": sum(1 for n in counts.values() if n > 1),
-        "outcomesSeenBeforeKill": killed_at,
-        "waitsWithoutOutcome": len(set(keys) - {o["correlationKey"] for o in seen.outcomes}),
-        "measuredAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+def _save(name: str, report: Report) -> None:
     out = REPO / ".xwait" / "reports"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"crash-{guarantee.value}.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report))
+    (out / f"crash-{name}.json").write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+    print(json.dumps({k: v for k, v in report.as_dict().items() if k != "events"}))
 
-    by_key: dict[str, set[str]] = defaultdict(set)
-    kinds: dict[str, set[str]] = defaultdict(set)
-    for o in seen.outcomes:
-        by_key[o["correlationKey"]].add(o["outcomeId"])
-        kinds[o["correlationKey"]].add(o["outcome"])
-    assert set(by_key) == set(keys), "every wait ended, and nothing else did"
-    assert all(len(ids) == 1 for ids in by_key.values()), "one terminal outcome per wait"
-    assert all(len(k) == 1 for k in kinds.values()), "a re-sent outcome never changes its kind"
-    wrong = [k for k in keys if (k in replied) != (kinds[k] == {"RECEIVED"})]
-    assert not wrong, f"{len(wrong)} waits ended the wrong way, e.g. {kinds[wrong[0]]}"
 
+def _assert_clean(report: Report) -> None:
+    assert report.lost == 0, f"{report.lost} waits never ended: {report.examples}"
+    assert report.conflicting == 0, f"{report.conflicting} waits ended twice: {report.examples}"
+    assert report.wrong == 0, f"{report.wrong} waits ended the wrong way: {report.examples}"
+    assert report.reviews > 0, "the run exercised the review flow"
+
+
+@pytest.mark.parametrize("guarantee", list(Guarantee))
+def test_kill_9_while_behind_and_a_worker_joining_and_leaving_lose_nothing(
+    kafka_bootstrap: str, tmp_path: Path, guarantee: Guarantee
+) -> None:
+    settings = _settings(kafka_bootstrap, tmp_path, guarantee)
+    plan = Plan(waits=1_600, rate=160.0, kills=3, empty_disk=1, joins=1)
+    report = run_chaos(settings, tmp_path, plan)
+    _save(guarantee.value, report)
+
+    _assert_clean(report)
+    backlogs = [e.get("backlog") or 0 for e in report.events if e["event"] == "kill -9"]
+    assert len(backlogs) == plan.kills
+    assert max(backlogs) >= 200, f"some kill came while the worker was behind: {backlogs}"
+    if guarantee is Guarantee.EXACTLY_ONCE:
+        assert report.duplicate_outcomes == 0, "read_committed sees each outcome once"
+        assert report.duplicate_actions == 0, "read_committed sees each action once"
+
+
+@pytest.fixture
+def own_broker() -> Iterator[tuple[str, Broker]]:
+    """A broker of this test's own (scripts/kafka on a free port), free to be restarted."""
+    port = str(free_port())
+    env = {**os.environ, "XWAIT_KAFKA_HEAP": "256m"}
+
+    def kafka(*args: str) -> None:
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / "kafka"), *args,
+                               "--port", port], env=env, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode == 0, f"scripts/kafka {args}: {done.stdout}\n{done.stderr}"
+
+    kafka("start")
+    try:
+        yield f"127.0.0.1:{port}", Broker(stop=lambda: kafka("stop"),
+                                          start=lambda: kafka("start"))
+    finally:
+        kafka("reset")  # stops it and deletes its data
+
+
+def test_broker_restarts_mid_run_lose_nothing(
+    own_broker: tuple[str, Broker], tmp_path: Path
+) -> None:
+    bootstrap, broker = own_broker
+    settings = _settings(bootstrap, tmp_path, Guarantee.AT_LEAST_ONCE)
+    plan = Plan(waits=1_000, rate=100.0, kills=1, empty_disk=0, joins=0, broker_restarts=2)
+    report = run_chaos(settings, tmp_path, plan, broker=broker)
+    _save("broker-restarts", report)
+
+    _assert_clean(report)
+    assert [e["event"] for e in report.events].count("broker started") == 2

@@ -1,0 +1,408 @@
+"""A realistic load through real workers while they are killed, moved and cut off.
+
+`run_chaos` offers waits at a steady rate in the W1 mix (60% a valid reply,
+10% an invalid reply that an operator then accepts in review, 30% silent)
+with reply delays spread across the deadline, so replies race their
+deadlines; meanwhile it kills the worker with SIGKILL while it is behind
+(restarting it on its own disk or on an empty one), lets a second worker
+join and leave, and restarts the broker.  Then it waits for every wait to
+end and judges each against the broker's clock:
+
+* expected: a valid or invalid reply appended before the wait's deadline
+  (requestedAt + the definition's deadline) ends it RECEIVED (an invalid one
+  after review); one appended at or after it, or none, ends it ESCALATED.
+  Append times come from the broker (the input topics use LogAppendTime), so
+  the verdict does not depend on how fast the machine or the worker is;
+* lost: no outcome; conflicting: two outcome ids, or two kinds; wrong: one
+  outcome, not the expected one; duplicates: records repeating an outcomeId
+  (or an actionId) that a read_committed consumer saw.
+
+Replies are produced only once their request's append is confirmed, so no
+reply ever overtakes its request (that race is tested on its own elsewhere).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+import secrets
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Producer
+
+from streams import codec
+from streams.config import Guarantee, Settings
+from streams.testing.workers import WorkerProcess
+
+DEFINITION = """\
+# The chaos run's wait: replies race a short deadline; invalid replies go to review.
+name: chaos
+variant: single-channel
+channels: [portal]
+reminder: {every: PT2S, limit: 2}
+deadline: PT6S
+invalid_reply: review
+early_reply_ttl: PT10M
+retention: PT2H
+response_schema:
+  type: object
+  required: [approved]
+  properties:
+    approved: {type: boolean}
+"""
+DEADLINE_MS = 6_000
+
+
+@dataclass
+class Plan:
+    """What one run does; the defaults are sized for the test suite."""
+
+    waits: int = 2_000
+    rate: float = 200.0  # requests offered per second
+    kills: int = 3  # SIGKILLs of the first worker, each while it is behind
+    empty_disk: int = 1  # how many of those restarts start on an empty disk
+    joins: int = 1  # a second worker joins, then leaves (SIGTERM)
+    broker_restarts: int = 0  # needs `broker` callbacks
+    down_s: tuple[float, float] = (1.0, 4.0)  # how long a killed worker stays down
+    settle_s: float = 180.0  # how long to wait for the last outcomes
+    seed: int = 1
+
+
+@dataclass
+class Broker:
+    """How to stop and start the broker the run uses."""
+
+    stop: Callable[[], None]
+    start: Callable[[], None]
+
+
+@dataclass
+class Wait:
+    key: str
+    requested_at: int
+    kind: str  # valid | invalid | silent
+    delay_ms: int = 0
+    request_appended: int | None = None
+    reply_appended: int | None = None
+
+
+@dataclass
+class Report:
+    guarantee: str
+    plan: dict[str, Any]
+    waits: int = 0
+    lost: int = 0
+    conflicting: int = 0
+    wrong: int = 0
+    duplicate_outcomes: int = 0
+    duplicate_actions: int = 0
+    outcome_records: int = 0
+    received: int = 0
+    escalated: int = 0
+    reviews: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.lost or self.conflicting or self.wrong)
+
+
+class Load(threading.Thread):
+    """Offers the waits at the plan's rate and answers them on schedule."""
+
+    def __init__(self, settings: Settings, waits: list[Wait], rate: float, rng: random.Random
+                 ) -> None:
+        super().__init__(name="chaos-load", daemon=True)
+        self.settings = settings
+        self.waits = waits
+        self.rate = rate
+        self.rng = rng
+        self.by_key = {w.key: w for w in waits}
+        self.producer = Producer(settings.confluent(**{
+            "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True}))
+        self._due: list[tuple[float, int, str, str]] = []  # (monotonic, seq, what, key)
+        self._seq = 0
+        self._lock = threading.Lock()
+        self.requests_done = threading.Event()
+        self.errors: list[str] = []
+        self.produced: Counter[tuple[str, int]] = Counter()  # (topic, partition) -> records
+
+    def schedule(self, at: float, what: str, key: str) -> None:
+        with self._lock:
+            self._seq += 1
+            heapq.heappush(self._due, (at, self._seq, what, key))
+
+    def _delivered(self, what: str, key: str) -> Callable[[KafkaError | None, Any], None]:
+        def report(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                self.errors.append(f"{what} {key}: {err}")
+                return
+            ts_type, ts = msg.timestamp()
+            appended = ts if ts_type == TIMESTAMP_LOG_APPEND_TIME else None
+            self.produced[(msg.topic(), msg.partition())] = max(
+                self.produced[(msg.topic(), msg.partition())], msg.offset() + 1)
+            wait = self.by_key[key]
+            if what == "request":
+                wait.request_appended = appended
+                if wait.kind != "silent":  # the reply leaves once the request is in
+                    left = wait.requested_at + wait.delay_ms - time.time() * 1000
+                    self.schedule(time.monotonic() + max(0.0, left / 1000), wait.kind, key)
+            elif what in ("valid", "invalid"):
+                wait.reply_appended = appended
+        return report
+
+    def _send(self, role: str, key: str, record: dict[str, Any], what: str) -> None:
+        self.producer.produce(self.settings.topic(role), key=key.encode(),
+                              value=json.dumps(record).encode(),
+                              on_delivery=self._delivered(what, key))
+
+    def review(self, key: str) -> None:
+        """An operator accepts the invalid reply of `key` a moment after the review opens."""
+        self.schedule(time.monotonic() + 0.3, "review", key)
+
+    def run(self) -> None:
+        start = time.monotonic()
+        for i, wait in enumerate(self.waits):
+            at = start + i / self.rate
+            while True:
+                self._drain_due(until=at)
+                now = time.monotonic()
+                if now >= at:
+                    break
+                time.sleep(min(0.005, at - now))
+            wait.requested_at = int(time.time() * 1000)
+            self._send("requests", wait.key, {"correlationKey": wait.key, "definition": "chaos",
+                                              "requestedAt": wait.requested_at}, "request")
+        self.requests_done.set()
+
+    def _drain_due(self, until: float) -> None:
+        self.producer.poll(0)
+        while True:
+            with self._lock:
+                if not self._due or self._due[0][0] > min(until, time.monotonic()):
+                    return
+                _, _, what, key = heapq.heappop(self._due)
+            if what == "valid":
+                self._send("replies", key, {"correlationKey": key, "channel": "portal",
+                                            "responseData": json.dumps({"approved": True})},
+                           what)
+            elif what == "invalid":
+                self._send("replies", key, {"correlationKey": key, "channel": "portal",
+                                            "responseData": json.dumps({"approved": "maybe"})},
+                           what)
+            else:
+                self._send("commands", key, {"correlationKey": key, "command": "REVIEW",
+                                             "reviewOutcome": "Accept",
+                                             "reviewNote": "chaos run", "operator": "chaos"},
+                           what)
+
+    def pump(self, seconds: float) -> None:
+        """After the requests: keep sending what is scheduled (replies, reviews)."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self._drain_due(until=time.monotonic())
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.producer.flush(60)
+
+
+class Watch(threading.Thread):
+    """A read_committed consumer of outcomes and actions, from their beginning."""
+
+    def __init__(self, settings: Settings, on_review: Callable[[str], None]) -> None:
+        super().__init__(name="chaos-watch", daemon=True)
+        self.settings = settings
+        self.on_review = on_review
+        self.outcomes: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        self.action_ids: Counter[str] = Counter()
+        self.reviews_opened: set[str] = set()
+        self.stopped = threading.Event()
+        self.consumer = Consumer(settings.confluent(**{
+            "group.id": f"chaos-watch-{secrets.token_hex(4)}", "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "isolation.level": "read_committed"}))
+
+    def run(self) -> None:
+        outcomes, actions = self.settings.topic("outcomes"), self.settings.topic("actions")
+        self.consumer.subscribe([outcomes, actions])
+        while not self.stopped.is_set():
+            for msg in self.consumer.consume(500, timeout=0.2):
+                if msg.error() is not None or msg.value() is None:
+                    continue
+                if msg.topic() == outcomes:
+                    o = codec.decode("Outcome", msg.value())
+                    self.outcomes[o["correlationKey"]].append((o["outcomeId"], o["outcome"]))
+                else:
+                    a = codec.decode("Action", msg.value())
+                    self.action_ids[a["actionId"]] += 1
+                    if a["action"] == "REVIEW_NEEDED" and a["correlationKey"] not in \
+                            self.reviews_opened:
+                        self.reviews_opened.add(a["correlationKey"])
+                        self.on_review(a["correlationKey"])
+        self.consumer.close()
+
+    def ended(self) -> int:
+        return len(self.outcomes)
+
+
+def expected_outcome(wait: Wait) -> str:
+    """What the broker's clock says: a reply appended before the deadline is received."""
+    if wait.kind == "silent" or wait.reply_appended is None:
+        return "ESCALATED"
+    return "RECEIVED" if wait.reply_appended < wait.requested_at + DEADLINE_MS else "ESCALATED"
+
+
+def make_waits(n: int, rng: random.Random) -> list[Wait]:
+    waits = []
+    for _ in range(n):
+        roll = rng.random()
+        kind = "valid" if roll < 0.6 else "invalid" if roll < 0.7 else "silent"
+        # Spread across the deadline: about a quarter of the replies come too late.
+        delay = int(rng.uniform(0, DEADLINE_MS * 1.3)) if kind != "silent" else 0
+        waits.append(Wait(secrets.token_hex(16), 0, kind, delay))
+    return waits
+
+
+def _backlog(load: Load, worker: WorkerProcess) -> int | None:
+    """Input records produced but not yet applied by `worker`, or None if it does not answer."""
+    stats = worker.stats()
+    if stats is None:
+        return None
+    positions: dict[str, dict[str, int]] = stats.get("positions", {})
+    applied = sum(o for part in positions.values() for role, o in part.items()
+                  if role != "timers")
+    offered = sum(n for (topic, _), n in load.produced.items())
+    return max(0, offered - applied)
+
+
+def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | None = None,
+              log: Callable[[str], None] = print) -> Report:
+    """Run the plan against workers of `settings` (topics and topology made by the caller)."""
+    rng = random.Random(plan.seed)  # noqa: S311 - a reproducible load, not a secret
+    report = Report(settings.guarantee.value, dict(plan.__dict__))
+    started = time.monotonic()
+    waits = make_waits(plan.waits, rng)
+    load = Load(settings, waits, plan.rate, rng)
+    watch = Watch(settings, load.review)
+    w1 = WorkerProcess(settings, folder, "w1")
+    w2 = WorkerProcess(settings, folder, "w2")
+
+    def event(kind: str, **detail: Any) -> None:
+        entry = {"at": round(time.monotonic() - started, 1), "event": kind, **detail}
+        report.events.append(entry)
+        log(json.dumps(entry))
+
+    actions: list[str] = (["kill"] * plan.kills + ["join"] * plan.joins
+                          + ["broker"] * (plan.broker_restarts if broker else 0))
+    rng.shuffle(actions)
+    empty_left = plan.empty_disk
+    w1.start()
+    watch.start()
+    load.start()
+    try:
+        produce_s = plan.waits / plan.rate
+        gap = produce_s / (len(actions) + 1)
+        for action in actions:
+            time.sleep(rng.uniform(0.5 * gap, gap))
+            if action == "kill":
+                backlog = _backlog(load, w1)
+                w1.kill9()
+                empty = empty_left > 0
+                if empty:
+                    w1.wipe()
+                    empty_left -= 1
+                event("kill -9", backlog=backlog, empty_disk=empty)
+                down = rng.uniform(*plan.down_s)
+                load.pump(down) if load.requests_done.is_set() else time.sleep(down)
+                w1.start(timeout=180)
+                event("restarted", backlog=_backlog(load, w1))
+            elif action == "join":
+                w2.start(timeout=180)
+                event("second worker joined", owns=(w2.stats() or {}).get("ownedPartitions"))
+                time.sleep(rng.uniform(2.0, 5.0))
+                w2.stop()
+                event("second worker left")
+            elif action == "broker" and broker is not None:
+                event("broker stopping", backlog=_backlog(load, w1))
+                broker.stop()
+                time.sleep(rng.uniform(1.0, 3.0))
+                broker.start()
+                event("broker started")
+        load.join()
+        # Replies and reviews still scheduled; then every wait must end.
+        settle_until = time.monotonic() + plan.settle_s
+        while time.monotonic() < settle_until and watch.ended() < plan.waits:
+            load.pump(1.0)
+            if not w1.running:
+                event("worker exited", log=w1.log_tail(20))
+                break
+        load.pump(2.0)  # late duplicates, if any, arrive too
+        event("settled", ended=watch.ended())
+    finally:
+        load.close()
+        w2.stop()
+        w1.stop()
+        watch.stopped.set()
+        watch.join(10)
+    return _judge(report, waits, watch, load, started)
+
+
+def _judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: float
+           ) -> Report:
+    examples: dict[str, list[str]] = defaultdict(list)
+    for w in waits:
+        got = watch.outcomes.get(w.key, [])
+        ids, kinds = {i for i, _ in got}, {k for _, k in got}
+        if not got:
+            report.lost += 1
+            examples["lost"].append(w.key)
+            continue
+        if len(ids) > 1 or len(kinds) > 1:
+            report.conflicting += 1
+            examples["conflicting"].append(w.key)
+            continue
+        (kind,) = kinds
+        report.received += kind == "RECEIVED"
+        report.escalated += kind == "ESCALATED"
+        if kind != expected_outcome(w):
+            report.wrong += 1
+            examples["wrong"].append(f"{w.key} {w.kind} requested {w.requested_at} reply "
+                                     f"appended {w.reply_appended}: {kind}")
+        report.duplicate_outcomes += len(got) - 1
+    report.waits = len(waits)
+    report.outcome_records = sum(len(v) for v in watch.outcomes.values())
+    report.duplicate_actions = sum(n - 1 for n in watch.action_ids.values())
+    report.reviews = len(watch.reviews_opened)
+    report.examples = {k: v[:5] for k, v in examples.items()}
+    report.seconds = round(time.monotonic() - started, 1)
+    if load.errors:
+        report.examples["producer_errors"] = load.errors[:5]
+    return report
+
+
+def chaos_settings(base: Settings, folder: Path, guarantee: Guarantee) -> Settings:
+    """`base` with a topology holding the chaos definition and the repo's topics."""
+    from streams.config import REPO_ROOT
+
+    topo = folder / "topology"
+    (topo / "waits").mkdir(parents=True, exist_ok=True)
+    (topo / "topics.yaml").write_text((REPO_ROOT / "topology" / "topics.yaml").read_text())
+    (topo / "waits" / "chaos.yaml").write_text(DEFINITION)
+    return base.with_overrides(topology=topo, guarantee=guarantee, timer_tick=0.2,
+                               session_timeout=10.0)
+
+
+__all__ = ["DEADLINE_MS", "Broker", "Plan", "Report", "chaos_settings", "expected_outcome",
+           "run_chaos"]

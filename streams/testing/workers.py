@@ -1,0 +1,140 @@
+"""`xwait worker` processes, started and stopped the way a user (or an orchestrator) does."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from streams.config import Settings
+
+XWAIT = Path(sys.executable).parent / "xwait"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The XWAIT_* variables that give a worker these settings."""
+    return {
+        "XWAIT_BOOTSTRAP": settings.bootstrap,
+        "XWAIT_TOPIC_PREFIX": settings.topic_prefix,
+        "XWAIT_APP_ID": settings.app_id,
+        "XWAIT_PARTITIONS": str(settings.partitions),
+        "XWAIT_TOPOLOGY": str(settings.topology),
+        "XWAIT_GUARANTEE": settings.guarantee.value,
+        "XWAIT_TIMER_TICK": str(settings.timer_tick),
+        "XWAIT_SESSION_TIMEOUT": str(settings.session_timeout),
+    }
+
+
+class WorkerProcess:
+    """One `xwait worker` subprocess with its own data folder and web port."""
+
+    def __init__(self, settings: Settings, folder: Path, name: str = "w1",
+                 log_level: str = "info", env: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.name = name
+        self.data_dir = folder / f"data-{name}"
+        self.log_path = folder / f"worker-{name}.log"
+        self.web_port = free_port()
+        self.log_level = log_level
+        self.env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, wait_owned: bool = True, timeout: float = 90) -> WorkerProcess:
+        env = {**os.environ, **settings_env(self.settings),
+               "XWAIT_DATA_DIR": str(self.data_dir), "XWAIT_WEB_PORT": str(self.web_port),
+               "XWAIT_LOG_LEVEL": self.log_level, **self.env}
+        with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen([str(XWAIT), "worker"], env=env, stdout=log,  # noqa: S603
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        if wait_owned:
+            try:
+                self.wait_until(lambda s: bool(s["ownedPartitions"]), timeout,
+                                "owns no partition")
+            except BaseException:
+                self.kill9()  # a worker that never got going must not outlive its caller
+                raise
+        return self
+
+    def stats(self) -> dict[str, Any] | None:
+        try:
+            with urllib.request.urlopen(  # noqa: S310 - loopback test server
+                f"{self.url}/xwait/stats", timeout=2
+            ) as resp:
+                data: dict[str, Any] = json.loads(resp.read())
+                return data
+        except (OSError, ValueError):
+            return None
+
+    def wait_until(self, check: Callable[[dict[str, Any]], bool], timeout: float,
+                   what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"worker {self.name} exited:\n{self.log_tail()}")
+            stats = self.stats()
+            if stats is not None and check(stats):
+                return stats
+            time.sleep(0.3)
+        raise AssertionError(f"worker {self.name} {what} after {timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return "(no log)"
+        text = self.log_path.read_bytes().decode(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def wipe(self) -> None:
+        """Forget the worker's disk: the next start restores from the changelog."""
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def rss_kib(self) -> int | None:
+        if self.proc is None:
+            return None
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        except OSError:
+            return None
+        return None
+
+
+__all__ = ["XWAIT", "WorkerProcess", "free_port", "settings_env"]

@@ -1,0 +1,61 @@
+"""Reading the broker directly: a skipped range, a changelog tail behind aborted transactions."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streams.processor.gaps import EndOffsets, GapReader
+from streams.processor.model import Role
+from tests.prefixes import unique_prefix
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def topic(kafka_bootstrap: str) -> str:
+    name = f"{unique_prefix('g')}.gaps"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=30)
+    deadline = time.monotonic() + 15
+    while name not in admin.list_topics(timeout=5).topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return name
+
+
+def test_the_restore_waits_for_the_last_committed_record_not_for_markers_or_aborts(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for _ in range(3):
+        producer.produce(topic, value=b"row", partition=0)
+    producer.commit_transaction(30)  # offsets 0-2, its marker at 3
+    for _ in range(2):  # the transactions of two workers killed mid-batch, aborted since
+        producer.begin_transaction()
+        for _ in range(300):
+            producer.produce(topic, value=b"never seen", partition=0)
+        producer.flush(30)
+        producer.abort_transaction(30)
+    conf = {"bootstrap.servers": kafka_bootstrap, "group.id": f"{topic}-test"}
+    end = EndOffsets(conf).get([(topic, 0)])[(topic, 0)]
+    assert end == 3 + 1 + 2 * 301
+
+    assert GapReader(conf).data_end(topic, 0, end) == 3
+
+
+def test_a_range_is_read_whole_or_up_to_a_limit(kafka_bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(10):
+        producer.produce(topic, key=b"k", value=str(i).encode(), partition=0)
+    producer.flush(30)
+    reader = GapReader({"bootstrap.servers": kafka_bootstrap, "group.id": f"{topic}-test"})
+
+    found = reader.read(Role.REPLIES, topic, 0, 2, 7)
+    assert [(r.offset, r.value) for r in found] == [(i, str(i).encode()) for i in range(2, 7)]
+    assert all(r.role is Role.REPLIES and r.timestamp for r in found)
+    assert [r.offset for r in reader.read(Role.REPLIES, topic, 0, 0, 10, limit=4)] == [0, 1, 2, 3]

@@ -1,0 +1,113 @@
+"""The sequencer releases a partition's records in the broker's time order, and only then."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.processor.model import InputRecord, Role
+from streams.processor.sequencer import CLOCKED_ROLES, Sequencer
+
+P = 3
+
+
+def rec(role: Role, offset: int, ts: int, partition: int = P) -> InputRecord:
+    return InputRecord(role, f"x.{role.value}", partition, offset, b"k", b"v", ts, True)
+
+
+def fresh() -> Sequencer:
+    seq = Sequencer()
+    seq.assign(P, {r: 0 for r in Role}, stream_time=0)
+    return seq
+
+
+def test_a_later_command_waits_for_an_earlier_reply_still_on_its_way() -> None:
+    seq = fresh()
+    seq.add(rec(Role.COMMANDS, 0, 18_000), wall_ms=0)
+    seq.probed(20_000, [(Role.REQUESTS, P, 0), (Role.REPLIES, P, 1), (Role.COMMANDS, P, 1)])
+    assert seq.release(100) == []  # the replies topic has a record not taken yet
+    assert seq.behind() == [(Role.REPLIES, P, 0, 1)]
+    seq.add(rec(Role.REPLIES, 0, 2_000), wall_ms=0)
+    assert [(r.role, r.timestamp) for r in seq.release(100)] == [
+        (Role.REPLIES, 2_000), (Role.COMMANDS, 18_000)]
+    assert seq.time(P) == 20_000
+
+
+def test_a_record_waits_for_a_probe_that_proves_the_other_topics_have_nothing_older() -> None:
+    seq = fresh()
+    seq.probed(1_000, [(r, P, 0) for r in CLOCKED_ROLES])
+    seq.add(rec(Role.REPLIES, 0, 5_000), wall_ms=0)
+    assert seq.release(100) == []
+    assert seq.wants_probe()
+    seq.probed(5_000, [(Role.REQUESTS, P, 0), (Role.REPLIES, P, 1), (Role.COMMANDS, P, 0)])
+    assert len(seq.release(100)) == 1
+
+
+def test_offsets_that_hold_no_records_stop_holding_the_others_back_once_skipped() -> None:
+    seq = fresh()
+    seq.add(rec(Role.REPLIES, 0, 5_000), wall_ms=0)
+    seq.probed(6_000, [(Role.REQUESTS, P, 2), (Role.REPLIES, P, 1), (Role.COMMANDS, P, 0)])
+    assert seq.release(100) == []  # requests 0..1 were not taken: markers of a transaction?
+    seq.skipped(Role.REQUESTS, P, 2)
+    assert len(seq.release(100)) == 1
+
+
+def test_timer_records_are_released_at_once_and_a_producers_clock_cannot_hold_back() -> None:
+    seq = fresh()
+    seq.add(InputRecord(Role.TIMERS, "x.timers", P, 0, b"k", b"v", 99, True), wall_ms=0)
+    hostile = InputRecord(Role.REPLIES, "x.replies", P, 0, b"k", b"v", 10**15, False)
+    seq.add(hostile, wall_ms=7_000)  # CreateTime in the far future: ordered by wall time
+    seq.probed(8_000, [(Role.REQUESTS, P, 0), (Role.REPLIES, P, 1), (Role.COMMANDS, P, 0)])
+    assert [r.role for r in seq.release(100)] == [Role.TIMERS, Role.REPLIES]
+
+
+topic_times = st.lists(st.integers(0, 50), max_size=12).map(
+    lambda gaps: [sum(gaps[: i + 1]) for i in range(len(gaps))])
+world = st.tuples(st.tuples(topic_times, topic_times, topic_times),
+                  st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.integers(0, 700)),
+                           max_size=80))
+
+
+@settings(max_examples=300, deadline=None)
+@given(world)
+def test_nothing_is_released_before_an_older_record_and_everything_is_released_in_the_end(
+    case: tuple[tuple[list[int], ...], list[tuple[int, bool, int]]],
+) -> None:
+    """Any interleaving of takes and probes: released records never overtake an older one."""
+    times, steps = case
+    topics = {role: [rec(role, i, t) for i, t in enumerate(ts)]
+              for role, ts in zip(CLOCKED_ROLES, times, strict=True)}
+    seq = fresh()
+    taken = dict.fromkeys(CLOCKED_ROLES, 0)
+    released: list[InputRecord] = []
+
+    def probe(at: int) -> None:
+        # The end offset seen at `at` counts every record appended before `at`.
+        seq.probed(at, [(role, P, sum(1 for r in recs if r.timestamp is not None
+                                      and r.timestamp < at)) for role, recs in topics.items()])
+
+    for topic_i, is_probe, at in steps:
+        if is_probe:
+            probe(at)
+        else:
+            role = CLOCKED_ROLES[topic_i]
+            if taken[role] < len(topics[role]):
+                seq.add(topics[role][taken[role]], wall_ms=0)
+                taken[role] += 1
+        released += seq.release(1_000)
+        for r in released:
+            older = [o for recs in topics.values() for o in recs
+                     if (o.timestamp or 0) < (r.timestamp or 0)]
+            assert all(o in released for o in older), (r, older)
+        assert all(o in released for recs in topics.values() for o in recs
+                   if (o.timestamp or 0) < (seq.time(P) or 0)), "stream time counts only released"
+    for role, recs in topics.items():
+        for r in recs[taken[role]:]:
+            seq.add(r, wall_ms=0)
+    probe(10**6)
+    released += seq.release(10_000)
+    assert sorted(released, key=lambda r: (r.role, r.offset)) == sorted(
+        (r for recs in topics.values() for r in recs), key=lambda r: (r.role, r.offset))
+    for role in CLOCKED_ROLES:
+        mine = [r.offset for r in released if r.role is role]
+        assert mine == sorted(mine), "each topic's order is kept"
