@@ -46,7 +46,7 @@ from streams.client.errors import (
 from streams.client.records import Action, Outcome, Rejected
 from streams.codec import RecordType
 from streams.core.definition import Variant, WaitDefinition
-from streams.core.durations import parse_duration_ms
+from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.definitions import load_definitions
 
@@ -308,6 +308,32 @@ class XwaitClient:
         data = None if corrected_data is None else _json_text(corrected_data, "corrected data")
         self._command(correlation_key, "REVIEW", reviewOutcome=outcome, reviewNote=note,
                       responseData=data, operator=operator)
+
+    def reschedule(self, correlation_key: str, *, deadline: str | None = None,
+                   move_by: str | None = None, reason: str | None = None,
+                   operator: str | None = None) -> None:
+        """Move the current deadline of a parked or suspended wait (DESIGN rule 11).
+
+        ``deadline`` is the new deadline as an ISO 8601 duration from now
+        (``PT2H``); ``move_by`` shifts the current one (``PT30M`` later,
+        ``-PT30M`` earlier). Give exactly one. The worker refuses it, with a
+        Rejected record, when the wait is done (``late``), in review, or the
+        new deadline has passed (``deadline_passed``); for a suspended wait it
+        sets the time left on resume.
+        """
+        if (deadline is None) == (move_by is None):
+            raise InvalidRequest("reschedule needs exactly one of deadline (PT2H: two hours "
+                                 "from now) and move_by (PT30M later, -PT30M earlier)")
+        try:
+            if deadline is not None:
+                parse_duration_ms(deadline)
+            else:
+                parse_signed_duration_ms(move_by or "")
+        except ValueError as exc:
+            raise InvalidRequest(f"{'deadline' if deadline is not None else 'move_by'}: "
+                                 f"{exc}") from None
+        self._command(correlation_key, "RESCHEDULE", reason=reason, operator=operator,
+                      deadline=deadline, moveBy=move_by)
 
     def _command(self, correlation_key: str, command: str, **fields: Any) -> None:
         _check_key(correlation_key, "correlation key")
