@@ -281,7 +281,10 @@ class XwaitClient:
         self._command(correlation_key, "RESUME", reason=reason, operator=operator)
 
     def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None) -> None:
-        """End a wait that is not done as CANCELLED, with ``reason`` as the outcome's reason."""
+        """End a wait that is not done as CANCELLED (reason ``cancelled_by_operator``).
+
+        The outcome names ``operator`` and carries ``reason`` as its ``operatorReason``.
+        """
         self._command(correlation_key, "CANCEL", reason=reason, operator=operator)
 
     def deliver(self, correlation_key: str, response_data: Any, *, reason: str | None = None,

@@ -225,7 +225,8 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
         w = slot.wait
         ctx.reject(
             RejectReason.DUPLICATE,
-            f"Expected no wait under key {key!r}, but one parked at {w.parked_at} "
+            f"Expected no wait under key {key!r}, but one parked at "
+            f"{format_utc_ms(w.parked_at)} "
             f"is {w.status.value}",
         )
         return slot
@@ -282,7 +283,8 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
         if waited > d.early_reply_ttl_ms:
             what = "reply" if isinstance(held, HeldReply) else "command"
             detail = (f"Expected the request within the early-reply TTL of "
-                      f"{d.early_reply_ttl_ms} ms of the {what}, but it came {waited} ms later")
+                      f"{format_span_ms(d.early_reply_ttl_ms)} of the {what}, but it came "
+                      f"{format_span_ms(waited)} later")
             if isinstance(held, HeldReply):
                 ctx.reject(RejectReason.UNMATCHED, detail, held.reply)
             else:
@@ -725,8 +727,8 @@ def _expire_early(slot: Slot, armed: ArmedTimer, ctx: _Ctx) -> Slot | None:
         if held.received_at + ttl <= cutoff:
             ctx.reject(
                 RejectReason.UNMATCHED,
-                f"Expected a request for key {_held_key(held)!r} within {ttl} ms of its reply, "
-                "but none arrived",
+                f"Expected a request for key {_held_key(held)!r} within {format_span_ms(ttl)} "
+                "of its reply, but none arrived",
                 held.reply,
             )
         else:
@@ -736,8 +738,9 @@ def _expire_early(slot: Slot, armed: ArmedTimer, ctx: _Ctx) -> Slot | None:
         if hc.received_at + ttl <= cutoff:
             ctx.effects.append(Reject(
                 RejectReason.UNMATCHED,
-                f"Expected a request for key {hc.command.correlation_key!r} within {ttl} ms of "
-                f"its {hc.command.command.value} command, but none arrived",
+                f"Expected a request for key {hc.command.correlation_key!r} within "
+                f"{format_span_ms(ttl)} of its {hc.command.command.value} command, but none "
+                "arrived",
                 command=hc.command,
             ))
         else:
