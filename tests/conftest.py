@@ -22,6 +22,16 @@ from tests.prefixes import made, unique_prefix
 REPO = Path(__file__).resolve().parent.parent
 KAFKA_SCRIPT = REPO / "scripts" / "kafka"
 
+NO_CONSOLE = "http://127.0.0.1:9"
+"""A worker URL where nothing listens (the discard port): the SDK and CLI check keys
+against a worker only when one answers, and a test must never reach a stray worker
+someone runs on the default port 6066."""
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XWAIT_CONSOLE_URL", NO_CONSOLE)
+
 
 def _kafka(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -77,4 +87,5 @@ def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
         app_id=f"{prefix}-processor",
         partitions=4,
         data_dir=tmp_path / "data",
+        console_url=NO_CONSOLE,
     )
