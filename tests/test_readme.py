@@ -23,6 +23,7 @@ def test_every_field_of_every_schema_is_documented_under_its_record() -> None:
 def test_every_setting_the_code_reads_is_documented() -> None:
     code = "".join(p.read_text() for p in (REPO / "streams").rglob("*.py"))
     code += (REPO / "scripts" / "kafka").read_text()
+    code += (REPO / "scripts" / "registry").read_text()
     variables = set(re.findall(r'"(XWAIT_[A-Z_]+)"', code))
     assert variables, "the pattern finds the settings"
     missing = sorted(v for v in variables if v not in README)

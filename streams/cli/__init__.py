@@ -291,9 +291,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
     # librdkafka narrates every retry (coordinator loading, connection refused);
-    # the CLI reports the outcome in one line of its own instead.  (A worker
-    # sets its own log levels: see streams.cli.worker.)
-    config.LIBRDKAFKA_LOGGER.setLevel(logging.CRITICAL)
+    # the CLI reports the outcome in one line of its own instead, which names
+    # librdkafka's last error (streams.client._kafka).  A worker logs them.
+    if args.command != "worker":
+        config.LIBRDKAFKA_LOGGER.setLevel(logging.ERROR)
+        config.LIBRDKAFKA_LOGGER.propagate = False
     try:
         settings = settings_from(args)
         if args.command == "topics":

@@ -9,6 +9,7 @@ with one line, not a traceback.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -31,6 +32,29 @@ _C = TypeVar("_C", Producer, Consumer, AdminClient)
 log = logging.getLogger(__name__)
 
 
+class _LastError(logging.Handler):
+    """Keeps librdkafka's latest error line: the reason behind a bare "transport failure".
+
+    A metadata request that fails says only "Broker transport failure"; the
+    log line before it says why ("SASL authentication error: Authentication
+    failed: Invalid username or password"). The CLI silences librdkafka's
+    log, so this is how that reason still reaches the one line it prints.
+    """
+
+    _PREFIX = re.compile(r"^\S+ \[[^\]]*\] \[[^\]]*\]: (?:\S+/\S+: )?")
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.message: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.message = self._PREFIX.sub("", record.getMessage()).strip()
+
+
+_LAST_ERROR = _LastError()
+LIBRDKAFKA_LOGGER.addHandler(_LAST_ERROR)
+
+
 def build(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any]) -> _C:
     """``factory(conf)``, with librdkafka's refusal of a setting turned into a ConfigError."""
     try:
@@ -45,14 +69,18 @@ def build(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any]) -> _C:
 def known_topics(client: Producer | Consumer | AdminClient, bootstrap: str,
                  wanted: str | None) -> set[str]:
     """One metadata round trip: the broker's topics, after checking ``wanted`` is among them."""
+    _LAST_ERROR.message = None
     try:
         meta = client.list_topics(timeout=CONNECT_TIMEOUT_S)
     except KafkaException as exc:
         err = exc.args[0]
         text = err.str() if isinstance(err, KafkaError) else str(err)
+        client.poll(0)  # hands librdkafka's queued log lines to the logger (_LastError)
+        why = f"; librdkafka: {_LAST_ERROR.message}" if _LAST_ERROR.message else ""
         raise KafkaUnavailable(
             f"{bootstrap} did not answer a metadata request within "
-            f"{CONNECT_TIMEOUT_S:g} s ({text}); check XWAIT_BOOTSTRAP and that Kafka runs"
+            f"{CONNECT_TIMEOUT_S:g} s ({text}{why}); check XWAIT_BOOTSTRAP, the security "
+            "settings and that Kafka runs"
         ) from exc
     if wanted is not None and wanted not in meta.topics:
         raise TopicMissing(wanted)
