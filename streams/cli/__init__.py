@@ -53,7 +53,7 @@ EXIT_CANCELLED = 6
 EXIT_NO_RESULT = 7
 
 
-def _common(parser: argparse.ArgumentParser, *, console: bool = False) -> None:
+def _common(parser: argparse.ArgumentParser, *, console: bool = True) -> None:
     """The flags every Kafka command shares, in groups listed after the command's own.
 
     Call it last: argparse prints a command's own options first, then these
@@ -294,7 +294,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the CLI reports the outcome in one line of its own instead, which names
     # librdkafka's last error (streams.client._kafka).  A worker logs them.
     if args.command != "worker":
-        config.LIBRDKAFKA_LOGGER.setLevel(logging.ERROR)
         config.LIBRDKAFKA_LOGGER.propagate = False
     try:
         settings = settings_from(args)

@@ -18,7 +18,7 @@ import socket
 from streams import codec
 from streams.cli import EXIT_OK
 from streams.client._kafka import probe
-from streams.config import Settings
+from streams.config import LIBRDKAFKA_LOGGER, Settings
 from streams.errors import ConfigError
 
 __all__ = ["ExpectedNoise", "check_web_port", "prepare", "run_worker"]
@@ -77,7 +77,12 @@ def prepare(settings: Settings) -> None:
     The checks above, the codec (a Schema Registry when one is configured:
     streams.codec.configure), and the filter for expected start-up noise.
     """
-    probe(settings)
+    # The probe's own retries would print a line each: it reports in one.
+    quiet, LIBRDKAFKA_LOGGER.propagate = LIBRDKAFKA_LOGGER.propagate, False
+    try:
+        probe(settings)
+    finally:
+        LIBRDKAFKA_LOGGER.propagate = quiet
     check_web_port(settings)
     codec.configure(settings)
     # A logger's filters see only the records logged on it (not its children's),

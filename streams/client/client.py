@@ -42,11 +42,18 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, overload
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from streams import codec, config
 from streams.client import _console
-from streams.client._kafka import build, known_topics
+from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
 from streams.client.consumer import XwaitConsumer
 from streams.client.errors import (
     DeliveryFailed,
@@ -62,6 +69,7 @@ from streams.core.definition import Variant, WaitDefinition
 from streams.core.durations import parse_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.definitions import load_definitions
+from streams.partitioning import partition_for
 
 __all__ = ["WaitSpec", "XwaitClient", "new_correlation_key"]
 
@@ -85,6 +93,11 @@ already on its way, short enough that a forgotten one does not hang a script."""
 RESULT_LOOKBACK_MS = 5 * 60_000
 """How far before a wait's ``requestedAt`` the outcome search starts: the outcome's
 Kafka timestamp comes from the worker's clock, which may lag the caller's a little."""
+
+REQUEST_IN_FLIGHT_MS = 10 * 60_000
+"""How far back the requests topic is searched when a worker does not know a key: a
+request written within this long may still be on its way to a busy or restarting
+worker (the default early-reply TTL is as long), so its key is not "unknown"."""
 
 _RESULT_POLL_S = 0.2
 """Slice of one blocking poll in :meth:`XwaitClient.result_async`: how soon a cancelled
@@ -332,12 +345,55 @@ class XwaitClient:
             log.info("key not checked key=%s: %s", wait_key, exc)
             return None
         if status == 404 and isinstance(body, dict):
+            if wait_key in self._started or self._recently_requested(wait_key):
+                return None  # parked a moment ago: its request is on its way to the worker
             raise NoSuchWait(wait_key, base, int(body.get("earlyReplies") or 0),
                              int(body.get("earlyCommands") or 0))
         if status != 200 or not isinstance(body, dict):
             log.info("key not checked key=%s status=%s", wait_key, status)  # 503: rebalance
             return None
         return body
+
+    def _recently_requested(self, wait_key: str) -> bool:
+        """Whether a StartWait for the key was written in the last REQUEST_IN_FLIGHT_MS.
+
+        A worker answers 404 for a wait whose request it has not processed yet
+        (`KEY=$(xwait start ...); xwait reply $KEY`): only the requests topic
+        knows such a key. One partition, the last few minutes, keys compared
+        without decoding: read only on the rare 404 path.
+        """
+        topic = self.settings.topic("requests")
+        wanted = wait_key.encode("utf-8")
+        consumer = build(Consumer, self.settings.confluent(**{
+            "group.id": f"xwait-client-{secrets.token_hex(8)}", "enable.auto.commit": False,
+            "enable.partition.eof": True, "client.id": "xwait-client"}))
+        try:
+            meta = consumer.list_topics(topic, timeout=CONNECT_TIMEOUT_S).topics.get(topic)
+            if meta is None or not meta.partitions:
+                return False
+            tp = TopicPartition(topic, partition_for(wanted, len(meta.partitions)),
+                                int(time.time() * 1000) - REQUEST_IN_FLIGHT_MS)
+            [start] = consumer.offsets_for_times([tp], timeout=CONNECT_TIMEOUT_S)
+            if start.offset < 0:
+                return False  # nothing written since then
+            consumer.assign([start])
+            deadline = time.monotonic() + CONNECT_TIMEOUT_S
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public
+                        return False
+                    continue
+                if msg.key() == wanted:
+                    return True
+            return False
+        except KafkaException:
+            return False  # cannot tell: treat the key as unknown, as the worker says
+        finally:
+            consumer.close()
 
     # -- operator commands -----------------------------------------------------
 

@@ -107,6 +107,22 @@ def test_start_file_names_the_bad_line(
     assert f"--file {items} line 2: unknown field 'dedline'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"definition": "no-such-definition"}', "unknown wait definition 'no-such-definition'"),
+    ('{"definition": "probe", "deadline": "soon"}', "deadline: "),
+])
+def test_start_file_names_the_line_of_an_item_the_definitions_refuse(
+    topics: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: Flags,
+    line: str, message: str,
+) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"definition": "probe"}\n\n' + line + "\n")
+    assert main(["start", "--file", str(items), *flags(topics)]) == 2
+    err = capsys.readouterr().err
+    assert f"--file {items} line 3: {message}" in err
+    assert "item " not in err
+
+
 def test_count_and_file_together_are_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["start", "probe", "--count", "2", "--file", str(tmp_path / "x.jsonl")])

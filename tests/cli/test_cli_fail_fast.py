@@ -1,0 +1,69 @@
+"""Commands fail within seconds, in one line, with their exit code, when Kafka or a port is missing.
+
+Before: `topics describe|create` took 15 s and printed ~290 lines of librdkafka
+retries; a worker with the broker down or its web port taken died with a
+35-line traceback and exit 1.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from streams.cli import main
+
+XWAIT = Path(sys.executable).parent / "xwait"
+
+
+@pytest.mark.parametrize("command", ["describe", "create"])
+def test_topics_against_a_broker_that_is_down_exit_3_in_one_line_within_seconds(
+    command: str, capfd: pytest.CaptureFixture[str],
+) -> None:
+    began = time.monotonic()
+    code = main(["topics", command, "--bootstrap", "127.0.0.1:1", "--prefix", "down"])
+    took = time.monotonic() - began
+    captured = capfd.readouterr()  # file descriptors: librdkafka would write to fd 2 itself
+    assert code == 3
+    assert took < 8
+    assert captured.err.startswith("xwait: Kafka unreachable: 127.0.0.1:1 did not answer")
+    assert len(captured.err.strip().splitlines()) == 1
+    assert captured.out == ""
+
+
+def _worker(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(XWAIT), "worker"], capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "XWAIT_DATA_DIR": str(tmp_path / "data"), **env})
+
+
+@pytest.mark.slow
+def test_a_worker_with_the_broker_down_exits_3_in_one_line(tmp_path: Path) -> None:
+    began = time.monotonic()
+    done = _worker({"XWAIT_BOOTSTRAP": "127.0.0.1:1", "XWAIT_TOPIC_PREFIX": "down"}, tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert time.monotonic() - began < 15
+    assert done.stderr.startswith("xwait: Kafka unreachable: 127.0.0.1:1 did not answer")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.kafka
+def test_a_worker_whose_web_port_is_taken_exits_2_in_one_line(
+    kafka_bootstrap: str, tmp_path: Path,
+) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        done = _worker({"XWAIT_BOOTSTRAP": kafka_bootstrap, "XWAIT_TOPIC_PREFIX": "portcheck",
+                        "XWAIT_WEB_PORT": str(port)}, tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"xwait: configuration error: Expected web port {port} on 127.0.0.1 to be free, but "
+        "another process listens there; choose another with --web-port or XWAIT_WEB_PORT")
