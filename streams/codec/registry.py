@@ -93,6 +93,16 @@ class ConfluentSchemaRegistry:
             client = SchemaRegistryClient({"url": url, "timeout": REGISTRY_TIMEOUT_S})
         self._client = client
 
+    def close(self) -> None:
+        """Release the HTTP connections (a process-wide codec keeps its registry open)."""
+        self._client.close()
+
+    def __enter__(self) -> ConfluentSchemaRegistry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def register(self, subject: str, schema: Mapping[str, Any]) -> int:
         from confluent_kafka.schema_registry import Schema
 
