@@ -95,7 +95,10 @@ def sasl_broker() -> Iterator[SaslBroker]:
         yield SaslBroker(f"127.0.0.1:{sasl_port}", "xwait", "xwait-secret")
     finally:
         _script(KAFKA_SCRIPT, "stop", "--port", str(port))
-        shutil.rmtree(REPO / ".xwait" / "kafka" / f"data-{port}", ignore_errors=True)
+        home = REPO / ".xwait" / "kafka"
+        shutil.rmtree(home / f"data-{port}", ignore_errors=True)
+        for leftover in home.glob(f"*-{port}.*"):  # its config, log and stdout
+            leftover.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ retries; a worker with the broker down or its web port taken died with a
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -67,3 +68,26 @@ def test_a_worker_whose_web_port_is_taken_exits_2_in_one_line(
     assert done.stderr.strip() == (
         f"xwait: configuration error: Expected web port {port} on 127.0.0.1 to be free, but "
         "another process listens there; choose another with --web-port or XWAIT_WEB_PORT")
+
+
+def test_a_healthy_first_start_logs_no_error_for_the_coordinator_that_is_still_loading(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # What aiokafka logs (at ERROR, then retries and succeeds) when a group's first
+    # start finds its coordinator not yet loaded; seen on every fresh broker.
+    from aiokafka.errors import GroupCoordinatorNotAvailableError
+
+    from streams.cli.worker import NOISY_LOGGERS, ExpectedNoise
+
+    assert "aiokafka.consumer.group_coordinator" in NOISY_LOGGERS  # prepare() filters it
+    noise = ExpectedNoise()
+    logger = logging.getLogger("aiokafka.consumer.group_coordinator")
+    logger.addFilter(noise)
+    try:
+        with caplog.at_level(logging.INFO, logger="aiokafka"):
+            logger.error("Group Coordinator Request failed: %s",
+                         GroupCoordinatorNotAvailableError())
+            logger.error("Heartbeat failed: %r", "a real problem")
+    finally:
+        logger.removeFilter(noise)
+    assert [r.getMessage() for r in caplog.records] == ["Heartbeat failed: 'a real problem'"]
