@@ -187,7 +187,9 @@ class Console:
         reason = _opt_str(body, "reason")
         with self._client_lock:
             if self._client is None:
-                self._client = XwaitClient(self.worker.settings)
+                # The console already knows the key (it just read it): no key check,
+                # which would be a blocking HTTP call back into this worker.
+                self._client = XwaitClient(self.worker.settings, check_keys=False)
             c = self._client
             record: dict[str, Any] = {"correlationKey": key, "command": action.upper(),
                                       "operator": operator}

@@ -554,9 +554,9 @@ def _open_stage(w: Wait, d: WaitDefinition, ctx: _Ctx, *, start: int) -> Wait:
     stage = d.stages[w.stage]
     if d.variant is Variant.FIRST_VALID:
         for p in w.parties:
-            _act(ctx, w, d, ActionKind.SEND_REQUEST, party=p, attempt=0, payload=w.payload)
+            _act(ctx, w, d, ActionKind.SEND_REQUEST, party=p, attempt=1, payload=w.payload)
     else:
-        _act(ctx, w, d, ActionKind.SEND_REQUEST, party=stage.party, attempt=0, payload=w.payload)
+        _act(ctx, w, d, ActionKind.SEND_REQUEST, party=stage.party, attempt=1, payload=w.payload)
     return _arm_phase(w, d, ctx, start=start)
 
 
@@ -581,13 +581,13 @@ def _escalate(w: Wait, d: WaitDefinition, ctx: _Ctx, exhausted: OutcomeReason) -
     if w.level < len(levels):
         target = levels[w.level]
         w = replace(w, level=w.level + 1, status=WaitStatus.PARKED, timers=())
-        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=target.target, attempt=0,
+        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=target.target, attempt=1,
              payload=w.payload)
         w = _trace(w, ctx.now, "escalated", f"level {w.level} to {target.target}")
         return _arm_phase(w, d, ctx, start=ctx.now)
     if not levels:
         w = replace(w, level=1)
-        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=None, attempt=0, payload=w.payload)
+        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=None, attempt=1, payload=w.payload)
         w = _trace(w, ctx.now, "escalated", "level 1 (no further level defined)")
     return _end(w, d, ctx, OutcomeKind.ESCALATED, exhausted)
 
@@ -913,7 +913,7 @@ def _end(
     if d is not None and d.variant is Variant.FIRST_VALID:
         for p in w.parties:
             if p != winner:
-                _act(ctx, w, d, ActionKind.CLOSE_OUT, party=p, attempt=0, payload=None)
+                _act(ctx, w, d, ActionKind.CLOSE_OUT, party=p, attempt=1, payload=None)
     retention = d.retention_ms if d is not None else DEFAULT_RETENTION_MS
     # A finished wait only needs to recognise late replies and duplicate requests:
     # keep identity, outcome and reply ids; drop payload, data and trace (already emitted).

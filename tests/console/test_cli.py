@@ -35,9 +35,9 @@ def test_status_prints_the_wait_as_json_and_as_text(cluster: Cluster) -> None:
     assert "trace" in text.stdout
 
 
-def test_status_of_an_unknown_key_exits_1(cluster: Cluster) -> None:
+def test_status_of_an_unknown_key_exits_4_no_such_wait(cluster: Cluster) -> None:
     done = xwait("status", "nope-" + new_key(), "--console", cluster.w1.url)
-    assert done.returncode == 1
+    assert done.returncode == 4
     assert "no wait" in done.stderr
 
 
