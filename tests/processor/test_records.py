@@ -192,9 +192,25 @@ def test_a_command_before_its_request_is_held_and_published_whole_when_it_expire
     assert rejected["reason"] == "unmatched"
     original = rejected["original"]
     assert isinstance(original, bytes)
-    command = codec.decode("Command", original)
-    assert (command["command"], command["reason"], command["operator"]) == (
-        "CANCEL", "withdrawn", "olga")
+    assert original == value, "the command's bytes as sent"
+    assert (rejected["topic"], rejected["offset"]) == ("xwait.commands", 0)
+
+
+def test_an_early_reply_that_expires_is_rejected_as_sent_where_it_was_read() -> None:
+    store = Store()
+    sent = json.dumps({"correlationKey": KEY, "channel": "portal",
+                       "responseData": json.dumps({"decision": "approved"})}).encode()
+    store.apply(handler.handle(record(Role.REPLIES, sent, 41), store.load, NOW))
+    timer = next(t for t in decode_row(store.rows[KEY]).head.timers
+                 if t.kind is TimerKind.EARLY_REPLY)
+    expiry = record(Role.TIMERS, timer_record(KEY, "early_reply", timer.due_at,
+                                              timer.generation, timer.due_at), 7)
+    [out] = handler.handle(expiry, store.load, timer.due_at).out
+    rejected = decoded(out)
+    assert rejected["reason"] == "unmatched"
+    assert (rejected["topic"], rejected["partition"], rejected["offset"]) == (
+        "xwait.replies", PART, 41)
+    assert rejected["original"] == sent, "the JSON the channel adapter sent, byte for byte"
 
 
 def test_a_record_whose_key_is_not_its_wait_key_is_rejected() -> None:
