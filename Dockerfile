@@ -1,12 +1,27 @@
-# The xwait worker and CLI.  Used by docker-compose.yml.
-FROM python:3.11-slim
-WORKDIR /app
+# The xwait worker and CLI, installed from a wheel.  Used by docker-compose.yml.
+#
+# Stage 1 builds wheels of xwait and of every dependency; stage 2 installs
+# them without a compiler, without network and without the source tree, so
+# the image runs exactly what `pip install xwait-*.whl` gives a user (the
+# schemas and example topology are package data inside the wheel).
+FROM python:3.11-slim AS build
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY streams ./streams
-COPY schemas ./schemas
-COPY topology ./topology
-# Editable, so the worker finds schemas/ and topology/ beside its code.
-RUN pip install --no-cache-dir -e .
-ENV XWAIT_TOPOLOGY=/app/topology
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+# An unprivileged user owns the RocksDB folder; nothing runs as root.
+RUN useradd --create-home --uid 10001 xwait && install -d -o xwait -g xwait /data
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links=/wheels xwait && rm -rf /wheels
+USER xwait
+WORKDIR /home/xwait
+ENV XWAIT_DATA_DIR=/data \
+    XWAIT_WEB_HOST=0.0.0.0
 EXPOSE 6066
+# Healthy once the worker's web server answers (it serves /xwait/stats from
+# start-up on); a worker whose event loop hangs stops answering.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=90s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('XWAIT_WEB_PORT', '6066') + '/xwait/stats', timeout=4)"]
 CMD ["xwait", "worker"]

@@ -1,12 +1,17 @@
 # The commands a person and CI run.  `make demo` and `make test` each do all
 # the set-up they need (virtualenv, install, broker) and are safe to repeat.
+#
+# One setting points everything at the broker: XWAIT_BOOTSTRAP (default
+# 127.0.0.1:9092).  scripts/kafka starts its broker on that address's port,
+# and every xwait command below connects to it, e.g.
+#   XWAIT_BOOTSTRAP=127.0.0.1:9192 make topics worker
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv kafka kafka-stop topics worker bench clean browser
+.PHONY: demo test lint venv kafka kafka-stop registry registry-stop topics worker bench clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +26,13 @@ kafka: $(STAMP)
 
 kafka-stop:
 	scripts/kafka stop
+
+# A local Schema Registry (Apicurio, Confluent API); see README "A Schema Registry".
+registry:
+	scripts/registry start
+
+registry-stop:
+	scripts/registry stop
 
 topics: kafka
 	$(BIN)/xwait topics create
@@ -52,4 +64,5 @@ bench: topics
 
 clean:
 	-scripts/kafka stop
+	-scripts/registry stop
 	rm -rf .xwait $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

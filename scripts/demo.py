@@ -67,13 +67,13 @@ def _stats(port: int) -> dict[str, Any] | None:
         return None
 
 
-def start_worker(settings: Settings) -> subprocess.Popen[bytes] | None:
-    """A worker of our own, or None when one already answers on the web port."""
+def start_worker(settings: Settings) -> tuple[subprocess.Popen[bytes] | None, int]:
+    """A worker of our own (or None when one already answers on the web port), and its port."""
     port = settings.web_port
     if not _port_free(port):
         if _stats(port) is not None:
             print(f"using the worker already running on port {port}")
-            return None
+            return None, port
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -91,7 +91,7 @@ def start_worker(settings: Settings) -> subprocess.Popen[bytes] | None:
         stats = _stats(port)
         if stats is not None and stats["ownedPartitions"]:
             print(f"worker ready: owns partitions {stats['ownedPartitions']}\n")
-            return proc
+            return proc, port
         if proc.poll() is not None:
             break
         time.sleep(0.5)
@@ -126,7 +126,7 @@ def main() -> int:
                    lambda o: o.outcome == "ESCALATED"),
     }
     by_key = {s.key: s for s in stories.values()}
-    worker = start_worker(settings)
+    worker, worker_port = start_worker(settings)
     t0 = time.monotonic()
     suspended_at: float | None = None
     resumed_at: float | None = None
@@ -134,13 +134,14 @@ def main() -> int:
     def say(story: Story, text: str) -> None:
         print(f"{time.monotonic() - t0:5.1f}s  {story.label}  {text}", flush=True)
 
-    xw = XwaitClient(settings)
+    xw = XwaitClient(settings.with_overrides(console_url=f"http://127.0.0.1:{worker_port}"))
     outcomes = xw.subscribe("outcomes", from_beginning=True)
     actions = xw.subscribe("actions", from_beginning=True)
     try:
         a, b, c, d, e = (stories[x] for x in "ABCDE")
         say(d, "reply arrives before its request: held")
-        xw.reply(d.key, {"decision": "approved", "by": "sam"}, channel="portal")
+        # force: no wait has this key yet, which is the point of this story
+        xw.reply(d.key, {"decision": "approved", "by": "sam"}, channel="portal", force=True)
         for story in (a, b, c, e):
             xw.start_wait(DEFINITION, correlation_key=story.key,
                           payload={"expense": f"demo {story.label}", "amount": 120})

@@ -8,17 +8,49 @@ nothing reads `os.environ` later.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from streams.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+"""The checkout this module runs from, or ``site-packages`` when installed from a wheel."""
+
+PACKAGED_TOPOLOGY = Path(str(resources.files("streams") / "topology"))
+"""The example topology shipped inside the package (``topology/`` in a checkout links to it).
+
+A wheel installs unpacked, so the resource is a real folder and can be a
+``Path``; the definitions loader and ``topics.yaml`` reader need one."""
+
+IN_CHECKOUT = (REPO_ROOT / "pyproject.toml").is_file()
+"""True when running from a source checkout (editable install), False from a wheel."""
+
+DEFAULT_DATA_DIR = (REPO_ROOT if IN_CHECKOUT else Path()) / ".xwait" / "worker"
+"""The checkout's ``.xwait/worker`` (which ``scripts/kafka reset`` clears), or
+``./.xwait/worker`` under the working directory for an installed package,
+never a folder inside ``site-packages``."""
+
+LIBRDKAFKA_LOGGER = logging.getLogger("streams.librdkafka")
+"""Where every confluent-kafka client built from :meth:`Settings.confluent` logs.
+
+Without a logger librdkafka writes each retry straight to stderr: a CLI
+command against a broker that is down printed ~290 such lines.  Through
+Python logging the CLI silences them (it reports the outcome in one line
+of its own) and a worker shows them with its other log lines."""
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+DEFAULT_SASL_MECHANISM = "PLAIN"
+"""What the README promises and the worker's aiokafka side uses when none is set;
+librdkafka's own default (GSSAPI) needs Kerberos, which no xwait install has."""
+
+DEFAULT_CONSOLE_URL = "http://127.0.0.1:6066"
 # Bind addresses that mean "every interface": reachable, but not an address.
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - names them, binds nothing
 
@@ -41,10 +73,18 @@ class Security:
     ssl_keyfile: str | None = None
 
     def confluent(self) -> dict[str, str]:
-        """The same settings in librdkafka's vocabulary."""
+        """The same settings in librdkafka's vocabulary.
+
+        SASL without a mechanism means PLAIN, as for the worker's aiokafka
+        clients: left unset, librdkafka would try GSSAPI and every client
+        would fail with "No provider for SASL mechanism GSSAPI".
+        """
         conf = {"security.protocol": self.protocol}
+        mechanism = self.sasl_mechanism
+        if mechanism is None and self.protocol.startswith("SASL"):
+            mechanism = DEFAULT_SASL_MECHANISM
         optional = {
-            "sasl.mechanisms": self.sasl_mechanism,
+            "sasl.mechanisms": mechanism,
             "sasl.username": self.sasl_username,
             "sasl.password": self.sasl_password,
             "ssl.ca.location": self.ssl_cafile,
@@ -55,14 +95,24 @@ class Security:
         return conf
 
 
+def default_app_id(topic_prefix: str) -> str:
+    """The consumer group (and changelog prefix) of the workers of one topic prefix.
+
+    Derived from the prefix so that two deployments sharing a cluster under
+    different prefixes never join each other's group or share a changelog.
+    """
+    return f"{topic_prefix}-processor"
+
+
 @dataclass(frozen=True)
 class Settings:
     bootstrap: str = "127.0.0.1:9092"
     topic_prefix: str = "xwait"
-    app_id: str = "xwait-processor"
+    # Empty means default_app_id(topic_prefix); XWAIT_APP_ID overrides it.
+    app_id: str = ""
     partitions: int = 8
-    topology: Path = REPO_ROOT / "topology"
-    data_dir: Path = REPO_ROOT / ".xwait" / "worker"
+    topology: Path = PACKAGED_TOPOLOGY
+    data_dir: Path = DEFAULT_DATA_DIR
     guarantee: Guarantee = Guarantee.AT_LEAST_ONCE
     # How often the punctuator looks for due timers.  Deadline lateness is at
     # most one tick plus the time a timer record takes through Kafka; a
@@ -89,6 +139,20 @@ class Settings:
     console_read_token: str | None = field(default=None, repr=False)
     security: Security = Security()
     log_level: str = "info"
+    # The worker web API the CLI and the SDK ask (status, list, and the key
+    # check before a reply or command).
+    console_url: str = DEFAULT_CONSOLE_URL
+    # A Confluent-compatible Schema Registry; None means Avro single-object
+    # encoding and no registry (see streams.codec.registry).
+    schema_registry_url: str | None = None
+    # True when app_id was derived from the prefix, so a changed prefix
+    # (`--prefix`) derives it again instead of keeping the old prefix's group.
+    app_id_derived: bool = field(default=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.app_id:
+            object.__setattr__(self, "app_id", default_app_id(self.topic_prefix))
+            object.__setattr__(self, "app_id_derived", True)
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}.{name}"
@@ -101,14 +165,22 @@ class Settings:
         return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
     def confluent(self, **extra: Any) -> dict[str, Any]:
-        """Base confluent-kafka configuration for producers, consumers, admin."""
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap}
+        """Base confluent-kafka configuration for producers, consumers, admin.
+
+        librdkafka's log goes to :data:`LIBRDKAFKA_LOGGER` (``extra`` may name
+        another ``logger``).
+        """
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap,
+                                "logger": LIBRDKAFKA_LOGGER}
         conf.update(self.security.confluent())
         conf.update(extra)
         return conf
 
     def with_overrides(self, **changes: Any) -> Settings:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        given = {k: v for k, v in changes.items() if v is not None}
+        if self.app_id_derived and "app_id" not in given:
+            given["app_id"] = ""  # derive it again from the (new) prefix
+        return replace(self, **given)
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -165,9 +237,14 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             f"XWAIT_SECURITY_PROTOCOL={protocol!r}: expected PLAINTEXT, SSL, "
             "SASL_PLAINTEXT or SASL_SSL"
         )
+    mechanism = (env.get("XWAIT_SASL_MECHANISM") or "").upper() or None
+    if mechanism is not None and mechanism not in SASL_MECHANISMS:
+        raise ConfigError(
+            f"XWAIT_SASL_MECHANISM={mechanism!r}: Expected one of {', '.join(SASL_MECHANISMS)}, "
+            "but got another")
     security = Security(
         protocol=protocol,
-        sasl_mechanism=env.get("XWAIT_SASL_MECHANISM") or None,
+        sasl_mechanism=mechanism,
         sasl_username=env.get("XWAIT_SASL_USERNAME") or None,
         sasl_password=env.get("XWAIT_SASL_PASSWORD") or None,
         ssl_cafile=env.get("XWAIT_SSL_CAFILE") or None,
@@ -178,11 +255,15 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         raise ConfigError(
             f"XWAIT_SECURITY_PROTOCOL={protocol}: set XWAIT_SASL_USERNAME and XWAIT_SASL_PASSWORD"
         )
+    for variable, path in (("XWAIT_SSL_CAFILE", security.ssl_cafile),
+                           ("XWAIT_SSL_CERTFILE", security.ssl_certfile),
+                           ("XWAIT_SSL_KEYFILE", security.ssl_keyfile)):
+        _readable_file(variable, path)
     defaults = Settings()
     return Settings(
         bootstrap=env.get("XWAIT_BOOTSTRAP") or defaults.bootstrap,
         topic_prefix=env.get("XWAIT_TOPIC_PREFIX") or defaults.topic_prefix,
-        app_id=env.get("XWAIT_APP_ID") or defaults.app_id,
+        app_id=env.get("XWAIT_APP_ID") or "",
         partitions=_int(env, "XWAIT_PARTITIONS", defaults.partitions),
         topology=Path(env.get("XWAIT_TOPOLOGY") or defaults.topology),
         data_dir=Path(env.get("XWAIT_DATA_DIR") or defaults.data_dir),
@@ -197,4 +278,35 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         console_read_token=env.get("XWAIT_CONSOLE_READ_TOKEN") or None,
         security=security,
         log_level=log_level(env.get("XWAIT_LOG_LEVEL") or defaults.log_level),
+        console_url=_url(env, "XWAIT_CONSOLE_URL") or defaults.console_url,
+        schema_registry_url=_url(env, "XWAIT_SCHEMA_REGISTRY_URL"),
     )
+
+
+def _url(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name) or None
+    return None if raw is None else checked_url(name, raw)
+
+
+def checked_url(name: str, raw: str) -> str:
+    """``raw`` without a trailing slash, after checking it is an http(s) URL."""
+    if not raw.startswith(("http://", "https://")):
+        raise ConfigError(f"{name}={raw!r}: Expected an http:// or https:// URL, but it is not")
+    return raw.rstrip("/")
+
+
+def _readable_file(variable: str, path: str | None) -> None:
+    """Refuse a TLS file librdkafka could not read, before any client is built.
+
+    librdkafka reports a bad path as a KafkaException at client construction,
+    which reached the user as a traceback instead of a configuration error.
+    """
+    if path is None:
+        return
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        raise ConfigError(
+            f"{variable}={path!r}: Expected a readable file, but {exc.strerror or exc}"
+        ) from exc

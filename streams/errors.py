@@ -10,7 +10,8 @@ the code that raises it, but all of them hang from this one root::
     │   │                           carries .reason (machine) and .detail (human)
     │   ├── UnencodableRecord       a record that does not fit its schema (a bug of ours)
     │   ├── SchemaNotFound          a record type or schema file that does not exist
-    │   └── InvalidSchema           an .avsc file that does not parse (refused at start-up)
+    │   ├── InvalidSchema           an .avsc file that does not parse (refused at start-up)
+    │   └── RegistryUnavailable     the Schema Registry did not answer or refused our schema
     ├── DefinitionError             streams.core.errors   (a wait definition that is wrong)
     ├── ConfigError                 an XWAIT_* setting or flag xwait cannot use
     ├── TopologyError               topology/topics.yaml missing or malformed

@@ -8,9 +8,12 @@ is started for the session and stopped at its end.
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,17 @@ from tests.prefixes import made, unique_prefix
 
 REPO = Path(__file__).resolve().parent.parent
 KAFKA_SCRIPT = REPO / "scripts" / "kafka"
+REGISTRY_SCRIPT = REPO / "scripts" / "registry"
+
+NO_CONSOLE = "http://127.0.0.1:9"
+"""A worker URL where nothing listens (the discard port): the SDK and CLI check keys
+against a worker only when one answers, and a test must never reach a stray worker
+someone runs on the default port 6066."""
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XWAIT_CONSOLE_URL", NO_CONSOLE)
 
 
 def _kafka(*args: str) -> subprocess.CompletedProcess[str]:
@@ -30,9 +44,83 @@ def _kafka(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _script(script: Path, *args: str, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, check=False,
+        timeout=900, env=None if env is None else {**os.environ, **env},
+    )
+
+
+def _free_port(avoid: int = 0) -> int:
+    """A port nothing listens on, whose neighbour `avoid` ports up is free too."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if not avoid:
+            return port
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + avoid))
+            except OSError:
+                continue
+            return port
+
+
+@dataclass(frozen=True)
+class SaslBroker:
+    """A second broker of this session: SASL_PLAINTEXT (PLAIN) on `sasl_bootstrap`."""
+
+    sasl_bootstrap: str
+    username: str
+    password: str
+
+
+@pytest.fixture(scope="session")
+def sasl_broker() -> Iterator[SaslBroker]:
+    """Started through scripts/kafka --sasl-port (its own port and data), stopped at the end.
+
+    The shared broker is never touched: this one lives beside it for the
+    SASL tests only, and its data folder is deleted when the session ends.
+    """
+    port = _free_port(avoid=1000)  # the controller listens on port + 1000
+    sasl_port = _free_port()
+    users = "xwait:xwait-secret"
+    started = _script(KAFKA_SCRIPT, "start", "--port", str(port), "--sasl-port", str(sasl_port),
+                      env={"XWAIT_KAFKA_SASL_USERS": users, "XWAIT_KAFKA_HEAP": "256m"})
+    if started.returncode != 0:
+        pytest.fail(f"scripts/kafka start --sasl-port failed:\n{started.stdout}{started.stderr}")
+    try:
+        yield SaslBroker(f"127.0.0.1:{sasl_port}", "xwait", "xwait-secret")
+    finally:
+        _script(KAFKA_SCRIPT, "stop", "--port", str(port))
+        home = REPO / ".xwait" / "kafka"
+        shutil.rmtree(home / f"data-{port}", ignore_errors=True)
+        for leftover in home.glob(f"*-{port}.*"):  # its config, log and stdout
+            leftover.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[str]:
+    """A real Schema Registry (scripts/registry: Apicurio, in memory) for the session.
+
+    Returns its Confluent-compatible URL. The first run on a machine builds
+    it with Maven (minutes, once); later sessions start it in seconds.
+    """
+    port = _free_port()
+    started = _script(REGISTRY_SCRIPT, "start", "--port", str(port))
+    if started.returncode != 0:
+        pytest.fail(f"scripts/registry start failed:\n{started.stdout}{started.stderr}")
+    try:
+        yield started.stdout.strip().rsplit(" ", 1)[-1]
+    finally:
+        _script(REGISTRY_SCRIPT, "stop", "--port", str(port))
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
-    port = os.environ.get("XWAIT_KAFKA_PORT", "9092")
+    port = os.environ.get("XWAIT_KAFKA_PORT") or _bootstrap_port() or "9092"
     bootstrap = f"127.0.0.1:{port}"
     probe = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
     try:
@@ -47,6 +135,12 @@ def kafka_bootstrap() -> Iterator[str]:
     _delete_topics_made(bootstrap)
     if started:
         _kafka("stop", "--port", port)
+
+
+def _bootstrap_port() -> str | None:
+    """The port of XWAIT_BOOTSTRAP when it names this machine, as scripts/kafka reads it."""
+    host, sep, port = os.environ.get("XWAIT_BOOTSTRAP", "").rpartition(":")
+    return port if sep and host in ("127.0.0.1", "localhost") and port.isdigit() else None
 
 
 def _delete_topics_made(bootstrap: str) -> None:
@@ -77,4 +171,5 @@ def settings(kafka_bootstrap: str, tmp_path: Path) -> Settings:
         app_id=f"{prefix}-processor",
         partitions=4,
         data_dir=tmp_path / "data",
+        console_url=NO_CONSOLE,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
+DOCKERFILE = COMPOSE.with_name("Dockerfile")
 
 
 def _compose_available() -> bool:
@@ -38,3 +40,28 @@ def test_compose_broker_sets_everything_a_single_node_kraft_broker_needs() -> No
         assert required in env, f"{required} missing from the kafka service"
     worker = yaml.safe_load(COMPOSE.read_text())["services"]["worker"]
     assert worker["environment"]["XWAIT_BOOTSTRAP"] == "kafka:19092"
+
+
+def test_compose_keeps_the_broker_data_and_lets_workers_scale() -> None:
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    kafka = services["kafka"]
+    cluster_id = kafka["environment"]["CLUSTER_ID"]
+    assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16, "a Kafka Uuid"
+    assert any(v.endswith(":" + kafka["environment"]["KAFKA_LOG_DIRS"])
+               for v in kafka["volumes"]), "the broker's log dirs are on a named volume"
+    worker = services["worker"]
+    # `--scale worker=2`: no fixed host port, no data folder shared between replicas
+    assert all("-" in str(p).split(":")[-2] for p in worker["ports"]), worker["ports"]
+    assert worker["volumes"] == ["/data"], "an anonymous volume per replica"
+
+
+def test_the_image_installs_a_wheel_runs_unprivileged_and_reports_health() -> None:
+    text = DOCKERFILE.read_text()
+    instructions = [line.split(None, 1) for line in text.splitlines()
+                    if line.strip() and not line.startswith((" ", "#"))]
+    verbs = [i[0] for i in instructions]
+    assert "HEALTHCHECK" in verbs
+    users = [i[1] for i in instructions if i[0] == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    assert "pip install -e" not in text and "--editable" not in text
+    assert "pip wheel" in text

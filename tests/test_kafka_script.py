@@ -87,3 +87,19 @@ def test_reset_deletes_the_broker_data_and_keeps_the_jars(tmp_path: Path) -> Non
     assert not (home / f"data-{port}").exists()
     assert (tmp_path / "demo-worker" / "v1").exists()
     assert (home / "lib" / "kafka-clients.jar").exists(), "reset must not download again"
+
+
+def test_the_broker_port_follows_xwait_bootstrap_so_one_setting_drives_script_and_cli(
+    tmp_path: Path,
+) -> None:
+    port = str(free_port())
+    env = {"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path),
+           "XWAIT_BOOTSTRAP": f"127.0.0.1:{port}"}
+    status = subprocess.run([sys.executable, str(SCRIPT), "status"], capture_output=True,
+                            text=True, env=env, check=False)
+    assert f"kafka not running on port {port}" in status.stdout
+    # an explicit XWAIT_KAFKA_PORT still wins
+    other = str(free_port())
+    status = subprocess.run([sys.executable, str(SCRIPT), "status"], capture_output=True,
+                            text=True, env={**env, "XWAIT_KAFKA_PORT": other}, check=False)
+    assert f"kafka not running on port {other}" in status.stdout

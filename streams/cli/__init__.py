@@ -2,22 +2,28 @@
 
 Exit codes scripts can trust: 0 success, 1 the operation failed (for
 `topics describe`: the topics are not healthy), 2 bad usage or configuration,
-3 Kafka unreachable (for `status` and `list`: no worker answered).
+3 Kafka (or the Schema Registry) unreachable (for `status` and `list`: no
+worker answered), 4 no such wait: a worker answered that no wait has the key
+(`reply`, the operator commands, `status`, `result`). `result` also says how
+the wait ended: 0 RECEIVED, 5 ESCALATED, 6 CANCELLED, 7 no outcome within
+`--timeout`.
 
 Per command, what "failed" (1) and "bad usage" (2) mean:
 
-* `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `reschedule`, `review`: 2 when
-  an argument is refused before anything is produced (unknown definition or
-  channel, JSON that does not parse, a deadline or shift isodate cannot read, a key with
-  `~`, a broken definition folder); 1 when a topic is missing or Kafka refused
-  or did not confirm a record.
+* `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `reschedule`, `review`: 2
+  when an argument is refused before anything is produced (unknown definition, a
+  channel the wait's definition lacks, JSON that does not parse, a deadline or
+  shift isodate cannot read, a key with `~`, a broken definition folder); 4 when a
+  worker says no wait has the key (`--force` sends anyway); 1 when a topic is
+  missing or Kafka refused or did not confirm a record.
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
   and the field) or the folder holds none.
-* `status`, `list`: 1 when the key is unknown (404) or the worker refused the
-  request; 3 when no worker answered at `--console` or none could answer for
-  the key during a rebalance (503).
+* `status`, `list`: 4 when the key is unknown (404), 1 when the worker refused
+  the request; 3 when no worker answered at `--console` or none could answer
+  for the key during a rebalance (503).
+* `worker`: 3 when the broker does not answer, 2 when the web port is taken.
 """
 
 from __future__ import annotations
@@ -29,30 +35,59 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from streams import config
+from streams.codec import RegistryUnavailable
 from streams.errors import ConfigError, KafkaUnavailable, XwaitError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_KAFKA = 3
+EXIT_NO_SUCH_WAIT = 4
+EXIT_ESCALATED = 5
+EXIT_CANCELLED = 6
+EXIT_NO_RESULT = 7
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (XWAIT_BOOTSTRAP)")
-    parser.add_argument("--prefix", dest="topic_prefix", help="topic prefix (XWAIT_TOPIC_PREFIX)")
-    parser.add_argument("--partitions", type=int, help="partitions per topic (XWAIT_PARTITIONS)")
-    parser.add_argument("--topology", type=Path, help="topology folder (XWAIT_TOPOLOGY)")
+def _common(parser: argparse.ArgumentParser, *, console: bool = True) -> None:
+    """The flags every Kafka command shares, in groups listed after the command's own.
+
+    Call it last: argparse prints a command's own options first, then these
+    groups, so `xwait reply --help` starts with what a reply needs.
+    """
     parser.add_argument("--json", action="store_true", help="print data as JSON")
+    kafka = parser.add_argument_group("Kafka and topology (shared by every command)")
+    kafka.add_argument("--bootstrap", help="Kafka bootstrap servers (XWAIT_BOOTSTRAP)")
+    kafka.add_argument("--prefix", dest="topic_prefix", help="topic prefix (XWAIT_TOPIC_PREFIX)")
+    kafka.add_argument("--partitions", type=int, help="partitions per topic (XWAIT_PARTITIONS)")
+    kafka.add_argument("--topology", type=Path, help="topology folder (XWAIT_TOPOLOGY)")
+    kafka.add_argument("--schema-registry", dest="schema_registry_url", metavar="URL",
+                       help="Confluent-compatible Schema Registry (XWAIT_SCHEMA_REGISTRY_URL)")
+    if console:
+        _console_flag(kafka)
     security = parser.add_argument_group(
         "Kafka security (the SASL password only from XWAIT_SASL_PASSWORD: a flag would show "
         "in the process list)")
     for flag, variable in SECURITY_FLAGS.items():
         security.add_argument(f"--{flag}", dest=variable, metavar=flag.split("-", 1)[1].upper(),
                               help=f"({variable})")
+
+
+def _console_flag(parser: argparse.ArgumentParser | Any) -> None:
+    parser.add_argument("--console", dest="console_url",
+                        help="a worker's web URL, to check keys and read status "
+                             "(XWAIT_CONSOLE_URL, default http://127.0.0.1:6066)")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("xwait")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare tree
+        return "unknown (not installed)"
 
 
 # Flags that stand for XWAIT_* security variables; applied as if set in the
@@ -69,6 +104,7 @@ SECURITY_FLAGS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="xwait", description="The external wait, on Kafka.")
+    parser.add_argument("--version", action="version", version=f"xwait {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     topics = sub.add_parser("topics", help="create or check the contract's topics")
@@ -78,7 +114,6 @@ def build_parser() -> argparse.ArgumentParser:
         _common(topics_sub.add_parser(name, help=text))
 
     worker = sub.add_parser("worker", help="run a stream-processing worker")
-    _common(worker)
     worker.add_argument("--data-dir", type=Path, help="RocksDB folder (XWAIT_DATA_DIR)")
     worker.add_argument("--guarantee", choices=[g.value for g in config.Guarantee],
                         help="processing guarantee (XWAIT_GUARANTEE)")
@@ -88,11 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--web-advertised-host",
                         help="host other workers reach this one by (XWAIT_WEB_ADVERTISED_HOST)")
     worker.add_argument("--loglevel", dest="log_level", help="log level (XWAIT_LOG_LEVEL)")
+    _common(worker)
 
     _producing_commands(sub)
 
+    result = sub.add_parser(
+        "result", help="wait for the outcome of one wait; the exit code says how it ended")
+    result.add_argument("key")
+    result.add_argument("--timeout", type=_positive_float, default=30.0,
+                        help="give up after S seconds (exit 7; default 30)")
+    _common(result, console=True)
+
     tail = sub.add_parser("tail", help="print outcomes, actions or rejected records as JSON lines")
-    _common(tail)
     tail.add_argument("kind", choices=["outcomes", "actions", "rejected"])
     tail.add_argument("--from-beginning", action="store_true",
                       help="start at the oldest record instead of new ones only")
@@ -101,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="stop after S seconds (with --count: fail when fewer arrived)")
     tail.add_argument("--group", dest="group_id",
                       help="consumer group, to commit progress (default: a throw-away group)")
+    tail.add_argument("--key", help="only the records of this wait key")
+    tail.add_argument("--raw", action="store_true",
+                      help="print exactly what `codec.from_json` reads back (bytes as base64, "
+                           "JSON fields as text) instead of decoded text and nested JSON")
+    _common(tail)
 
     definitions = sub.add_parser(
         "definitions", help="list and validate the wait definitions in topology/waits")
@@ -130,8 +177,7 @@ def _reading_commands(sub: Any) -> None:
     listing.add_argument("--after", help="the next page: the cursor the previous page printed")
     listing.add_argument("--limit", type=_positive_int, help="at most N waits (default 100)")
     for cmd in (status, listing):
-        cmd.add_argument("--console", help="a worker's web URL (XWAIT_CONSOLE_URL, default "
-                                           "http://127.0.0.1:6066)")
+        _console_flag(cmd)
         cmd.add_argument("--json", action="store_true", help="print data as JSON")
 
 
@@ -167,9 +213,14 @@ def _operator(parser: argparse.ArgumentParser) -> None:
                         help="who gives the command, for the trace (default: $USER)")
 
 
+def _force(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true",
+                        help="send even when a worker says no wait has the key (exit 4 "
+                             "otherwise), e.g. for a reply that overtakes its request")
+
+
 def _producing_commands(sub: Any) -> None:
     start = sub.add_parser("start", help="start a wait (or a batch: --count, --file)")
-    _common(start)
     start.add_argument("definition", nargs="?",
                        help="wait definition name (with --file: the default for its lines)")
     start.add_argument("--key", help="correlation key (default: 128 fresh random bits)")
@@ -183,26 +234,29 @@ def _producing_commands(sub: Any) -> None:
     batch.add_argument("--file", type=Path,
                        help="JSON lines, one wait each: definition, correlationKey, tenant, "
                             "payload, parties, deadline ('-' reads stdin)")
+    _common(start)
 
     reply = sub.add_parser("reply", help="answer a wait (KEY is WAITKEY or WAITKEY~PARTY)")
-    _common(reply)
     reply.add_argument("key")
     reply.add_argument("--channel", required=True, help="channel the reply came through")
     reply.add_argument("--data", required=True, help="the answer, JSON (responseData)")
     reply.add_argument("--tenant", help="tenant the reply claims")
     reply.add_argument("--reply-id", help="id that makes a retried reply a duplicate")
+    _force(reply)
+    _common(reply, console=True)
 
     for name, text in (("suspend", "pause a wait's deadlines, keeping its place"),
                        ("resume", "resume a suspended wait"),
                        ("cancel", "end a wait as CANCELLED"),
                        ("deliver", "hand in an answer as if a reply had arrived")):
         cmd = sub.add_parser(name, help=text)
-        _common(cmd)
-        _operator(cmd)
         cmd.add_argument("key")
         cmd.add_argument("--reason", required=name in ("suspend", "cancel"), help="why")
         if name == "deliver":
             cmd.add_argument("--data", required=True, help="the answer, JSON (responseData)")
+        _operator(cmd)
+        _force(cmd)
+        _common(cmd, console=True)
 
     reschedule = sub.add_parser(
         "reschedule", help="move the current deadline of a parked or suspended wait",
@@ -212,25 +266,27 @@ def _producing_commands(sub: Any) -> None:
                     "'-' would read as an option). A suspended wait gets that much time left "
                     "when it resumes. The worker refuses it (a Rejected record) when the wait "
                     "is done or the new deadline has passed.")
-    _common(reschedule)
-    _operator(reschedule)
     reschedule.add_argument("key")
     when = reschedule.add_mutually_exclusive_group(required=True)
     when.add_argument("--deadline", help="the new deadline, ISO 8601 duration from now (PT2H)")
     when.add_argument("--by", help="move the deadline by an ISO 8601 duration (PT30M, -PT30M)")
     reschedule.add_argument("--reason", help="why, for the trace")
+    _operator(reschedule)
+    _force(reschedule)
+    _common(reschedule, console=True)
 
     review = sub.add_parser("review", help="answer a review_needed action")
     review_sub = review.add_subparsers(dest="review_command", required=True)
     for name, text in (("accept", "accept the reply as it is"),
                        ("correct", "end the wait with corrected data")):
         cmd = review_sub.add_parser(name, help=text)
-        _common(cmd)
-        _operator(cmd)
         cmd.add_argument("key")
         cmd.add_argument("--note", required=True, help="the reviewer's note")
         if name == "correct":
             cmd.add_argument("--data", required=True, help="the corrected answer, JSON")
+        _operator(cmd)
+        _force(cmd)
+        _common(cmd, console=True)
 
 
 def settings_from(args: argparse.Namespace) -> config.Settings:
@@ -239,12 +295,16 @@ def settings_from(args: argparse.Namespace) -> config.Settings:
     settings = config.from_env({**os.environ, **flagged})
     overrides: dict[str, Any] = {}
     for name in ("bootstrap", "topic_prefix", "partitions", "topology", "data_dir",
-                 "timer_tick", "web_port", "web_host", "web_advertised_host", "log_level"):
+                 "timer_tick", "web_port", "web_host", "web_advertised_host", "log_level",
+                 "console_url", "schema_registry_url"):
         overrides[name] = getattr(args, name, None)
     if getattr(args, "guarantee", None):
         overrides["guarantee"] = config.Guarantee(args.guarantee)
     if overrides["log_level"] is not None:
         overrides["log_level"] = config.log_level(overrides["log_level"])
+    for name, flag in (("console_url", "--console"), ("schema_registry_url", "--schema-registry")):
+        if overrides[name] is not None:
+            overrides[name] = config.checked_url(flag, overrides[name])
     return settings.with_overrides(**overrides)
 
 
@@ -257,8 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
     # librdkafka narrates every retry (coordinator loading, connection refused);
-    # the CLI reports the outcome in one line of its own instead.
-    logging.getLogger("streams.client.librdkafka").setLevel(logging.CRITICAL)
+    # the CLI reports the outcome in one line of its own instead, which names
+    # librdkafka's last error (streams.client._kafka).  A worker logs them.
+    if args.command != "worker":
+        config.LIBRDKAFKA_LOGGER.propagate = False
     try:
         settings = settings_from(args)
         if args.command == "topics":
@@ -285,6 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streams.cli.tail import run_tail
 
             return run_tail(args, settings)
+        if args.command == "result":
+            from streams.cli.result import run_result
+
+            return run_result(args, settings)
         if args.command == "definitions":
             from streams.cli.definitions import run_definitions
 
@@ -292,16 +358,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "status":
             from streams.cli.status import run_status
 
-            return run_status(args)
+            return run_status(args, settings)
         if args.command == "list":
             from streams.cli.status import run_list
 
-            return run_list(args)
+            return run_list(args, settings)
     except ConfigError as exc:
         print(f"xwait: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KafkaUnavailable as exc:
         print(f"xwait: Kafka unreachable: {exc}", file=sys.stderr)
+        return EXIT_KAFKA
+    except RegistryUnavailable as exc:
+        print(f"xwait: Schema Registry unreachable: {exc}", file=sys.stderr)
         return EXIT_KAFKA
     except XwaitError as exc:
         print(f"xwait: {exc}", file=sys.stderr)
@@ -313,7 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _exit_code(exc: XwaitError) -> int:
     """2 for what the user can fix in the command or the configuration, else 1."""
     # Imported here, only on the error path: `topics` and `worker` need neither.
-    from streams.client.errors import InvalidRequest
+    from streams.client.errors import InvalidRequest, NoSuchWait
     from streams.core.errors import DefinitionError
 
+    if isinstance(exc, NoSuchWait):
+        return EXIT_NO_SUCH_WAIT
     return EXIT_USAGE if isinstance(exc, InvalidRequest | DefinitionError) else EXIT_FAILED

@@ -11,25 +11,26 @@ from streams.config import Settings
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
-    key, operator = args.key, args.operator
+    key, operator, force = args.key, args.operator, args.force
     with XwaitClient(settings) as client:
         if args.command == "suspend":
-            client.suspend(key, args.reason, operator=operator)
+            client.suspend(key, args.reason, operator=operator, force=force)
         elif args.command == "resume":
-            client.resume(key, reason=args.reason, operator=operator)
+            client.resume(key, reason=args.reason, operator=operator, force=force)
         elif args.command == "cancel":
-            client.cancel(key, args.reason, operator=operator)
+            client.cancel(key, args.reason, operator=operator, force=force)
         elif args.command == "deliver":
             client.deliver(key, json_arg("--data", args.data), reason=args.reason,
-                           operator=operator)
+                           operator=operator, force=force)
         elif args.command == "reschedule":
             client.reschedule(key, deadline=args.deadline, move_by=args.by, reason=args.reason,
-                              operator=operator)
+                              operator=operator, force=force)
         elif args.review_command == "accept":
-            client.review(key, "Accept", args.note, operator=operator)
+            client.review(key, "Accept", args.note, operator=operator, force=force)
         else:
             client.review(key, "Submit Correction", args.note,
-                          corrected_data=json_arg("--data", args.data), operator=operator)
+                          corrected_data=json_arg("--data", args.data), operator=operator,
+                          force=force)
     command = "REVIEW" if args.command == "review" else args.command.upper()
     topic = settings.topic("commands")
     sent = {"sent": "Command", "command": command, "correlationKey": key, "operator": operator,

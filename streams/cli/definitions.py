@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import timedelta
 from typing import Any
+
+import isodate
 
 from streams.cli import EXIT_FAILED, EXIT_OK, emit
 from streams.config import Settings
@@ -17,24 +20,14 @@ from streams.core.definition import ReminderPolicy, Stage, WaitDefinition
 from streams.core.errors import DefinitionError
 from streams.definitions import load_definitions
 
-_UNITS = (("D", 86_400_000), ("H", 3_600_000), ("M", 60_000))
-
 
 def iso_duration(ms: int) -> str:
-    """86_400_000 -> 'P1D', 45_000 -> 'PT45S': the ISO 8601 form the YAML files use."""
-    days, rest = divmod(ms, 86_400_000)
-    out = f"P{days}D" if days else "P"
-    time_part = ""
-    for unit, size in _UNITS[1:]:
-        n, rest = divmod(rest, size)
-        if n:
-            time_part += f"{n}{unit}"
-    if rest:
-        seconds = rest / 1000
-        time_part += f"{seconds:g}S"
-    if time_part:
-        out += "T" + time_part
-    return out if out != "P" else "PT0S"
+    """86_400_000 -> 'P1D', 45_000 -> 'PT45S': the ISO 8601 form the YAML files use.
+
+    isodate, which parses the definitions' durations, also writes them: the
+    same library both ways, so what this prints reads back as the same value.
+    """
+    return str(isodate.duration_isoformat(timedelta(milliseconds=ms)))
 
 
 def _reminder(r: ReminderPolicy | None) -> dict[str, Any] | None:

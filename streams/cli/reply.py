@@ -23,7 +23,7 @@ def run_reply(args: argparse.Namespace, settings: Settings) -> int:
     data = json_arg("--data", args.data)
     with XwaitClient(settings) as client:
         client.reply(args.key, data, channel=args.channel, tenant=args.tenant,
-                     reply_id=args.reply_id)
+                     reply_id=args.reply_id, force=args.force)
     topic = settings.topic("replies")
     emit({"sent": "Reply", "correlationKey": args.key, "channel": args.channel, "topic": topic},
          args.json, f"reply sent  key={args.key} channel={args.channel} topic={topic}")

@@ -3,71 +3,50 @@
 Any worker answers for the whole cluster (it forwards a key to its owner and
 merges every worker's list).  A worker started with a console token wants one
 for reads too: `XWAIT_CONSOLE_READ_TOKEN`, else `XWAIT_CONSOLE_TOKEN`, is sent
-as a Bearer header.  Exit codes: 0 found, 1 the key is unknown (404) or the
-worker refused the request (401: no or a wrong token), 3 no worker answered
-at `--console` (`XWAIT_CONSOLE_URL`, default http://127.0.0.1:6066) or none
-could answer for the key right now (503: a rebalance is under way).
+as a Bearer header.  Exit codes: 0 found, 4 the key is unknown (404), 1 the
+worker refused the request (401: no token, or a wrong one), 3 no worker answered at `--console`
+(`XWAIT_CONSOLE_URL`, default http://127.0.0.1:6066) or none could answer
+for the key right now (503: a rebalance is under way).  With `--json`, the
+worker's answer is printed as it came, also for a 404 (its body counts the
+replies and commands held for the key).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from datetime import UTC, datetime
 from typing import Any
 
-from streams.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_OK
-from streams.core.durations import format_span_ms
-
-DEFAULT_CONSOLE_URL = "http://127.0.0.1:6066"
-# A list walks every worker's table; a big one takes seconds.
-HTTP_TIMEOUT_S = 30.0
+from streams.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_NO_SUCH_WAIT, EXIT_OK
+from streams.client._console import ConsoleUnreachable, get, wait_path
+from streams.config import Settings
 
 
-class ApiUnavailable(Exception):
-    """No worker answered."""
-
-
-def console_url(args: argparse.Namespace) -> str:
-    url: str = args.console or os.environ.get("XWAIT_CONSOLE_URL") or DEFAULT_CONSOLE_URL
-    return url.rstrip("/")
-
-
-def read_token() -> str | None:
-    """The token reads send: the read-only one if set, else the command token."""
-    return os.environ.get("XWAIT_CONSOLE_READ_TOKEN") or os.environ.get("XWAIT_CONSOLE_TOKEN")
-
-
-def get(base: str, path: str) -> tuple[int, Any]:
-    """(HTTP status, decoded JSON body) of a GET; raises ApiUnavailable when nothing answers."""
-    if not base.startswith(("http://", "https://")):
-        raise ApiUnavailable(f"{base}: expected an http:// or https:// URL")
-    token = read_token()
-    request = urllib.request.Request(  # noqa: S310 - http(s) checked above
-        base + path, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as resp:  # noqa: S310 - http(s) checked above
-            return int(resp.status), json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            body = json.loads(exc.read())
-        except ValueError:
-            body = {"error": exc.reason}
-        return exc.code, body
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ApiUnavailable(f"no xwait worker answered at {base}: {reason}") from exc
+def _duration(ms: int) -> str:
+    """12_345 -> '12.3s', 90_000 -> '1m30s', 93_600_000 -> '1d2h': what a person reads."""
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (sec, "s")]
+    shown = [f"{n}{unit}" for n, unit in parts if n]
+    return "".join(shown[:2])
 
 
 def _when(ms: int | None) -> str:
     if ms is None:
         return "-"
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def read_token(settings: Settings) -> str | None:
+    """The token reads send: the read-only one if set, else the command token."""
+    return settings.console_read_token or settings.console_token
 
 
 def _stage(w: dict[str, Any]) -> str | None:
@@ -92,16 +71,21 @@ def _status_text(w: dict[str, Any]) -> str:
         lines.append(f"stage       {stage}")
     if w.get("parties"):
         lines.append(f"parties     {', '.join(w['parties'])}")
-    done = w.get("state") == "done"
-    if not done:
+    if w.get("state") != "done":
         timers = w.get("timers") or []
         lines.append("timers      " + ("; ".join(f"{t['kind']} due {_when(t['dueAt'])}"
                                                for t in timers) or "none armed"))
     s = w.get("suspension")
     if s:
-        left = ", ".join(f"{r['kind']} {format_span_ms(r['ms'])}" for r in s.get("remaining", []))
         lines.append(f"suspended   since {_when(s['at'])}  reason={s.get('reason') or '-'}  "
-                     f"resume-to={s['resumeTo']}" + (f"  left={left}" if left else ""))
+                     f"resume-to={s['resumeTo']}  by={s.get('operator') or '-'}")
+        left = "; ".join(f"{r['kind']} {_duration(r['ms'])}" for r in s.get("remaining") or [])
+        lines.append(f"left        {left or 'no timer was armed'} (restored on resume)")
+    held = w.get("held") or []
+    if held:
+        lines.append(f"held        {len(held)} reply(s), decided on resume:")
+        lines += [f"  {_when(h.get('receivedAt'))}  channel={h.get('channel')}  "
+                  f"key={h.get('correlationKey')}  data={h.get('responseData')}" for h in held]
     if w.get("payload") is not None:
         lines.append(f"payload     {w['payload']}")
     elif w.get("payloadDropped"):
@@ -113,7 +97,7 @@ def _status_text(w: dict[str, Any]) -> str:
     if w.get("reviewOutcome"):
         lines.append(f"review      {w['reviewOutcome']}: {w.get('reviewNote') or ''}")
     if w.get("outcome"):
-        took = (format_span_ms(w["endedAt"] - w["parkedAt"])
+        took = (_duration(w["endedAt"] - w["parkedAt"])
                 if w.get("endedAt") is not None else "?")
         lines.append(f"outcome     {w['outcome']} ({w.get('reason')}) at "
                      f"{_when(w.get('endedAt'))}, after {took}")
@@ -150,38 +134,48 @@ def _list_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fail(status: int, body: Any) -> int:
+def _fail(status: int, body: Any, as_json: bool) -> int:
+    if as_json and isinstance(body, dict):  # scripts get the worker's whole answer
+        print(json.dumps({"status": status, **body}, indent=2, sort_keys=True))
     message = body.get("error") if isinstance(body, dict) else None
+    if status == 404 and isinstance(body, dict) and "earlyReplies" in body:
+        held = (body.get("earlyReplies") or 0, body.get("earlyCommands") or 0)
+        if any(held):
+            message = (f"{message}; {held[0]} reply(s) and {held[1]} command(s) are held for "
+                       "it, waiting for its request")
     print(f"xwait: {message or f'HTTP {status}'}", file=sys.stderr)
-    return EXIT_KAFKA if status == 503 else EXIT_FAILED
+    if status == 503:
+        return EXIT_KAFKA
+    return EXIT_NO_SUCH_WAIT if status == 404 else EXIT_FAILED
 
 
-def run_status(args: argparse.Namespace) -> int:
-    base = console_url(args)
+def run_status(args: argparse.Namespace, settings: Settings) -> int:
+    base = settings.console_url
     try:
-        status, body = get(base, "/xwait/api/waits/" + urllib.parse.quote(args.key, safe=""))
-    except ApiUnavailable as exc:
+        status, body = get(base, wait_path(args.key), token=read_token(settings))
+    except ConsoleUnreachable as exc:
         print(f"xwait: {exc}", file=sys.stderr)
         return EXIT_KAFKA
     if status != 200:
-        return _fail(status, body)
+        return _fail(status, body, args.json)
     print(json.dumps(body, indent=2, sort_keys=True) if args.json else _status_text(body))
     return EXIT_OK
 
 
-def run_list(args: argparse.Namespace) -> int:
-    base = console_url(args)
+def run_list(args: argparse.Namespace, settings: Settings) -> int:
+    base = settings.console_url
     query = {k: v for k, v in (("state", args.state), ("definition", args.definition),
                                ("tenant", args.tenant), ("key", args.key_prefix),
                                ("outcome", args.outcome), ("parkedFrom", args.parked_from),
                                ("parkedTo", args.parked_to), ("after", args.after),
                                ("limit", args.limit)) if v is not None}
     try:
-        status, body = get(base, "/xwait/api/waits?" + urllib.parse.urlencode(query))
-    except ApiUnavailable as exc:
+        status, body = get(base, "/xwait/api/waits?" + urllib.parse.urlencode(query),
+                           token=read_token(settings))
+    except ConsoleUnreachable as exc:
         print(f"xwait: {exc}", file=sys.stderr)
         return EXIT_KAFKA
     if status != 200:
-        return _fail(status, body)
+        return _fail(status, body, args.json)
     print(json.dumps(body, indent=2, sort_keys=True) if args.json else _list_text(body))
     return EXIT_OK

@@ -1,30 +1,91 @@
 """`xwait tail outcomes|actions|rejected`: the processor's output as JSON lines on stdout.
 
-One record per line, exactly as `streams.codec.to_json` writes it (what
-`codec.from_json` reads back), flushed per line so a pipe sees it at once.
+One record per line, flushed per line so a pipe sees it at once.
 Diagnostics go to stderr only, so stdout stays machine-readable.
+
+By default a line is meant to be read: a JSON-text field (``responseData``,
+``payload``) is nested as JSON, and a rejected record's ``key`` and
+``original`` bytes are shown as text, or as the record they decode to
+(nested), falling back to ``{"base64": ...}`` only for bytes that are not
+text. ``--raw`` prints exactly what ``streams.codec.to_json`` writes (bytes
+as base64, JSON fields as text), which ``codec.from_json`` reads back, for
+fixing a rejected record by hand and replaying it.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from streams import codec
 from streams.cli import EXIT_FAILED, EXIT_OK
 from streams.client import UndecodableOutput, XwaitConsumer
+from streams.codec import RecordType, UndecodableRecord
 from streams.config import Settings
 
 _POLL_S = 0.5  # how often a quiet tail re-checks --timeout; shorter only burns CPU
+
+JSON_TEXT_FIELDS = frozenset({"responseData", "payload"})
+"""Fields the contract defines as JSON text."""
+
+# The record type of each input topic role, to decode a rejected record's original.
+_ORIGINAL_TYPE = {"requests": RecordType.START_WAIT, "replies": RecordType.REPLY,
+                  "commands": RecordType.COMMAND, "timers": RecordType.TIMER}
+
+
+def _nested_json(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # not JSON after all: show the text as it is
+
+
+def _shown_bytes(data: bytes | None, record_type: RecordType | None = None) -> Any:
+    """A decoded record, else text, else {"base64": ...}; None stays None."""
+    if data is None:
+        return None
+    if record_type is not None:
+        try:
+            return readable(record_type, codec.decode(record_type, data))
+        except UndecodableRecord:
+            pass
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+    return _nested_json(text) if text.lstrip().startswith(("{", "[")) else text
+
+
+def readable(record_type: RecordType, record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` for a person: JSON-text fields nested, bytes as text or decoded records."""
+    out: dict[str, Any] = {}
+    for name, value in record.items():
+        if name in JSON_TEXT_FIELDS:
+            out[name] = _nested_json(value)
+        elif isinstance(value, bytes):
+            original_type = None
+            if record_type is RecordType.REJECTED and name == "original":
+                role = str(record.get("topic", "")).rsplit(".", 1)[-1]
+                original_type = _ORIGINAL_TYPE.get(role)
+            out[name] = _shown_bytes(value, original_type)
+        else:
+            out[name] = value
+    return out
 
 
 def run_tail(args: argparse.Namespace, settings: Settings) -> int:
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     seen = undecodable = 0
     consumer: XwaitConsumer[Any] = XwaitConsumer(
-        args.kind, settings, group_id=args.group_id, from_beginning=args.from_beginning)
+        args.kind, settings, group_id=args.group_id, from_beginning=args.from_beginning,
+        key=args.key)
     try:
         while args.count is None or seen < args.count:
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -39,7 +100,10 @@ def run_tail(args: argparse.Namespace, settings: Settings) -> int:
             if record is None:
                 continue
             seen += 1
-            print(codec.to_json(record.record_type, record.to_record()), flush=True)
+            fields = record.to_record()
+            line = (codec.to_json(record.record_type, fields) if args.raw
+                    else json.dumps(readable(record.record_type, fields), ensure_ascii=False))
+            print(line, flush=True)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a follow-mode tail ends
     finally:

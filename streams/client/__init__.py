@@ -4,8 +4,9 @@
     >>> with XwaitClient() as xw:                                    # doctest: +SKIP
     ...     key = xw.start_wait("expense-approval", payload={"amount": 120})
     ...     xw.reply(key, {"decision": "approved"}, channel="portal")
-    >>> with XwaitClient().subscribe("outcomes") as outcomes:        # doctest: +SKIP
-    ...     for outcome in outcomes:
+    ...     outcome = xw.result(key, timeout=30)      # this wait's outcome, nobody else's
+    >>> with XwaitClient() as xw, xw.subscribe("outcomes", group_id="billing") as outcomes:
+    ...     for outcome in outcomes:                                 # doctest: +SKIP
     ...         print(outcome.correlation_key, outcome.outcome, outcome.reason)
 
 Settings come from the ``XWAIT_*`` environment (``streams.config``). Every
@@ -23,6 +24,8 @@ from streams.client.errors import (
     ClientError,
     DeliveryFailed,
     InvalidRequest,
+    NoSuchWait,
+    ResultTimeout,
     TopicMissing,
     UndecodableOutput,
     UnknownChannel,
@@ -38,9 +41,11 @@ __all__ = [
     "DeliveryFailed",
     "InvalidRequest",
     "KafkaUnavailable",
+    "NoSuchWait",
     "Outcome",
     "OutcomeKind",
     "Rejected",
+    "ResultTimeout",
     "TopicMissing",
     "TraceEntry",
     "UndecodableOutput",

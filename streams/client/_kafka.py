@@ -1,31 +1,98 @@
-"""What the SDK's producer and consumer share: the reachability probe and its timeout."""
+"""What the SDK's producer and consumer (and the CLI's admin) share.
+
+The reachability probe and its timeout, and the one place where a
+confluent-kafka client is built, so that a setting librdkafka refuses (an
+unreadable CA file, a SASL mechanism it lacks) is a :class:`ConfigError`
+with one line, not a traceback.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from streams.client.errors import TopicMissing
-from streams.errors import KafkaUnavailable
+from streams.config import LIBRDKAFKA_LOGGER, Settings
+from streams.errors import ConfigError, KafkaUnavailable
+
+__all__ = ["CONNECT_TIMEOUT_S", "LIBRDKAFKA_LOGGER", "build", "known_topics", "probe"]
 
 CONNECT_TIMEOUT_S = 5.0
 """How long the first metadata request may take before the broker counts as unreachable.
 A healthy broker answers in milliseconds; much shorter fails on a slow remote cluster,
 much longer leaves a CLI user staring at a silent terminal."""
 
-LIBRDKAFKA_LOGGER = logging.getLogger("streams.client.librdkafka")
-"""librdkafka's own log lines (connection refused, ...) go here instead of raw stderr."""
+_C = TypeVar("_C", Producer, Consumer, AdminClient)
+
+log = logging.getLogger(__name__)
 
 
-def known_topics(client: Producer | Consumer, bootstrap: str, wanted: str) -> set[str]:
+class _LastError(logging.Handler):
+    """Keeps librdkafka's latest error line: the reason behind a bare "transport failure".
+
+    A metadata request that fails says only "Broker transport failure"; the
+    log line before it says why ("SASL authentication error: Authentication
+    failed: Invalid username or password"). The CLI silences librdkafka's
+    log, so this is how that reason still reaches the one line it prints.
+    """
+
+    _PREFIX = re.compile(r"^\S+ \[[^\]]*\] \[[^\]]*\]: (?:\S+/\S+: )?")
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.message: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.message = self._PREFIX.sub("", record.getMessage()).strip()
+
+
+_LAST_ERROR = _LastError()
+LIBRDKAFKA_LOGGER.addHandler(_LAST_ERROR)
+
+
+def build(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any]) -> _C:
+    """``factory(conf)``, with librdkafka's refusal of a setting turned into a ConfigError."""
+    try:
+        return factory(conf)
+    except KafkaException as exc:
+        err = exc.args[0]
+        text = err.str() if isinstance(err, KafkaError) else str(err)
+        raise ConfigError(f"Expected Kafka client settings librdkafka accepts, but: {text}"
+                          ) from exc
+
+
+def known_topics(client: Producer | Consumer | AdminClient, bootstrap: str,
+                 wanted: str | None) -> set[str]:
     """One metadata round trip: the broker's topics, after checking ``wanted`` is among them."""
+    _LAST_ERROR.message = None
     try:
         meta = client.list_topics(timeout=CONNECT_TIMEOUT_S)
     except KafkaException as exc:
+        err = exc.args[0]
+        text = err.str() if isinstance(err, KafkaError) else str(err)
+        client.poll(0)  # hands librdkafka's queued log lines to the logger (_LastError)
+        why = f"; librdkafka: {_LAST_ERROR.message}" if _LAST_ERROR.message else ""
         raise KafkaUnavailable(
             f"{bootstrap} did not answer a metadata request within "
-            f"{CONNECT_TIMEOUT_S:g} s: {exc.args[0]}") from exc
-    if wanted not in meta.topics:
+            f"{CONNECT_TIMEOUT_S:g} s ({text}{why}); check XWAIT_BOOTSTRAP, the security "
+            "settings and that Kafka runs"
+        ) from exc
+    if wanted is not None and wanted not in meta.topics:
         raise TopicMissing(wanted)
     return set(meta.topics)
+
+
+def probe(settings: Settings) -> set[str]:
+    """Fail within CONNECT_TIMEOUT_S, in one line, when the broker does not answer.
+
+    Used before work whose own failure against a dead broker is slow and loud
+    (the topic admin's 15 s timeouts, faust's start-up traceback).
+    """
+    admin = build(AdminClient, settings.confluent(**{
+        "socket.connection.setup.timeout.ms": int(CONNECT_TIMEOUT_S * 1000)}))
+    return known_topics(admin, settings.bootstrap, None)

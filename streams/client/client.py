@@ -18,11 +18,21 @@ Producer settings, and why:
 * ``message.timeout.ms`` below the flush timeout - every record gets a delivery
   report (success or error) before :meth:`XwaitClient.flush` gives up waiting.
 
+Before a reply or an operator command, the client asks a worker's web API
+(``settings.console_url``) whether a wait has that key (one GET of one row):
+a key nobody parked raises :class:`NoSuchWait` at once instead of becoming an
+``unmatched`` rejection ten minutes later, and a reply's channel is checked
+against that wait's own definition. ``force=True`` skips the check (a reply
+that overtakes its request); when no worker answers, the record is sent
+unchecked, as before. ``check_keys=False`` turns the check off for a client
+that sends in bulk or already knows its keys.
+
 The client is meant for one thread at a time; create one per thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -32,14 +42,24 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, overload
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from streams import codec, config
-from streams.client._kafka import LIBRDKAFKA_LOGGER, known_topics
+from streams.client import _console
+from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
 from streams.client.consumer import XwaitConsumer
 from streams.client.errors import (
     DeliveryFailed,
     InvalidRequest,
+    NoSuchWait,
+    ResultTimeout,
     UnknownChannel,
     UnknownDefinition,
 )
@@ -49,6 +69,7 @@ from streams.core.definition import Variant, WaitDefinition
 from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.definitions import load_definitions
+from streams.partitioning import partition_for
 
 __all__ = ["WaitSpec", "XwaitClient", "new_correlation_key"]
 
@@ -64,6 +85,23 @@ returns; a record still unconfirmed after this is reported as failed, never drop
 
 KEY_BYTES = 16
 """128 random bits: the contract's minimum for a key that must be hard to guess."""
+
+RESULT_TIMEOUT_S = 30.0
+"""Default of :meth:`XwaitClient.result`: long enough for a wait that ends on a reply
+already on its way, short enough that a forgotten one does not hang a script."""
+
+RESULT_LOOKBACK_MS = 5 * 60_000
+"""How far before a wait's ``requestedAt`` the outcome search starts: the outcome's
+Kafka timestamp comes from the worker's clock, which may lag the caller's a little."""
+
+REQUEST_IN_FLIGHT_MS = 10 * 60_000
+"""How far back the requests topic is searched when a worker does not know a key: a
+request written within this long may still be on its way to a busy or restarting
+worker (the default early-reply TTL is as long), so its key is not "unknown"."""
+
+_RESULT_POLL_S = 0.2
+"""Slice of one blocking poll in :meth:`XwaitClient.result_async`: how soon a cancelled
+task lets go of its thread."""
 
 ReviewDecision = Literal["Accept", "Submit Correction"]
 ProgressCallback = Callable[[int, int], None]
@@ -127,9 +165,12 @@ class XwaitClient:
     """
 
     def __init__(self, settings: config.Settings | None = None, *,
-                 bootstrap: str | None = None) -> None:
+                 bootstrap: str | None = None, check_keys: bool = True) -> None:
         base = settings if settings is not None else config.from_env()
         self.settings = base.with_overrides(bootstrap=bootstrap)
+        self.check_keys = check_keys
+        self._codec = codec.for_settings(self.settings)
+        self._started: dict[str, int] = {}  # key -> requestedAt of waits this client started
         self._definitions: dict[str, WaitDefinition] | None = None
         self._producer: Producer | None = None
         self._topics: set[str] = set()
@@ -180,8 +221,17 @@ class XwaitClient:
         if not specs:
             return []
         now_ms = int(time.time() * 1000)
-        records = [self._start_record(spec, now_ms, f"item {i}: " if len(specs) > 1 else "")
-                   for i, spec in enumerate(specs)]
+        records = []
+        for i, spec in enumerate(specs):
+            try:
+                records.append(self._start_record(spec, now_ms,
+                                                  f"item {i}: " if len(specs) > 1 else ""))
+            except InvalidRequest as exc:
+                if len(specs) > 1:
+                    exc.item = i
+                    if not str(exc).startswith(f"item {i}: "):
+                        exc.args = (f"item {i}: {exc}",)
+                raise
         keys = [r["correlationKey"] for r in records]
         if len(set(keys)) != len(keys):
             raise InvalidRequest("the batch names the same correlation key more than once")
@@ -193,6 +243,7 @@ class XwaitClient:
             if on_progress is not None:
                 on_progress(self._delivered, total)
         self._flush(FLUSH_TIMEOUT_S, on_progress, total)
+        self._started.update((key, now_ms) for key in keys)
         return keys
 
     def _start_record(self, spec: WaitSpec, now_ms: int, where: str) -> dict[str, Any]:
@@ -235,13 +286,16 @@ class XwaitClient:
 
     def reply(self, correlation_key: str, response_data: Any, *, channel: str,
               tenant: str | None = None, reply_id: str | None = None,
-              sent_at: int | None = None) -> None:
+              sent_at: int | None = None, force: bool = False) -> None:
         """Answer a wait: ``correlation_key`` is ``WAITKEY`` or ``WAITKEY~PARTY``.
 
         The Kafka key is WAITKEY either way, so the reply lands in its wait's
         partition. ``response_data`` is JSON text or a JSON-serialisable value.
-        A ``channel`` no definition accepts raises :class:`UnknownChannel`
-        before anything is produced; ``reply_id`` lets the processor drop a retry.
+        Raised before anything is produced: :class:`NoSuchWait` when a worker
+        says no wait has the key (``force=True`` sends anyway, for a reply
+        that overtakes its request), :class:`UnknownChannel` when the wait's
+        definition (or, unchecked, every definition) refuses ``channel``.
+        ``reply_id`` lets the processor drop a retry.
         """
         wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
             if isinstance(correlation_key, str) else ("", "", "")
@@ -249,7 +303,10 @@ class XwaitClient:
         if sep and (not party or PARTY_SEPARATOR in party):
             raise InvalidRequest(
                 f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
-        self._check_channel(channel)
+        if not isinstance(channel, str) or not channel:
+            raise InvalidRequest(f"channel must be a non-empty string, got {channel!r}")
+        wait = self._check_wait(wait_key, force)
+        self._check_channel(channel, None if wait is None else wait.get("definition"))
         record = {
             "correlationKey": correlation_key,
             "tenant": tenant,
@@ -260,41 +317,117 @@ class XwaitClient:
         }
         self._send_one("replies", wait_key, RecordType.REPLY, record)
 
-    def _check_channel(self, channel: str) -> None:
-        """Refuse a channel no definition accepts; a definition without channels accepts any."""
-        if not isinstance(channel, str) or not channel:
-            raise InvalidRequest(f"channel must be a non-empty string, got {channel!r}")
+    def _check_channel(self, channel: str, definition: str | None) -> None:
+        """Refuse a channel the wait's definition lacks (a definition without channels takes any).
+
+        Without the wait's definition (no worker answered, or ``force``), a
+        channel no definition accepts is refused.
+        """
+        own = self.definitions.get(definition) if definition is not None else None
+        if own is not None:
+            if own.channels and channel not in own.channels:
+                raise UnknownChannel(channel, own.channels, own.name)
+            return
         defs = self.definitions.values()
         if any(not d.channels or channel in d.channels for d in defs):
             return
         raise UnknownChannel(channel, sorted({c for d in defs for c in d.channels}))
 
+    def _check_wait(self, wait_key: str, force: bool) -> dict[str, Any] | None:
+        """The wait's status from a worker; NoSuchWait when it answers 404; None if unknown."""
+        if force or not self.check_keys:
+            return None
+        base = self.settings.console_url
+        try:
+            status, body = _console.get(
+                base, _console.wait_path(wait_key), timeout=_console.CHECK_TIMEOUT_S,
+                token=self.settings.console_read_token or self.settings.console_token)
+        except _console.ConsoleUnreachable as exc:
+            log.info("key not checked key=%s: %s", wait_key, exc)
+            return None
+        if status == 404 and isinstance(body, dict):
+            if wait_key in self._started or self._recently_requested(wait_key):
+                return None  # parked a moment ago: its request is on its way to the worker
+            raise NoSuchWait(wait_key, base, int(body.get("earlyReplies") or 0),
+                             int(body.get("earlyCommands") or 0))
+        if status != 200 or not isinstance(body, dict):
+            log.info("key not checked key=%s status=%s", wait_key, status)  # 503: rebalance
+            return None
+        return body
+
+    def _recently_requested(self, wait_key: str) -> bool:
+        """Whether a StartWait for the key was written in the last REQUEST_IN_FLIGHT_MS.
+
+        A worker answers 404 for a wait whose request it has not processed yet
+        (`KEY=$(xwait start ...); xwait reply $KEY`): only the requests topic
+        knows such a key. One partition, the last few minutes, keys compared
+        without decoding: read only on the rare 404 path.
+        """
+        topic = self.settings.topic("requests")
+        wanted = wait_key.encode("utf-8")
+        consumer = build(Consumer, self.settings.confluent(**{
+            "group.id": f"xwait-client-{secrets.token_hex(8)}", "enable.auto.commit": False,
+            "enable.partition.eof": True, "client.id": "xwait-client"}))
+        try:
+            meta = consumer.list_topics(topic, timeout=CONNECT_TIMEOUT_S).topics.get(topic)
+            if meta is None or not meta.partitions:
+                return False
+            tp = TopicPartition(topic, partition_for(wanted, len(meta.partitions)),
+                                int(time.time() * 1000) - REQUEST_IN_FLIGHT_MS)
+            [start] = consumer.offsets_for_times([tp], timeout=CONNECT_TIMEOUT_S)
+            if start.offset < 0:
+                return False  # nothing written since then
+            consumer.assign([start])
+            deadline = time.monotonic() + CONNECT_TIMEOUT_S
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public
+                        return False
+                    continue
+                if msg.key() == wanted:
+                    return True
+            return False
+        except KafkaException:
+            return False  # cannot tell: treat the key as unknown, as the worker says
+        finally:
+            consumer.close()
+
     # -- operator commands -----------------------------------------------------
 
-    def suspend(self, correlation_key: str, reason: str, *, operator: str | None = None) -> None:
+    # Every command raises NoSuchWait, before anything is produced, when a
+    # worker says no wait has the key; force=True sends anyway.
+
+    def suspend(self, correlation_key: str, reason: str, *, operator: str | None = None,
+                force: bool = False) -> None:
         """Pause the wait's deadlines, keeping its place (idempotent)."""
-        self._command(correlation_key, "SUSPEND", reason=reason, operator=operator)
+        self._command(correlation_key, "SUSPEND", force, reason=reason, operator=operator)
 
     def resume(self, correlation_key: str, *, reason: str | None = None,
-               operator: str | None = None) -> None:
+               operator: str | None = None, force: bool = False) -> None:
         """Restore what was left of the deadlines; decide replies that came meanwhile."""
-        self._command(correlation_key, "RESUME", reason=reason, operator=operator)
+        self._command(correlation_key, "RESUME", force, reason=reason, operator=operator)
 
-    def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None) -> None:
+    def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None,
+               force: bool = False) -> None:
         """End a wait that is not done as CANCELLED (reason ``cancelled_by_operator``).
 
         The outcome names ``operator`` and carries ``reason`` as its ``operatorReason``.
         """
-        self._command(correlation_key, "CANCEL", reason=reason, operator=operator)
+        self._command(correlation_key, "CANCEL", force, reason=reason, operator=operator)
 
     def deliver(self, correlation_key: str, response_data: Any, *, reason: str | None = None,
-                operator: str | None = None) -> None:
+                operator: str | None = None, force: bool = False) -> None:
         """Hand in an answer as if a reply had arrived (still validated, never channel-checked)."""
-        self._command(correlation_key, "DELIVER", reason=reason, operator=operator,
+        self._command(correlation_key, "DELIVER", force, reason=reason, operator=operator,
                       responseData=_json_text(response_data, "response data"))
 
     def review(self, correlation_key: str, outcome: ReviewDecision, note: str, *,
-               corrected_data: Any = None, operator: str | None = None) -> None:
+               corrected_data: Any = None, operator: str | None = None,
+               force: bool = False) -> None:
         """Answer a REVIEW_NEEDED action: ``Accept`` the reply, or ``Submit Correction``.
 
         A correction needs ``corrected_data``; an acceptance must not have any
@@ -309,12 +442,12 @@ class XwaitClient:
             raise InvalidRequest("'Accept' keeps the reply's data; corrected data is only "
                                  "for 'Submit Correction'")
         data = None if corrected_data is None else _json_text(corrected_data, "corrected data")
-        self._command(correlation_key, "REVIEW", reviewOutcome=outcome, reviewNote=note,
-                      responseData=data, operator=operator)
+        self._command(correlation_key, "REVIEW", force, reviewOutcome=outcome,
+                      reviewNote=note, responseData=data, operator=operator)
 
     def reschedule(self, correlation_key: str, *, deadline: str | None = None,
                    move_by: str | None = None, reason: str | None = None,
-                   operator: str | None = None) -> None:
+                   operator: str | None = None, force: bool = False) -> None:
         """Move the current deadline of a parked or suspended wait (DESIGN rule 11).
 
         ``deadline`` is the new deadline as an ISO 8601 duration from now
@@ -335,11 +468,12 @@ class XwaitClient:
         except ValueError as exc:
             raise InvalidRequest(f"{'deadline' if deadline is not None else 'move_by'}: "
                                  f"{exc}") from None
-        self._command(correlation_key, "RESCHEDULE", reason=reason, operator=operator,
+        self._command(correlation_key, "RESCHEDULE", force, reason=reason, operator=operator,
                       deadline=deadline, moveBy=move_by)
 
-    def _command(self, correlation_key: str, command: str, **fields: Any) -> None:
+    def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
         _check_key(correlation_key, "correlation key")
+        self._check_wait(correlation_key, force)
         record = {"correlationKey": correlation_key, "command": command, **fields}
         self._send_one("commands", correlation_key, RecordType.COMMAND, record)
 
@@ -362,28 +496,101 @@ class XwaitClient:
                   from_beginning: bool = ...) -> XwaitConsumer[Any]: ...
 
     def subscribe(self, kind: str, *, group_id: str | None = None,
-                  from_beginning: bool = False) -> XwaitConsumer[Any]:
+                  from_beginning: bool | None = None) -> XwaitConsumer[Any]:
         """A consumer of ``outcomes``, ``actions`` or ``rejected`` as typed records.
 
         With a ``group_id`` offsets are committed (at least once, see
-        :class:`XwaitConsumer`); without, it is a throw-away reader.
+        :class:`XwaitConsumer`) and a group's first run starts at the oldest
+        record (``from_beginning`` defaults to True), so nothing written
+        before it first joined is missed. Without, it is a throw-away reader
+        of what is written from now on. For the outcome of one wait, use
+        :meth:`result`.
         """
+        if from_beginning is None:
+            from_beginning = group_id is not None
         return XwaitConsumer(kind, self.settings, group_id=group_id,
                              from_beginning=from_beginning)
+
+    # -- results ---------------------------------------------------------------
+
+    def result(self, correlation_key: str, *, timeout: float = RESULT_TIMEOUT_S,
+               since_ms: int | None = None) -> Outcome:
+        """The outcome of one wait: the first record for its key on ``<prefix>.outcomes``.
+
+        Returns at once when the wait already ended, else when it ends;
+        raises :class:`ResultTimeout` after ``timeout`` seconds, and
+        :class:`NoSuchWait` when a worker says no wait has the key and the
+        outcomes topic holds none for it either.
+
+        Only the key's partition is read, from ``since_ms`` (epoch ms) on:
+        default, the wait's ``requestedAt`` for a wait this client started,
+        else its ``parkedAt`` as a worker reports it, else the oldest record
+        kept (a finished wait's row is purged after its retention; its
+        outcome stays on the topic longer).
+        """
+        reader = self._result_reader(correlation_key, since_ms)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                found = reader.step(min(0.5, max(0.0, deadline - time.monotonic())))
+                if found is not None:
+                    return found
+                if time.monotonic() >= deadline:
+                    raise ResultTimeout(correlation_key, timeout)
+        finally:
+            reader.close()
+
+    async def result_async(self, correlation_key: str, *, timeout: float = RESULT_TIMEOUT_S,
+                           since_ms: int | None = None) -> Outcome:
+        """:meth:`result` for asyncio code: the blocking reads run in a worker thread.
+
+        They run in slices of a fraction of a second, so cancelling the task
+        (or ``asyncio.timeout``) frees the thread promptly.
+        """
+        reader = await asyncio.to_thread(self._result_reader, correlation_key, since_ms)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                slice_s = min(_RESULT_POLL_S, max(0.0, deadline - time.monotonic()))
+                found = await asyncio.to_thread(reader.step, slice_s)
+                if found is not None:
+                    return found
+                if time.monotonic() >= deadline:
+                    raise ResultTimeout(correlation_key, timeout)
+        finally:
+            await asyncio.to_thread(reader.close)
+
+    def _result_reader(self, correlation_key: str, since_ms: int | None) -> _ResultReader:
+        _check_key(correlation_key, "correlation key")
+        unknown_to_workers = False
+        if since_ms is None and correlation_key in self._started:
+            since_ms = self._started[correlation_key] - RESULT_LOOKBACK_MS
+        elif since_ms is None:
+            try:
+                wait = self._check_wait(correlation_key, force=False)
+            except NoSuchWait:
+                unknown_to_workers = True  # its outcome may outlive its row: look anyway
+            else:
+                parked = None if wait is None else wait.get("parkedAt")
+                if isinstance(parked, int):
+                    since_ms = parked - RESULT_LOOKBACK_MS
+        consumer = XwaitConsumer("outcomes", self.settings, key=correlation_key,
+                                 from_beginning=since_ms is None, since_ms=since_ms)
+        return _ResultReader(consumer, correlation_key, self.settings.console_url,
+                             unknown_to_workers)
 
     # -- Kafka -----------------------------------------------------------------
 
     def _ready(self, topic: str) -> Producer:
         """The producer, after one metadata round trip proved the broker and ``topic`` exist."""
         if self._producer is None:
-            self._producer = Producer(self.settings.confluent(**{
+            self._producer = build(Producer, self.settings.confluent(**{
                 "partitioner": "murmur2_random",
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
                 "message.timeout.ms": MESSAGE_TIMEOUT_MS,
                 "client.id": "xwait-client",
-                "logger": LIBRDKAFKA_LOGGER,
             }))
         if topic not in self._topics:
             self._topics = known_topics(self._producer, self.settings.bootstrap, topic)
@@ -399,7 +606,7 @@ class XwaitClient:
     def _produce(self, topic: str, key: str, record_type: RecordType,
                  record: Mapping[str, Any]) -> None:
         producer = self._ready(topic)
-        value = codec.encode(record_type, record)
+        value = self._codec.encode(record_type, record)
         self._seq += 1
         token = self._seq
         self._in_flight[token] = key
@@ -467,3 +674,26 @@ class XwaitClient:
                 self.close()
             except DeliveryFailed:
                 log.warning("records not delivered while handling another error", exc_info=True)
+
+
+class _ResultReader:
+    """One key's outcome search: a key-filtered reader of its outcomes partition."""
+
+    def __init__(self, consumer: XwaitConsumer[Outcome], key: str, where: str,
+                 unknown_to_workers: bool) -> None:
+        self.consumer = consumer
+        self.key = key
+        self.where = where
+        self.unknown_to_workers = unknown_to_workers
+
+    def step(self, timeout: float) -> Outcome | None:
+        """Poll once; the outcome, or None; NoSuchWait once it is clear there is none."""
+        found = self.consumer.poll(timeout)
+        if found is not None:
+            return found
+        if self.unknown_to_workers and self.consumer.caught_up:
+            raise NoSuchWait(self.key, self.where)
+        return None
+
+    def close(self) -> None:
+        self.consumer.close()

@@ -10,22 +10,44 @@ consumer that crashes while handling a record therefore sees it again after
 restart (at least once), and never skips one. Without ``group_id`` the
 consumer is a throw-away reader (a unique group, nothing committed), as
 ``xwait tail`` uses it.
+
+Where reading starts, for a partition without a committed offset: the
+oldest record with ``from_beginning``, else the first record written after
+the consumer was created (``since_ms``, found by timestamp). Not "the end
+of the partition when the group finally assigns it": joining a group takes
+a moment, and a record produced meanwhile (the outcome of the wait just
+started, say) would be skipped. A group with committed offsets continues
+from them either way.
+
+With ``key``, only records of that wait key are returned; a throw-away
+reader then reads only the one partition the key hashes to.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from types import TracebackType
 from typing import Any, Generic, Literal, TypeVar, overload
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from streams import codec, config
-from streams.client._kafka import LIBRDKAFKA_LOGGER, known_topics
+from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
 from streams.client.errors import ClientError, InvalidRequest, TopicMissing, UndecodableOutput
 from streams.client.records import Action, Outcome, Rejected
 from streams.codec import UndecodableRecord
+from streams.errors import KafkaUnavailable
+from streams.partitioning import partition_for
 
 __all__ = ["Kind", "XwaitConsumer"]
 
@@ -45,47 +67,115 @@ class XwaitConsumer(Generic[T]):
     @overload
     def __init__(self: XwaitConsumer[Outcome], kind: Literal["outcomes"],
                  settings: config.Settings | None = ..., *, group_id: str | None = ...,
-                 from_beginning: bool = ...) -> None: ...
+                 from_beginning: bool = ..., key: str | None = ...,
+                 since_ms: int | None = ...) -> None: ...
 
     @overload
     def __init__(self: XwaitConsumer[Action], kind: Literal["actions"],
                  settings: config.Settings | None = ..., *, group_id: str | None = ...,
-                 from_beginning: bool = ...) -> None: ...
+                 from_beginning: bool = ..., key: str | None = ...,
+                 since_ms: int | None = ...) -> None: ...
 
     @overload
     def __init__(self: XwaitConsumer[Rejected], kind: Literal["rejected"],
                  settings: config.Settings | None = ..., *, group_id: str | None = ...,
-                 from_beginning: bool = ...) -> None: ...
+                 from_beginning: bool = ..., key: str | None = ...,
+                 since_ms: int | None = ...) -> None: ...
 
     @overload
     def __init__(self, kind: str, settings: config.Settings | None = ..., *,
-                 group_id: str | None = ..., from_beginning: bool = ...) -> None: ...
+                 group_id: str | None = ..., from_beginning: bool = ...,
+                 key: str | None = ..., since_ms: int | None = ...) -> None: ...
 
     def __init__(self, kind: str, settings: config.Settings | None = None, *,
-                 group_id: str | None = None, from_beginning: bool = False) -> None:
+                 group_id: str | None = None, from_beginning: bool = False,
+                 key: str | None = None, since_ms: int | None = None) -> None:
+        """``since_ms``: with ``from_beginning`` false, where a partition without a
+        committed offset starts (epoch ms; default: now)."""
         if kind not in _TYPES:
             raise InvalidRequest(f"unknown output {kind!r}: expected one of {sorted(_TYPES)}")
         self.kind = kind
         self.settings = settings if settings is not None else config.from_env()
         self.topic = self.settings.topic(kind)
+        self.key = key
+        self._key_bytes = None if key is None else key.encode("utf-8")
         self._type: Any = _TYPES[kind]
+        self._codec = codec.for_settings(self.settings)
         self._commits = group_id is not None
+        self._start_ms = None if from_beginning else (
+            since_ms if since_ms is not None else int(time.time() * 1000))
         self._pending: Message | None = None  # handed out, offset not stored yet
-        self._consumer = Consumer(self.settings.confluent(**{
+        self._at_end: set[int] = set()  # partitions read up to their end (key mode)
+        self._partitions: list[int] = []
+        self._consumer = build(Consumer, self.settings.confluent(**{
             "group.id": group_id or f"xwait-client-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest" if from_beginning else "latest",
+            # Only for partitions _place() leaves alone (none, today).
+            "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "enable.auto.commit": self._commits,
             "enable.auto.offset.store": False,
+            "enable.partition.eof": key is not None,
             "client.id": "xwait-client",
-            "logger": LIBRDKAFKA_LOGGER,
         }))
         try:
             known_topics(self._consumer, self.settings.bootstrap, self.topic)
-            self._consumer.subscribe([self.topic])
+            if key is not None and group_id is None:
+                # One partition holds the key's records: read it alone, no group.
+                count = len(self._consumer.list_topics(
+                    self.topic, timeout=CONNECT_TIMEOUT_S).topics[self.topic].partitions)
+                own = TopicPartition(self.topic, partition_for(self._key_bytes or b"", count))
+                self._consumer.assign(self._place([own], committed=False))
+            else:
+                self._consumer.subscribe([self.topic], on_assign=self._on_assign)
         except BaseException:
             self._consumer.close()
             raise
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.assign(self._place(partitions, committed=self._commits))
+
+    def _place(self, partitions: list[TopicPartition], *, committed: bool
+               ) -> list[TopicPartition]:
+        """Start offsets: the committed one if any, else the beginning or ``since_ms``."""
+        self._partitions = [tp.partition for tp in partitions]
+        todo = partitions
+        if committed:
+            found = self._consumer.committed(partitions, timeout=CONNECT_TIMEOUT_S)
+            todo = [tp for tp in found if tp.offset < 0]
+            placed = [tp for tp in found if tp.offset >= 0]
+        else:
+            placed = []
+        if not todo:
+            return placed
+        if self._start_ms is None:
+            return placed + [TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
+                             for tp in todo]
+        asked = [TopicPartition(tp.topic, tp.partition, self._start_ms) for tp in todo]
+        by_time = self._offsets_for_times(asked)
+        # -1: no record at or after that time yet, so everything from now on is new.
+        return placed + [TopicPartition(tp.topic, tp.partition,
+                                        tp.offset if tp.offset >= 0 else OFFSET_END)
+                         for tp in by_time]
+
+    def _offsets_for_times(self, asked: list[TopicPartition]) -> list[TopicPartition]:
+        """The broker's offsets for timestamps, retried while a fresh topic's leader settles."""
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while True:
+            try:
+                found: list[TopicPartition] = self._consumer.offsets_for_times(
+                    asked, timeout=CONNECT_TIMEOUT_S)
+                return found
+            except KafkaException as exc:
+                if time.monotonic() >= deadline:
+                    raise KafkaUnavailable(
+                        f"{self.settings.bootstrap} did not say where to start reading "
+                        f"{self.topic} within {CONNECT_TIMEOUT_S:g} s: {exc.args[0]}") from exc
+                time.sleep(0.2)  # NOT_LEADER... right after the topic was created
+
+    @property
+    def caught_up(self) -> bool:
+        """With ``key``: every partition read has been read to its end at least once."""
+        return bool(self._partitions) and self._at_end >= set(self._partitions)
 
     def poll(self, timeout: float = 1.0) -> T | None:
         """The next record, or None when none arrived within ``timeout`` seconds.
@@ -99,6 +189,9 @@ class XwaitConsumer(Generic[T]):
             return None
         err = msg.error()
         if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public constant
+                self._at_end.add(int(msg.partition() or 0))
+                return None
             if err.fatal():
                 raise ClientError(f"{self.topic}: fatal consumer error: {err.str()}")
             if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -106,8 +199,10 @@ class XwaitConsumer(Generic[T]):
             log.warning("consumer error topic=%s error=%s", self.topic, err.str())
             return None
         self._pending = msg
+        if self._key_bytes is not None and msg.key() != self._key_bytes:
+            return None  # another wait's record: not decoded at all
         try:
-            record = codec.decode(self._type.record_type, msg.value())
+            record = self._codec.decode(self._type.record_type, msg.value())
         except UndecodableRecord as exc:
             raise UndecodableOutput(str(msg.topic()), int(msg.partition() or 0),
                                     int(msg.offset() or 0), msg.value(), exc.detail) from exc

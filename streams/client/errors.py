@@ -5,10 +5,14 @@
     └── ClientError             streams.client.errors
         ├── InvalidRequest      refused before anything was produced: fix the argument
         │   ├── UnknownDefinition   no wait definition has that name (.known lists them)
-        │   └── UnknownChannel      no wait definition accepts that reply channel
+        │   ├── UnknownChannel      the wait's definition (or, unknown, every one) refuses it
+        │   └── NoSuchWait          the workers know no wait with that key: nothing sent
+        │                           (force=True sends anyway, for a reply that overtakes
+        │                           its request)
         ├── TopicMissing        the contract's topic does not exist: run `xwait topics create`
         ├── DeliveryFailed      Kafka refused or did not confirm records (.failed, .delivered)
-        └── UndecodableOutput   an outcomes/actions/rejected record the codec cannot read
+        ├── UndecodableOutput   an outcomes/actions/rejected record the codec cannot read
+        └── ResultTimeout       no outcome for the key within the timeout (also a TimeoutError)
 
 The split matters to callers: an ``InvalidRequest`` is always raised *before*
 anything reaches Kafka, so retrying it unchanged is pointless; a
@@ -26,6 +30,8 @@ __all__ = [
     "ClientError",
     "DeliveryFailed",
     "InvalidRequest",
+    "NoSuchWait",
+    "ResultTimeout",
     "TopicMissing",
     "UndecodableOutput",
     "UnknownChannel",
@@ -38,7 +44,20 @@ class ClientError(XwaitError):
 
 
 class InvalidRequest(ClientError):
-    """An argument xwait cannot use; nothing was produced."""
+    """An argument xwait cannot use; nothing was produced.
+
+    ``item`` is the index of the offending item of a batch (``start_many``),
+    and ``problem`` the message without the ``item N:`` prefix, so that a
+    caller reading a file can name the line instead.
+    """
+
+    item: int | None = None
+
+    @property
+    def problem(self) -> str:
+        text = str(self)
+        prefix = f"item {self.item}: "
+        return text.removeprefix(prefix) if self.item is not None else text
 
 
 class UnknownDefinition(InvalidRequest):
@@ -54,15 +73,53 @@ class UnknownDefinition(InvalidRequest):
 
 
 class UnknownChannel(InvalidRequest):
-    """A reply channel that no wait definition accepts, so the reply could only be refused."""
+    """A reply channel the wait's definition (or, when unknown, every definition) refuses."""
 
-    def __init__(self, channel: str, known: Sequence[str]) -> None:
+    def __init__(self, channel: str, known: Sequence[str], definition: str | None = None) -> None:
         self.channel = channel
         self.known = tuple(sorted(known))
+        self.definition = definition
+        whose = (f"the wait's definition {definition!r} accepts" if definition is not None
+                 else "the wait definitions accept")
         super().__init__(
-            f"unknown reply channel {channel!r}: the wait definitions accept "
+            f"unknown reply channel {channel!r}: {whose} "
             f"{', '.join(self.known) if self.known else 'no channel'}"
         )
+
+
+class NoSuchWait(InvalidRequest):
+    """The workers answered that no wait has this key, so a reply or command would be refused.
+
+    Seed 001's "no such event": the processor would only reject the record as
+    ``unmatched`` once the early-reply TTL ran out, minutes later. Pass
+    ``force=True`` (CLI: ``--force``) to send anyway, for a reply that
+    overtakes its request. ``early_replies`` and ``early_commands`` count what
+    the worker already holds for the key.
+    """
+
+    def __init__(self, key: str, where: str, early_replies: int = 0,
+                 early_commands: int = 0) -> None:
+        self.key = key
+        self.early_replies = early_replies
+        self.early_commands = early_commands
+        held = ""
+        if early_replies or early_commands:
+            held = (f" ({early_replies} reply(s) and {early_commands} command(s) are held "
+                    "for it, waiting for its request)")
+        super().__init__(
+            f"Expected a wait with key {key!r}, but the worker at {where} knows none{held}; "
+            "nothing was sent (force it to send anyway, for a reply that overtakes its request)"
+        )
+
+
+class ResultTimeout(ClientError, TimeoutError):
+    """No outcome for the key arrived within the timeout: the wait is still open (or unknown)."""
+
+    def __init__(self, key: str, timeout: float) -> None:
+        self.key = key
+        self.timeout = timeout
+        super().__init__(f"Expected an outcome for key {key!r} within {timeout:g} s, but none "
+                         "arrived: the wait is still open")
 
 
 class TopicMissing(ClientError):

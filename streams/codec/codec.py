@@ -6,9 +6,12 @@ Wire layouts recognised by :meth:`Codec.decode`, by their first bytes::
     00    | schema id (4 bytes, big-endian)       | Avro binary body   Confluent, needs a registry
     [whitespace] {                                                     JSON of the record's fields
 
-:meth:`Codec.encode` always writes single-object encoding: the header names
-the exact schema, so a reader with that schema or a later one (schemas/history)
-can read the record, and no registry is needed.
+:meth:`Codec.encode` writes single-object encoding: the header names the
+exact schema, so a reader with that schema or a later one (schemas/history)
+can read the record, and no registry is needed. A codec built with
+:meth:`Codec.with_registry` (what ``XWAIT_SCHEMA_REGISTRY_URL`` selects)
+registers the current schemas once and writes the Confluent wire format
+instead; it still reads all three layouts.
 
 Per-record cost is kept to one dict look-up by fingerprint plus fastavro's
 compiled reader or writer; schemas are parsed once in :class:`SchemaSet`.
@@ -33,7 +36,7 @@ from streams.codec.errors import (
     UnencodableRecord,
 )
 from streams.codec.jsonform import JsonFieldError, compile_json_reader, dumps, loads_object
-from streams.codec.registry import SchemaRegistry
+from streams.codec.registry import SchemaLookup, SchemaRegistry, subject_for
 from streams.codec.schemas import JSON_INPUT_TYPES, LoadedSchema, RecordType, SchemaSet
 
 __all__ = [
@@ -65,7 +68,13 @@ class Codec:
     only immutable look-up tables, so it is safe to use from any task.
     """
 
-    def __init__(self, schemas: SchemaSet, *, registry: SchemaRegistry | None = None) -> None:
+    def __init__(self, schemas: SchemaSet, *, registry: SchemaLookup | None = None,
+                 registered: Mapping[RecordType, int] | None = None) -> None:
+        """``registered``: the registry's id of each current schema, to write Confluent framing.
+
+        Without it (or for a record type it lacks) :meth:`encode` writes
+        single-object encoding; :meth:`with_registry` fills it in.
+        """
         self.schemas = schemas
         self.registry = registry
         self._current = dict(schemas.current)
@@ -78,19 +87,43 @@ class Codec:
             record_type: compile_json_reader(loaded.parsed)
             for record_type, loaded in self._current.items()
         }
+        # schema id -> (record name, parsed writer schema); ids never change meaning.
         self._registry_schemas: dict[int, tuple[str, Any]] = {}
+        for record_type, schema_id in (registered or {}).items():
+            self._headers[record_type] = (
+                bytes([CONFLUENT_MAGIC]) + schema_id.to_bytes(4, "big"))
+            self._registry_schemas[schema_id] = (
+                record_type.full_name, self._current[record_type].parsed)
+        self.registered: Mapping[RecordType, int] = dict(registered or {})
 
     @classmethod
     def load(
-        cls, directory: Path | str | None = None, *, registry: SchemaRegistry | None = None
+        cls, directory: Path | str | None = None, *, registry: SchemaLookup | None = None
     ) -> Codec:
-        """A codec over the schemas in ``directory`` (default: the repository's ``schemas/``)."""
+        """A codec over the schemas in ``directory`` (default: the packaged ``schemas/``)."""
         return cls(SchemaSet.load(directory), registry=registry)
+
+    @classmethod
+    def with_registry(cls, schemas: SchemaSet, registry: SchemaRegistry,
+                      topic_prefix: str) -> Codec:
+        """Register every current schema under ``<prefix>.<role>-value``; write Confluent framing.
+
+        One HTTP round trip per record type, once per process (at start-up,
+        so an unreachable registry fails the start, not a record). Raises
+        :class:`streams.codec.RegistryUnavailable`.
+        """
+        ids = {record_type: registry.register(subject_for(topic_prefix, record_type),
+                                              loaded.raw)
+               for record_type, loaded in schemas.current.items()}
+        return cls(schemas, registry=registry, registered=ids)
 
     # -- writing ---------------------------------------------------------------
 
     def encode(self, record_type: RecordType | str, record: Mapping[str, Any]) -> bytes:
-        """Single-object Avro of ``record`` under the current schema of ``record_type``.
+        """Avro of ``record`` under the current schema of ``record_type``.
+
+        Single-object encoding, or the Confluent wire format when this codec
+        was built :meth:`with_registry` (the header is all that differs).
 
         Missing fields that have a default take it; a field the schema does not
         know, a missing required field or a wrong type raises
@@ -196,7 +229,7 @@ class Codec:
         return self._current[self._record_type(record_type)]
 
     def header(self, record_type: RecordType | str) -> bytes:
-        """The 10-byte single-object header :meth:`encode` writes for ``record_type``."""
+        """The header :meth:`encode` writes: single-object (10 bytes) or Confluent (5)."""
         return self._headers[self._record_type(record_type)]
 
     # -- internals -------------------------------------------------------------
@@ -262,8 +295,10 @@ class Codec:
                 f"{schema_id}); reading it needs a Schema Registry URL, and none is configured. "
                 f"Configure one, or produce Avro single-object encoding or JSON instead",
             )
-        # SEAM(schema-registry): ids are immutable, so each writer schema is
-        # fetched and parsed once per process.
+        # Ids are immutable, so each writer schema is fetched and parsed once
+        # per process; our own registered ids are known without a request.
+        # A registry that is down raises RegistryUnavailable: not the record's
+        # fault, so it is not turned into an undecodable record.
         cached = self._registry_schemas.get(schema_id)
         if cached is None:
             try:
@@ -392,5 +427,9 @@ def _describe(error: Any, prefix: str) -> str:
 
 @cache
 def default_codec() -> Codec:
-    """The process-wide codec over the repository's ``schemas/``, loaded on first use."""
+    """The process-wide codec: single-object encoding over the packaged schemas.
+
+    :func:`streams.codec.configure` replaces what the module-level functions
+    use with a registry-aware codec; this one stays as it is.
+    """
     return Codec.load()

@@ -15,6 +15,7 @@ from streams.errors import XwaitError
 __all__ = [
     "CodecError",
     "InvalidSchema",
+    "RegistryUnavailable",
     "SchemaNotFound",
     "UndecodableReason",
     "UndecodableRecord",
@@ -92,4 +93,13 @@ class InvalidSchema(CodecError):
     """An .avsc file that does not parse; the service refuses to start with it.
 
     The message names the file so the operator knows which one to fix.
+    """
+
+
+class RegistryUnavailable(CodecError):
+    """The configured Schema Registry did not answer, or refused to register our schema.
+
+    Not the record's fault: a record that needs the registry is retried (the
+    worker stops rather than reject it), and a CLI command or the SDK fails
+    before producing anything. Check XWAIT_SCHEMA_REGISTRY_URL.
     """

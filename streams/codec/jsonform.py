@@ -18,6 +18,23 @@ is coerced silently:
 
 Each schema is compiled once into a tree of small converter functions, so a
 JSON record is checked in one walk without looking at the schema again.
+
+Why not ``fastavro.validation.validate`` (it is used where it is clearer:
+naming the field of a record our own code failed to encode, in codec.py)?
+Measured on a Reply (bench of 2026-11-30, this 2-core machine): this
+checker 190,000 records/s, fastavro's validate 171,000/s, so no faster;
+and for JSON that any producer in any language writes it is less clear and
+less strict: it accepts a field the schema lacks (a typo in an optional
+field would vanish), it fills no defaults, and it reports in Python's
+terms, e.g. for ``"sentAt": "5"``::
+
+    fastavro: dev.xwait.Reply.sentAt is <5> of type <class 'str'> expected null
+              dev.xwait.Reply.sentAt is <5> of type <class 'str'> expected long
+    here:     JSON field sentAt: expected long, got string "5"
+
+and for a misspelt ``chanel``: "Field(dev.xwait.Reply.channel) is None
+expected string" against "JSON field chanel: Reply has no such field
+(fields: correlationKey, tenant, channel, ...)".
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ here is parsed per call: a :class:`SchemaSet` holds every schema already
 parsed by fastavro and indexed by its 8-byte CRC-64-AVRO fingerprint, which is
 exactly what the single-object header carries.
 
-Layout of the folder (the default is ``schemas/`` at the repository root,
-beside ``streams/``; a deployment that installs the package elsewhere passes
-its own folder)::
+Layout of the folder (the default is ``streams/schemas``, package data that
+the wheel ships and ``importlib.resources`` finds; the checkout's
+``schemas/`` is a link to it)::
 
     schemas/<RecordType>.avsc                the current version, used to write and as reader
     schemas/history/<RecordType>.<tag>.avsc  earlier versions, kept only so old records stay
@@ -24,6 +24,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,10 @@ __all__ = [
 NAMESPACE = "dev.xwait"
 """Namespace of every xwait record; part of the fingerprint, so never change it."""
 
-DEFAULT_SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schemas"
-"""``schemas/`` at the repository root (this file is ``streams/codec/schemas.py``)."""
+DEFAULT_SCHEMA_DIR = Path(str(resources.files("streams") / "schemas"))
+"""The schemas shipped inside the ``streams`` package (the checkout's ``schemas/`` links here).
+
+A wheel installs unpacked, so this resource is a real folder."""
 
 HISTORY_DIR_NAME = "history"
 

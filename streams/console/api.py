@@ -242,7 +242,9 @@ class Console:
                                   "operator": operator, "reason": reason}
         with self._client_lock:
             if self._client is None:
-                self._client = XwaitClient(self.host.settings)
+                # The console already knows the key (it just read it): no key check,
+                # which would be a blocking HTTP call back into this worker.
+                self._client = XwaitClient(self.host.settings, check_keys=False)
             c = self._client
             if action == "suspend":
                 c.suspend(key, _required(reason, "reason"), operator=operator)

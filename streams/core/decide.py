@@ -565,9 +565,9 @@ def _open_stage(w: Wait, d: WaitDefinition, ctx: _Ctx, *, start: int) -> Wait:
     stage = d.stages[w.stage]
     if d.variant is Variant.FIRST_VALID:
         for p in w.parties:
-            _act(ctx, w, d, ActionKind.SEND_REQUEST, party=p, attempt=0, payload=w.payload)
+            _act(ctx, w, d, ActionKind.SEND_REQUEST, party=p, attempt=1, payload=w.payload)
     else:
-        _act(ctx, w, d, ActionKind.SEND_REQUEST, party=stage.party, attempt=0, payload=w.payload)
+        _act(ctx, w, d, ActionKind.SEND_REQUEST, party=stage.party, attempt=1, payload=w.payload)
     return _arm_phase(w, d, ctx, start=start)
 
 
@@ -592,13 +592,13 @@ def _escalate(w: Wait, d: WaitDefinition, ctx: _Ctx, exhausted: OutcomeReason) -
     if w.level < len(levels):
         target = levels[w.level]
         w = replace(w, level=w.level + 1, status=WaitStatus.PARKED, timers=())
-        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=target.target, attempt=0,
+        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=target.target, attempt=1,
              payload=w.payload)
         w = _trace(w, ctx.now, "escalated", f"level {w.level} to {target.target}")
         return _arm_phase(w, d, ctx, start=ctx.now)
     if not levels:
         w = replace(w, level=1)
-        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=None, attempt=0, payload=w.payload)
+        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=None, attempt=1, payload=w.payload)
         w = _trace(w, ctx.now, "escalated", "level 1 (no further level defined)")
     return _end(w, d, ctx, OutcomeKind.ESCALATED, exhausted)
 
@@ -1014,7 +1014,7 @@ def _end(
     if d is not None and d.variant is Variant.FIRST_VALID:
         for p in w.parties:
             if p != winner:
-                _act(ctx, w, d, ActionKind.CLOSE_OUT, party=p, attempt=0, payload=None)
+                _act(ctx, w, d, ActionKind.CLOSE_OUT, party=p, attempt=1, payload=None)
     retention = d.retention_ms if d is not None else DEFAULT_RETENTION_MS
     # A finished wait recognises late replies and duplicate requests (identity,
     # reply ids) and shows operators its history until it is purged: what its

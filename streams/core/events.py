@@ -14,6 +14,7 @@ from enum import StrEnum
 __all__ = [
     "PARTY_SEPARATOR",
     "Command",
+    "Origin",
     "CommandKind",
     "Event",
     "Reply",
@@ -75,6 +76,21 @@ class StartWait:
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """Where an input record was read, and its bytes as they were sent.
+
+    Opaque to the decisions; kept with a reply or command that is held (before
+    its request, or while its wait is suspended), so that a rejection of it
+    later names the record and carries it byte for byte.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """An outside party answers; ``response_data`` is raw JSON text, possibly broken."""
 
@@ -84,6 +100,7 @@ class Reply:
     channel: str = ""
     reply_id: str | None = None
     sent_at: int | None = None
+    origin: Origin | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +121,7 @@ class Command:
     review_note: str | None = None
     response_data: str | None = None
     operator: str | None = None
+    origin: Origin | None = None
     deadline: str | None = None
     move_by: str | None = None
 

@@ -25,12 +25,13 @@ simply hold none.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import MISSING, fields
 from typing import Any
 
 from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
-from streams.core.events import Command, CommandKind, Reply, TimerKind
+from streams.core.events import Command, CommandKind, Origin, Reply, TimerKind
 from streams.core.state import (
     ArmedTimer,
     HeldCommand,
@@ -130,12 +131,23 @@ def _enc_reply(r: Reply) -> dict[str, Any]:
         out["i"] = r.reply_id
     if r.sent_at is not None:
         out["s"] = r.sent_at
+    if r.origin is not None:
+        out["og"] = _enc_origin(r.origin)
     return out
 
 
 def _dec_reply(raw: dict[str, Any]) -> Reply:
     return Reply(correlation_key=raw["c"], response_data=raw["r"], tenant=raw.get("t"),
-                 channel=raw.get("h", ""), reply_id=raw.get("i"), sent_at=raw.get("s"))
+                 channel=raw.get("h", ""), reply_id=raw.get("i"), sent_at=raw.get("s"),
+                 origin=_dec_origin(raw["og"]) if "og" in raw else None)
+
+
+def _enc_origin(o: Origin) -> list[Any]:
+    return [o.topic, o.partition, o.offset, base64.b64encode(o.value).decode("ascii")]
+
+
+def _dec_origin(raw: list[Any]) -> Origin:
+    return Origin(str(raw[0]), int(raw[1]), int(raw[2]), base64.b64decode(raw[3]))
 
 
 _COMMAND_KEYS = {"reason": "z", "review_outcome": "ro", "review_note": "rn",
@@ -148,12 +160,15 @@ def _enc_command(c: Command) -> dict[str, Any]:
         value = getattr(c, name)
         if value is not None:
             out[short] = value
+    if c.origin is not None:
+        out["og"] = _enc_origin(c.origin)
     return out
 
 
 def _dec_command(raw: dict[str, Any]) -> Command:
     optional = {name: raw[short] for name, short in _COMMAND_KEYS.items() if short in raw}
-    return Command(correlation_key=raw["c"], command=CommandKind(raw["k"]), **optional)
+    return Command(correlation_key=raw["c"], command=CommandKind(raw["k"]),
+                   origin=_dec_origin(raw["og"]) if "og" in raw else None, **optional)
 
 
 def _enc_held(h: HeldReply) -> list[Any]:

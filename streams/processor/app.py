@@ -48,6 +48,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from faust.types import TP, StreamT
 from faust.web import Request, Response, View
 
+from streams import codec
+from streams.codec import RegistryUnavailable
 from streams.config import Guarantee, Settings
 from streams.console import install as install_console
 from streams.core import WaitDefinition
@@ -92,6 +94,9 @@ PROBE_MIN_S = 0.005
 # How often the consumer group's offsets are brought up to the stored positions
 # (for lag monitors; the worker itself starts from the stored positions).
 GROUP_COMMIT_INTERVAL_S = 2.0
+# How long the applier waits before deciding again records whose schema the
+# registry could not give (the registry is down; the records are fine).
+REGISTRY_RETRY_S = 2.0
 # Exit code of a worker stopped because a batch could not be made durable.
 EXIT_COMMIT_FAILED = 70
 
@@ -410,8 +415,16 @@ class Worker:
             if not records:
                 return 0
             stream_times = self.sequencer.times()
-            batch = build_batch(self.handler, records, self.store.get, self.positions,
-                                stream_times, now_ms())
+            try:
+                batch = build_batch(self.handler, records, self.store.get, self.positions,
+                                    stream_times, now_ms())
+            except RegistryUnavailable as exc:
+                # Not the records' fault: decide them again once the registry answers.
+                self.sequencer.unrelease(records)
+                self.counters["registry_unavailable"] += 1
+                log.warning("schema registry unavailable, %d records wait: %s", len(records), exc)
+                await asyncio.sleep(REGISTRY_RETRY_S)
+                return 0
             for p, part in batch.parts.items():
                 part.positions = replace(part.positions, stream_time=stream_times.get(p, 0))
             try:
@@ -705,6 +718,7 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
     if definitions is None:
         definitions = load_definitions(settings.topology / "waits")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    codec.configure(settings)  # the Confluent wire format when a registry is set
     worker = Worker(settings, definitions)
     worker.store.check()
     app: faust.App = worker.app

@@ -21,6 +21,7 @@ from streams.core import (
     EmitAction,
     EmitOutcome,
     Event,
+    Origin,
     Reject,
     Reply,
     Slot,
@@ -48,6 +49,10 @@ from streams.processor.model import (
 
 log = logging.getLogger(__name__)
 
+# Replies and commands may be held (before their request, or while their wait
+# is suspended) and rejected later: they carry where they came from.
+HELD_ROLES = frozenset({Role.REPLIES, Role.COMMANDS})
+
 # The largest table row (its changelog record) or output record a decision
 # may produce.  Kafka refuses records over about 1 MB by default; a decision
 # whose records would not fit is refused whole (`too_large`) instead, since an
@@ -60,8 +65,12 @@ MAX_RECORD_BYTES = 900_000
 # detail, its rejection could exceed that limit and never be published.
 MAX_REJECTED_ORIGINAL = 512 * 1024
 
-def to_event(role: Role, record: Mapping[str, Any]) -> Event:
-    """A decoded record as the core's event (camelCase wire names to fields)."""
+def to_event(role: Role, record: Mapping[str, Any], origin: Origin | None = None) -> Event:
+    """A decoded record as the core's event (camelCase wire names to fields).
+
+    `origin` travels with a reply or a command, so that rejecting it later -
+    after it was held - names the record and carries its bytes as sent.
+    """
     if role is Role.REQUESTS:
         return StartWait(
             correlation_key=record["correlationKey"],
@@ -80,6 +89,7 @@ def to_event(role: Role, record: Mapping[str, Any]) -> Event:
             channel=record["channel"],
             reply_id=record.get("replyId"),
             sent_at=record.get("sentAt"),
+            origin=origin,
         )
     if role is Role.COMMANDS:
         return Command(
@@ -90,6 +100,7 @@ def to_event(role: Role, record: Mapping[str, Any]) -> Event:
             review_note=record.get("reviewNote"),
             response_data=record.get("responseData"),
             operator=record.get("operator"),
+            origin=origin,
         )
     return TimerFired(
         wait_key=record["correlationKey"],
@@ -156,14 +167,18 @@ class RecordHandler:
         self.partitions = partitions
 
     def rejected(self, rec: InputRecord, reason: str, detail: str, now_ms: int,
-                 original: bytes | None = None, key: bytes | None = None) -> OutRecord:
+                 original: bytes | None = None, key: bytes | None = None,
+                 at: Origin | None = None) -> OutRecord:
+        """A Rejected record about `rec`, or about the record at `at` (one held before)."""
         data = rec.value if original is None else original
         if data is not None and len(data) > MAX_REJECTED_ORIGINAL:
             detail += (f" (original cut to its first {MAX_REJECTED_ORIGINAL} of {len(data)} "
                        "bytes; the whole record is at the topic, partition and offset above)")
             data = data[:MAX_REJECTED_ORIGINAL]
+        where = (rec.topic, rec.partition, rec.offset) if at is None else (
+            at.topic, at.partition, at.offset)
         value = codec.encode(RecordType.REJECTED, {
-            "topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+            "topic": where[0], "partition": where[1], "offset": where[2],
             "key": rec.key if key is None else key, "reason": reason, "detail": detail,
             "original": data, "rejectedAt": now_ms,
         })
@@ -196,7 +211,9 @@ class RecordHandler:
                            counters=["misrouted"])
         try:
             wait_key = rec.key.decode("utf-8")
-            event = to_event(rec.role, codec.decode(RECORD_TYPE[rec.role], rec.value))
+            origin = (Origin(rec.topic, rec.partition, rec.offset, rec.value)
+                      if rec.role in HELD_ROLES and rec.value is not None else None)
+            event = to_event(rec.role, codec.decode(RECORD_TYPE[rec.role], rec.value), origin)
         except UndecodableRecord as exc:
             return self._refuse(rec, ProcessorReject.UNDECODABLE, f"{exc.reason}: {exc.detail}",
                                 now_ms)
@@ -268,13 +285,20 @@ class RecordHandler:
         key = wait_key.encode()
         for effect in decision.effects:
             if isinstance(effect, Reject):
-                original = (
-                    codec.encode(RecordType.REPLY, reply_record(effect.reply))
-                    if effect.reply is not None
-                    else codec.encode(RecordType.COMMAND, command_record(effect.command))
-                    if effect.command is not None else None)
-                handled.out.append(self.rejected(rec, effect.reason.value, effect.detail, now_ms,
-                                                 original=original, key=key))
+                about = effect.reply or effect.command
+                origin = about.origin if about is not None else None
+                if origin is not None:  # a held record: it is named and carried as sent
+                    handled.out.append(self.rejected(rec, effect.reason.value, effect.detail,
+                                                     now_ms, original=origin.value, key=key,
+                                                     at=origin))
+                else:
+                    original = (
+                        codec.encode(RecordType.REPLY, reply_record(effect.reply))
+                        if effect.reply is not None
+                        else codec.encode(RecordType.COMMAND, command_record(effect.command))
+                        if effect.command is not None else None)
+                    handled.out.append(self.rejected(rec, effect.reason.value, effect.detail,
+                                                     now_ms, original=original, key=key))
                 handled.counters.append(f"rejected.{effect.reason.value}")
             elif isinstance(effect, Discard):
                 handled.counters.append(f"discarded.{effect.reason.value}")

@@ -151,6 +151,25 @@ class Sequencer:
             self._advance(part)
         return out
 
+    def unrelease(self, records: list[InputRecord]) -> None:
+        """Put released records back in front, in their order: they were not applied.
+
+        The stream time goes back to before them: a timer record processed
+        meanwhile is then found not yet due, and emitted again later.
+        """
+        for rec in reversed(records):
+            part = self._parts.get(rec.partition)
+            if part is None:
+                continue
+            if rec.role not in part.topics:
+                part.timers.appendleft(rec)
+                continue
+            t = part.topics[rec.role]
+            order = rec.timestamp if rec.log_append_time and rec.timestamp is not None else (
+                t.queue[0][0] if t.queue else (t.last_ts or 0))
+            t.queue.appendleft((order, rec))
+            part.time = min(part.time, order - 1)
+
     def time(self, partition: int) -> int | None:
         part = self._parts.get(partition)
         return None if part is None else part.time

@@ -38,6 +38,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "XWAIT_GUARANTEE": settings.guarantee.value,
         "XWAIT_TIMER_TICK": str(settings.timer_tick),
         "XWAIT_SESSION_TIMEOUT": str(settings.session_timeout),
+        **({"XWAIT_SCHEMA_REGISTRY_URL": settings.schema_registry_url}
+           if settings.schema_registry_url else {}),
     }
 
 
@@ -45,9 +47,11 @@ class WorkerProcess:
     """One `xwait worker` subprocess with its own data folder and web port."""
 
     def __init__(self, settings: Settings, folder: Path, name: str = "w1",
-                 log_level: str = "info", env: dict[str, str] | None = None) -> None:
+                 log_level: str = "info", env: dict[str, str] | None = None,
+                 command: tuple[str, ...] = (str(XWAIT), "worker")) -> None:
         self.settings = settings
         self.name = name
+        self.command = command
         self.data_dir = folder / f"data-{name}"
         self.log_path = folder / f"worker-{name}.log"
         self.web_port = free_port()
@@ -68,7 +72,7 @@ class WorkerProcess:
                "XWAIT_DATA_DIR": str(self.data_dir), "XWAIT_WEB_PORT": str(self.web_port),
                "XWAIT_LOG_LEVEL": self.log_level, **self.env}
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen([str(XWAIT), "worker"], env=env, stdout=log,  # noqa: S603
+            self.proc = subprocess.Popen(list(self.command), env=env, stdout=log,  # noqa: S603
                                          stderr=subprocess.STDOUT, start_new_session=True)
         if wait_owned:
             try:

@@ -107,6 +107,22 @@ def test_start_file_names_the_bad_line(
     assert f"--file {items} line 2: unknown field 'dedline'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"definition": "no-such-definition"}', "unknown wait definition 'no-such-definition'"),
+    ('{"definition": "probe", "deadline": "soon"}', "deadline: "),
+])
+def test_start_file_names_the_line_of_an_item_the_definitions_refuse(
+    topics: Settings, capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: Flags,
+    line: str, message: str,
+) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"definition": "probe"}\n\n' + line + "\n")
+    assert main(["start", "--file", str(items), *flags(topics)]) == 2
+    err = capsys.readouterr().err
+    assert f"--file {items} line 3: {message}" in err
+    assert "item " not in err
+
+
 def test_count_and_file_together_are_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["start", "probe", "--count", "2", "--file", str(tmp_path / "x.jsonl")])
@@ -133,17 +149,17 @@ def test_start_against_an_unreachable_broker_exits_3_within_a_few_seconds(
 
 def test_progress_bar_draws_in_place_only_when_enabled_and_slow() -> None:
     stream = io.StringIO()
-    bar = ProgressBar(stream, enabled=True, delay=0.0)
+    bar = ProgressBar(stream, 10, enabled=True, delay=0.0)
     bar(5, 10)
     bar(10, 10)
     bar.finish()
-    assert stream.getvalue() == (
-        "\rstarting waits [###############---------------] 5/10"
-        "\rstarting waits [##############################] 10/10\n")
+    drawn = stream.getvalue()
+    assert drawn.startswith("\rstarting waits:   0%")
+    assert "\rstarting waits: 100%" in drawn and "10/10" in drawn and drawn.endswith("\n")
 
     quiet = io.StringIO()
-    for bar in (ProgressBar(quiet, enabled=False, delay=0.0),
-                ProgressBar(quiet, enabled=True, delay=60.0)):
+    for bar in (ProgressBar(quiet, 2, enabled=False, delay=0.0),
+                ProgressBar(quiet, 2, enabled=True, delay=60.0)):
         bar(1, 2)
         bar.finish()
     assert quiet.getvalue() == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -59,11 +60,49 @@ def test_tail_reports_an_undecodable_record_on_stderr_and_goes_on(
         "topic": "t", "partition": 0, "offset": 1, "key": b"k", "reason": "late",
         "detail": "d", "original": b"\x00\xff", "rejectedAt": 5}))])
     assert main(["tail", "rejected", "--from-beginning", "--count", "1", "--timeout", "20",
-                 *flags(topics)]) == 1
+                 "--raw", *flags(topics)]) == 1
     captured = capsys.readouterr()
     assert "skipped an undecodable record" in captured.err
     [line] = captured.out.splitlines()
     assert codec.from_json(RecordType.REJECTED, line)["original"] == b"\x00\xff"
+
+
+def test_tail_shows_keys_and_originals_as_text_and_json_fields_as_nested_json(
+    topics: Settings, capsys: pytest.CaptureFixture[str], flags: Flags, produce: Produce,
+) -> None:
+    # given a rejected JSON reply, a rejected Avro reply, a rejected binary value
+    reply = {"correlationKey": "k1", "channel": "portal", "responseData": '{"ok": true}'}
+    avro = codec.encode(RecordType.REPLY, reply)
+    rejected = [
+        ({"topic": f"{topics.topic_prefix}.replies", "original": json.dumps(reply).encode()}),
+        ({"topic": f"{topics.topic_prefix}.replies", "original": avro}),
+        ({"topic": f"{topics.topic_prefix}.replies", "original": b"\x00\xff"}),
+    ]
+    produce(topics, "rejected", [("k1", codec.encode(RecordType.REJECTED, {
+        "partition": 0, "offset": i, "key": b"k1", "reason": "unmatched", "detail": "d",
+        "rejectedAt": 5, **r})) for i, r in enumerate(rejected)])
+    # when they are tailed
+    assert main(["tail", "rejected", "--from-beginning", "--count", "3", "--timeout", "20",
+                 *flags(topics)]) == 0
+    lines = sorted((json.loads(line) for line in capsys.readouterr().out.splitlines()),
+                   key=lambda r: r["offset"])
+    # then keys are text, originals the record they are (JSON fields nested), else base64
+    assert [r["key"] for r in lines] == ["k1", "k1", "k1"]
+    decoded = {**reply, "responseData": {"ok": True}, "tenant": None, "replyId": None,
+               "sentAt": None}
+    assert lines[0]["original"] == lines[1]["original"] == decoded
+    assert lines[2]["original"] == {"base64": "AP8="}
+
+
+def test_tail_key_prints_only_the_records_of_that_wait(
+    topics: Settings, capsys: pytest.CaptureFixture[str], flags: Flags, produce: Produce,
+) -> None:
+    produce(topics, "outcomes", [(k, codec.encode(RecordType.OUTCOME, _outcome(k)))
+                                 for k in ("other1", "mine", "other2")])
+    assert main(["tail", "outcomes", "--from-beginning", "--key", "mine", "--count", "1",
+                 "--timeout", "20", *flags(topics)]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["correlationKey"] == "mine"
 
 
 def test_tail_on_missing_topics_fails_and_on_an_unreachable_broker_exits_3(

@@ -126,3 +126,35 @@ def test_an_undecodable_output_is_raised_with_its_position_and_then_skipped(
         assert caught.value.value == b"garbage" and caught.value.offset == 0
         [outcome] = _take(consumer, 1)
     assert outcome.outcome_id == "o-1"
+
+
+@pytest.mark.parametrize("group", [None, "billing"])
+def test_a_record_written_while_the_consumer_joins_is_not_missed(
+    topics: Settings, group: str | None,
+) -> None:
+    # given a consumer of new records only, created but not yet assigned any partition
+    with XwaitConsumer("outcomes", topics, group_id=group and f"{group}-{time.time_ns()}",
+                       from_beginning=False) as consumer:
+        # when an outcome is written before its first poll joins the group
+        _produce(topics, "outcomes", [("w-1", codec.encode(RecordType.OUTCOME, OUTCOME))])
+        # then it is read: the start is "when the consumer was created", not "latest at join"
+        [outcome] = _take(consumer, 1)
+    assert outcome.outcome_id == "o-1"
+
+
+def test_a_named_groups_first_run_reads_from_the_beginning_by_default(topics: Settings) -> None:
+    _produce(topics, "outcomes", [("w-1", codec.encode(RecordType.OUTCOME, OUTCOME))])
+    client = XwaitClient(topics)
+    with client, client.subscribe("outcomes", group_id=f"billing-{time.time_ns()}") as outcomes:
+        [outcome] = _take(outcomes, 1)
+    assert outcome.correlation_key == "w-1"
+
+
+def test_result_reads_only_the_keys_partition_and_returns_its_outcome(topics: Settings) -> None:
+    others = [(f"other-{i}", codec.encode(RecordType.OUTCOME,
+                                          {**OUTCOME, "correlationKey": f"other-{i}"}))
+              for i in range(5)]
+    _produce(topics, "outcomes", [*others, ("w-1", codec.encode(RecordType.OUTCOME, OUTCOME))])
+    with XwaitClient(topics) as client:  # no worker answers here: the topic alone decides
+        outcome = client.result("w-1", timeout=15)
+    assert (outcome.correlation_key, outcome.reason) == ("w-1", "review_corrected")

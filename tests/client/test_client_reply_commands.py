@@ -95,7 +95,7 @@ def test_reschedule_arguments_are_checked_before_anything_is_produced(
                                 ({"deadline": "-PT1H"}, "deadline: Expected"),
                                 ({"move_by": "P1M"}, "move_by: Expected")):
             with pytest.raises(InvalidRequest, match=message):
-                client.reschedule("k", **kwargs)
+                client.reschedule("k", **kwargs)  # type: ignore[arg-type]
     assert end_offsets(topics, "commands") == [0] * topics.partitions
 
 

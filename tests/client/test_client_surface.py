@@ -9,7 +9,8 @@ from streams.errors import XwaitError
 def test_all_lists_exactly_the_public_names_and_each_exists() -> None:
     assert streams.client.__all__ == [
         "Action", "ActionKind", "ClientError", "DeliveryFailed", "InvalidRequest",
-        "KafkaUnavailable", "Outcome", "OutcomeKind", "Rejected", "TopicMissing", "TraceEntry",
+        "KafkaUnavailable", "NoSuchWait", "Outcome", "OutcomeKind", "Rejected", "ResultTimeout",
+        "TopicMissing", "TraceEntry",
         "UndecodableOutput", "UnknownChannel", "UnknownDefinition", "WaitSpec", "XwaitClient",
         "XwaitConsumer", "new_correlation_key",
     ]
@@ -22,6 +23,8 @@ def test_every_sdk_error_hangs_from_the_one_root() -> None:
         ClientError,
         DeliveryFailed,
         InvalidRequest,
+        NoSuchWait,
+        ResultTimeout,
         TopicMissing,
         UndecodableOutput,
         UnknownChannel,
@@ -33,3 +36,5 @@ def test_every_sdk_error_hangs_from_the_one_root() -> None:
         assert issubclass(leaf, ClientError)
     assert issubclass(UnknownDefinition, InvalidRequest)
     assert issubclass(UnknownChannel, InvalidRequest)
+    assert issubclass(NoSuchWait, InvalidRequest)
+    assert issubclass(ResultTimeout, ClientError) and issubclass(ResultTimeout, TimeoutError)

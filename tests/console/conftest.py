@@ -26,6 +26,7 @@ import pytest
 from streams import topics
 from streams.config import Settings
 from streams.partitioning import partition_for
+from tests.conftest import NO_CONSOLE
 from tests.e2e.harness import XWAIT, Client, WorkerProcess, e2e_settings, settings_env
 from tests.prefixes import unique_prefix
 
@@ -134,7 +135,7 @@ def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
     folder: Path = tmp_path_factory.mktemp("console")
     prefix = unique_prefix("c")
     base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
-                    partitions=4)
+                    partitions=4, console_url=NO_CONSOLE)
     s = e2e_settings(base, folder)
     topics.create(s, topics.load_specs(s))
     w1 = ConsoleWorker(s, folder, "w1")

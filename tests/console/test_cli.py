@@ -84,9 +84,9 @@ def test_reschedule_refuses_bad_arguments_before_producing_anything() -> None:
         assert needle in done.stderr, (args, done.stderr)
 
 
-def test_status_of_an_unknown_key_exits_1(cluster: Cluster) -> None:
+def test_status_of_an_unknown_key_exits_4_no_such_wait(cluster: Cluster) -> None:
     done = xwait("status", "nope-" + new_key(), "--console", cluster.w1.url)
-    assert done.returncode == 1
+    assert done.returncode == 4
     assert "no wait" in done.stderr
 
 

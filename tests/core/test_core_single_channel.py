@@ -377,3 +377,12 @@ def test_trace_of_a_long_wait_is_bounded_and_marks_what_was_left_out() -> None:
     assert len(events) == 17
     assert events[0] == "requested" and events[-1] == "ended"
     assert "trace_truncated" in events
+
+
+def test_every_action_counts_its_attempts_from_one() -> None:
+    run = Run()
+    sent = run.start()
+    run.fire(TimerKind.REMINDER)
+    escalated = run.fire(TimerKind.DEADLINE)
+    assert [a.attempt for a in actions(sent, ActionKind.SEND_REQUEST)] == [1]
+    assert [a.attempt for a in actions(escalated, ActionKind.RUN_ESCALATION)] == [1]

@@ -14,6 +14,7 @@ import pytest
 
 from streams import topics
 from streams.config import Settings
+from tests.conftest import NO_CONSOLE
 from tests.e2e.harness import Client, Watcher, WorkerProcess, e2e_settings
 from tests.prefixes import unique_prefix
 
@@ -28,7 +29,7 @@ def e2e(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
     """Settings with topics of their own and the fast definitions of tests/e2e/waits."""
     prefix = unique_prefix("e")
     base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
-                    partitions=4)
+                    partitions=4, console_url=NO_CONSOLE)
     s = e2e_settings(base, e2e_folder)
     topics.create(s, topics.load_specs(s))
     return s

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
+from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
+from streams import codec
 from streams.config import Settings
 from streams.partitioning import partition_for
 from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
@@ -170,3 +174,32 @@ def test_cancel_ends_a_parked_wait_as_cancelled(
     client.flush()
     seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")
     assert seen.for_key("outcomes", key)[0]["outcome"] == "CANCELLED"
+
+
+def test_a_forged_timer_record_does_not_end_a_wait_before_its_deadline(
+    worker: WorkerProcess, e2e: Settings, client: Client, watcher: Watcher
+) -> None:
+    key = new_key()
+    client.start(key, "slow-approval")  # a deadline an hour away
+    client.flush()
+    watcher.parked(key)
+    status = _status(worker, key)
+    deadline = next(t for t in status["timers"] if t["kind"] == "deadline")
+    forger = Producer(e2e.confluent(partitioner="murmur2_random"))
+    forger.produce(e2e.topic("timers"), key=key.encode(), value=codec.encode("Timer", {
+        "correlationKey": key, "kind": "deadline", "dueAt": deadline["dueAt"],
+        "generation": deadline["generation"], "firedAt": int(time.time() * 1000)}))
+    assert forger.flush(30) == 0
+    worker.wait_until(lambda s: s["counters"].get("timers.not_yet_due", 0) >= 1, 30,
+                      "ignores the early timer record")
+    watcher.poll(1.0)
+    assert not watcher.seen.for_key("outcomes", key)
+    assert _status(worker, key)["state"] == "parked"
+
+
+def _status(worker: WorkerProcess, key: str) -> dict[str, Any]:
+    with urllib.request.urlopen(  # noqa: S310 - loopback test server
+        f"{worker.url}/xwait/api/waits/{key}", timeout=5
+    ) as resp:
+        data: dict[str, Any] = json.loads(resp.read())
+        return data

@@ -192,9 +192,25 @@ def test_a_command_before_its_request_is_held_and_published_whole_when_it_expire
     assert rejected["reason"] == "unmatched"
     original = rejected["original"]
     assert isinstance(original, bytes)
-    command = codec.decode("Command", original)
-    assert (command["command"], command["reason"], command["operator"]) == (
-        "CANCEL", "withdrawn", "olga")
+    assert original == value, "the command's bytes as sent"
+    assert (rejected["topic"], rejected["offset"]) == ("xwait.commands", 0)
+
+
+def test_an_early_reply_that_expires_is_rejected_as_sent_where_it_was_read() -> None:
+    store = Store()
+    sent = json.dumps({"correlationKey": KEY, "channel": "portal",
+                       "responseData": json.dumps({"decision": "approved"})}).encode()
+    store.apply(handler.handle(record(Role.REPLIES, sent, 41), store.load, NOW))
+    timer = next(t for t in decode_row(store.rows[KEY]).head.timers
+                 if t.kind is TimerKind.EARLY_REPLY)
+    expiry = record(Role.TIMERS, timer_record(KEY, "early_reply", timer.due_at,
+                                              timer.generation, timer.due_at), 7)
+    [out] = handler.handle(expiry, store.load, timer.due_at).out
+    rejected = decoded(out)
+    assert rejected["reason"] == "unmatched"
+    assert (rejected["topic"], rejected["partition"], rejected["offset"]) == (
+        "xwait.replies", PART, 41)
+    assert rejected["original"] == sent, "the JSON the channel adapter sent, byte for byte"
 
 
 def test_a_record_whose_key_is_not_its_wait_key_is_rejected() -> None:
@@ -318,3 +334,45 @@ def test_rows_written_before_heads_existed_are_still_read() -> None:
     v1 = b"XR\x01" + struct.pack(">I", len(slot)) + slot + after_slot
     assert decode_row(v1) == row
     assert read_head(v1) == row.head
+
+
+hostile_text = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(["\ud800", "a\udfffb", "\ud83d", "P99999999999D", "P36501D", "PT-1S",
+                     "R99999999999/PT1S", "", "\x00", "P1Y", "9" * 400, '{"decision": "\ud800"}']),
+)
+maybe = st.one_of(st.none(), hostile_text)
+hostile_records = st.one_of(
+    st.tuples(st.just(Role.REQUESTS), st.fixed_dictionaries({
+        "correlationKey": st.just("k-2"), "definition": st.just("expense-approval"),
+        "requestedAt": st.just(NOW), "deadline": maybe, "tenant": maybe, "payload": maybe,
+        "parties": st.lists(hostile_text, max_size=2)})),
+    st.tuples(st.just(Role.REPLIES), st.fixed_dictionaries({
+        "correlationKey": st.just(KEY), "channel": st.one_of(st.just("portal"), hostile_text),
+        "responseData": hostile_text, "tenant": st.none(), "replyId": maybe})),
+    st.tuples(st.just(Role.COMMANDS), st.fixed_dictionaries({
+        "correlationKey": st.just(KEY),
+        "command": st.sampled_from(["SUSPEND", "RESUME", "CANCEL", "DELIVER", "REVIEW"]),
+        "reason": maybe, "responseData": maybe, "operator": maybe, "reviewNote": maybe,
+        "reviewOutcome": st.one_of(st.sampled_from(["Accept", "Submit Correction"]), maybe)})),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(hostile_records, min_size=1, max_size=4))
+def test_hostile_json_is_a_named_rejection_or_a_decision_never_an_internal_error(
+    records: list[tuple[Role, dict[str, object]]],
+) -> None:
+    """Lone surrogates, overflowing durations and odd text are the sender's mistakes."""
+    store = Store()
+    store.apply(handler.handle(request(0), store.load, NOW))
+    for offset, (role, fields) in enumerate(records, start=5):
+        key = str(fields["correlationKey"])
+        value = json.dumps(fields).encode()  # json escapes lone surrogates as \\udXXX
+        handled = handler.handle(record(role, value, offset, key=key,
+                                        partition=partition_for(key.encode(), PARTITIONS)),
+                                 store.load, NOW + offset)
+        reasons = [decoded(o)["reason"] for o in handled.out if o.role is Role.REJECTED]
+        assert "internal_error" not in reasons, (reasons, fields)
+        if handled.wait_key is not None:
+            store.apply(handled)

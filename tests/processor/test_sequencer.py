@@ -111,3 +111,13 @@ def test_nothing_is_released_before_an_older_record_and_everything_is_released_i
     for role in CLOCKED_ROLES:
         mine = [r.offset for r in released if r.role is role]
         assert mine == sorted(mine), "each topic's order is kept"
+
+
+def test_records_put_back_come_out_again_first_and_in_order() -> None:
+    seq = fresh()
+    for i, ts in enumerate((1_000, 2_000, 3_000)):
+        seq.add(rec(Role.REPLIES, i, ts), wall_ms=0)
+    seq.probed(5_000, [(Role.REQUESTS, P, 0), (Role.REPLIES, P, 3), (Role.COMMANDS, P, 0)])
+    first = seq.release(2)
+    seq.unrelease(first)
+    assert [r.offset for r in seq.release(100)] == [0, 1, 2]

@@ -1,0 +1,72 @@
+"""SASL against a real SASL_PLAINTEXT listener (a second broker from scripts/kafka --sasl-port)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from streams import codec
+from streams.cli import main
+from streams.codec import RecordType
+from streams.config import Settings, from_env
+from tests.conftest import SaslBroker
+from tests.prefixes import unique_prefix
+
+
+def _sasl_env(monkeypatch: pytest.MonkeyPatch, broker: SaslBroker, password: str) -> None:
+    monkeypatch.setenv("XWAIT_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("XWAIT_SASL_USERNAME", broker.username)
+    monkeypatch.setenv("XWAIT_SASL_PASSWORD", password)
+    monkeypatch.delenv("XWAIT_SASL_MECHANISM", raising=False)  # the case that broke
+
+
+def _requests(settings: Settings) -> list[dict[str, object]]:
+    topic = settings.topic("requests")
+    consumer = Consumer(settings.confluent(**{"group.id": "sasl-reader"}))
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                return [codec.decode(RecordType.START_WAIT, msg.value())]
+        return []
+    finally:
+        consumer.close()
+
+
+@pytest.mark.kafka
+def test_sasl_without_a_mechanism_creates_topics_and_starts_a_wait_with_plain(
+    sasl_broker: SaslBroker, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # given SASL credentials but no mechanism (before: "No provider for SASL mechanism GSSAPI")
+    _sasl_env(monkeypatch, sasl_broker, sasl_broker.password)
+    prefix = unique_prefix("s")
+    flags = ["--bootstrap", sasl_broker.sasl_bootstrap, "--prefix", prefix, "--partitions", "2"]
+    # when a user creates the topics and starts a wait
+    assert main(["topics", "create", *flags]) == 0
+    capsys.readouterr()
+    assert main(["start", "expense-approval", *flags]) == 0
+    key = capsys.readouterr().out.strip()
+    # then the request is on the SASL broker's topic
+    settings = from_env().with_overrides(bootstrap=sasl_broker.sasl_bootstrap,
+                                         topic_prefix=prefix)
+    assert [r["correlationKey"] for r in _requests(settings)] == [key]
+
+
+@pytest.mark.kafka
+def test_a_wrong_sasl_password_fails_in_one_line_that_says_authentication_failed(
+    sasl_broker: SaslBroker, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _sasl_env(monkeypatch, sasl_broker, "not-the-password")
+    code = main(["start", "expense-approval", "--bootstrap", sasl_broker.sasl_bootstrap,
+                 "--prefix", unique_prefix("s")])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert len(err.strip().splitlines()) == 1
+    assert "Authentication failed" in err

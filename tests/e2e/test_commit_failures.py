@@ -1,0 +1,56 @@
+"""A worker that cannot make a batch durable stops before any input position moves.
+
+The broker refuses the outcome (the outcomes topic takes no record that
+large): the worker exits with a clear error instead of acknowledging the
+reply, and once the topic is fixed a restarted worker ends the wait from the
+reply that is still there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+from streams.config import Settings
+from streams.processor.app import EXIT_COMMIT_FAILED
+from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _outcomes_take_at_most(settings: Settings, max_bytes: int | None) -> None:
+    admin = AdminClient(settings.confluent())
+    entry = ConfigEntry("max.message.bytes", str(max_bytes) if max_bytes else None,
+                        incremental_operation=AlterConfigOpType.SET if max_bytes
+                        else AlterConfigOpType.DELETE)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, settings.topic("outcomes"),
+                              incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+
+
+def test_an_outcome_kafka_refuses_stops_the_worker_and_its_reply_is_decided_after_the_fix(
+    e2e: Settings, workers: Callable[..., WorkerProcess], client: Client, watcher: Watcher
+) -> None:
+    worker = workers("w1")
+    key = new_key()
+    client.start(key, "slow-approval")
+    client.flush()
+    watcher.parked(key)
+    _outcomes_take_at_most(e2e, 100)
+    try:
+        client.reply(key, {"decision": "approved"})
+        client.flush()
+        assert worker.proc is not None
+        assert worker.proc.wait(120) == EXIT_COMMIT_FAILED
+        assert "stopping the worker" in worker.log_tail(80)
+        watcher.poll(1.0)
+        assert not watcher.seen.for_key("outcomes", key)
+    finally:
+        _outcomes_take_at_most(e2e, None)
+
+    worker.start()
+    outcome = watcher.outcome(key, timeout=60)
+    assert (outcome["outcome"], outcome["reason"]) == ("RECEIVED", "reply_valid")

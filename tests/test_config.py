@@ -1,0 +1,38 @@
+"""Settings: what is derived from what, and what is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.config import PACKAGED_TOPOLOGY, Settings, from_env
+from streams.errors import ConfigError
+
+
+def test_the_app_id_follows_the_topic_prefix_so_two_deployments_never_share_a_group() -> None:
+    assert from_env({}).app_id == "xwait-processor"
+    assert from_env({"XWAIT_TOPIC_PREFIX": "blue"}).app_id == "blue-processor"
+    assert from_env({"XWAIT_TOPIC_PREFIX": "blue", "XWAIT_APP_ID": "legacy"}).app_id == "legacy"
+    # a prefix given later (the CLI's --prefix) derives it again; an explicit id stays
+    assert from_env({}).with_overrides(topic_prefix="green").app_id == "green-processor"
+    explicit = from_env({"XWAIT_APP_ID": "legacy"}).with_overrides(topic_prefix="green")
+    assert explicit.app_id == "legacy"
+    assert Settings(topic_prefix="red").app_id == "red-processor"
+
+
+def test_the_default_topology_is_the_one_shipped_in_the_package() -> None:
+    assert from_env({}).topology == PACKAGED_TOPOLOGY
+    assert (PACKAGED_TOPOLOGY / "topics.yaml").is_file()
+    assert sorted(p.name for p in (PACKAGED_TOPOLOGY / "waits").glob("*.yaml"))[:1] == [
+        "demo-approval.yaml"]
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"XWAIT_SCHEMA_REGISTRY_URL": "localhost:8081"}, "Expected an http:// or https:// URL"),
+    ({"XWAIT_CONSOLE_URL": "6066"}, "Expected an http:// or https:// URL"),
+    ({"XWAIT_SECURITY_PROTOCOL": "SSL", "XWAIT_SSL_CERTFILE": "/nonexistent.pem"},
+     "XWAIT_SSL_CERTFILE='/nonexistent.pem': Expected a readable file"),
+])
+def test_unusable_settings_are_refused_naming_the_variable(env: dict[str, str],
+                                                           message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        from_env(env)
