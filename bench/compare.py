@@ -65,6 +65,7 @@ from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
     KafkaException,
+    Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
@@ -76,6 +77,7 @@ from park_bench import delete_topics, machine, versions  # noqa: E402 - the sibl
 from streams import codec, topics  # noqa: E402
 from streams.codec import RecordType  # noqa: E402
 from streams.config import Guarantee, Settings  # noqa: E402
+from streams.partitioning import partition_for  # noqa: E402
 from streams.testing.workers import WorkerProcess  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,7 +90,7 @@ LABELS = {"xwait": "xwait", "rawpipe": "raw pipe", "pypeer": "Python peer",
           "kstreams": "Kafka Streams peer"}
 AVRO_MAGIC = b"\xc3\x01"  # Avro single-object encoding; the peers write JSON
 STATS_POLL_S = 0.5  # how often xwait's /xwait/stats is read during a run (its last answer counts)
-READY_SETTLE_S = 1.0  # after a peer's group is stable, before open load starts
+READY_SETTLE_S = 1.0  # after the processor answered its probes, before open load starts
 # The storm's processor starts this long after loadgen launches it: every preloaded request was
 # stamped before the launch, so all deadlines have passed when it starts, however fast it starts
 # (a peer that joins its group within the 3 s would otherwise wait for the deadlines, and its
@@ -136,6 +138,23 @@ def applies(system: str, workload: Workload) -> bool:
     return not (system == "rawpipe" and workload.mode == "open")
 
 
+def schedule(systems: list[str], workloads: list[str], rounds: int
+             ) -> list[tuple[int, int, str, str]]:
+    """(round, place in the round's order from 1, workload, system) in the order they run.
+
+    Within a round every workload runs on every system before the next workload, so the runs
+    a ratio compares are minutes apart; every second round reverses the systems' order, so no
+    system always runs first (on a broker just warmed by another, or on a cooling machine).
+    """
+    out = []
+    for rnd in range(1, rounds + 1):
+        order = systems if rnd % 2 else systems[::-1]
+        for name in workloads:
+            here = [s for s in order if applies(s, BY_NAME[name])]
+            out += [(rnd, i, name, s) for i, s in enumerate(here, 1)]
+    return out
+
+
 # -- the context of one comparison ----------------------------------------------------------
 
 
@@ -147,6 +166,7 @@ class Context:
     topology: Path
     scratch: Path
     jar: Path | None
+    failed_logs: Path  # where the logs of a failed run are copied (under --out-dir)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -318,6 +338,50 @@ def wait_group_ready(admin: AdminClient, group: str, partitions: int, timeout: f
     raise CompareError(f"group {group} did not get its {partitions} partitions in {timeout:.0f}s")
 
 
+def wait_answering(ctx: Context, plan: RunPlan, timeout: float,
+                   alive: Callable[[], bool]) -> None:
+    """Until the processor answers a probe request on every partition with an action.
+
+    A consumer group that is stable may still be starting its tasks (a Kafka Streams
+    application initialises its transactions and stores after the assignment): open load sent
+    before then would measure the start-up. The probes are waits of their own (keys loadgen
+    does not know, so it ignores their outcomes); each ends at its deadline during the run.
+    """
+    keys: dict[int, str] = {}
+    while len(keys) < ctx.partitions:
+        key = f"probe-{uuid.uuid4().hex}"
+        keys.setdefault(partition_for(key.encode(), ctx.partitions), key)
+    waiting = set(keys.values())
+    actions = f"{plan.prefix}.actions"
+    conf = {"bootstrap.servers": ctx.bootstrap}
+    consumer = Consumer({**conf, "group.id": f"{plan.prefix}-probe",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    producer = Producer({**conf, "partitioner": "murmur2_random"})
+    try:
+        consumer.assign([TopicPartition(actions, p, OFFSET_BEGINNING)
+                         for p in range(ctx.partitions)])
+        now_ms = int(time.time() * 1000)
+        for key in waiting:  # the StartWait loadgen sends, as JSON
+            producer.produce(f"{plan.prefix}.requests", key=key.encode(), value=json.dumps({
+                "correlationKey": key, "definition": plan.workload.definition,
+                "tenant": "acme", "payload": "{}", "parties": [], "deadline": None,
+                "requestedAt": now_ms}).encode())
+        producer.flush(30)
+        give_up = time.monotonic() + timeout
+        while waiting:
+            if not alive():
+                raise CompareError("the processor exited before it answered")
+            if time.monotonic() > give_up:
+                raise CompareError(f"{len(waiting)} of {ctx.partitions} probe requests "
+                                   f"unanswered after {timeout:.0f}s")
+            for m in consumer.consume(500, timeout=0.3):
+                if m.error() is None:
+                    waiting.discard((m.key() or b"").decode(errors="replace"))
+    finally:
+        with contextlib.suppress(KafkaException, RuntimeError):
+            consumer.close()
+
+
 class StatsPoller(threading.Thread):
     """Keeps xwait's last /xwait/stats answer while the worker runs (loadgen stops it)."""
 
@@ -482,7 +546,9 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
             worker.start(wait_owned=False)
             worker.wait_until(lambda s: len(s.get("ownedPartitions", [])) == ctx.partitions,
                               180, "does not own every partition")
+            wait_answering(ctx, plan, 120, lambda: worker.running)
             record["ready_s"] = round(time.monotonic() - (worker.started_at or 0), 2)
+            time.sleep(READY_SETTLE_S)
             poller.start()
             run_tool(loadgen_argv(ctx, plan, pid=worker.pid), plan.folder / "loadgen.log",
                      loadgen_timeout(ctx, w), plan.prefix)
@@ -534,8 +600,11 @@ def run_peer(ctx: Context, plan: RunPlan, record: dict[str, Any],
     else:
         peer = Peer(argv, log)
         try:
-            record["ready_s"] = wait_group_ready(admin, group, 3 * ctx.partitions, 180,
-                                                 lambda: peer.proc.poll() is None)
+            started = time.monotonic()
+            alive = lambda: peer.proc.poll() is None  # noqa: E731
+            wait_group_ready(admin, group, 3 * ctx.partitions, 180, alive)
+            wait_answering(ctx, plan, 120, alive)
+            record["ready_s"] = round(time.monotonic() - started, 2)
             time.sleep(READY_SETTLE_S)
             run_tool(loadgen_argv(ctx, plan, pid=peer.proc.pid), plan.folder / "loadgen.log",
                      loadgen_timeout(ctx, w), plan.prefix)
@@ -634,6 +703,12 @@ def run_one(ctx: Context, plan: RunPlan, admin: AdminClient) -> dict[str, Any]:
             result = run_rawpipe(ctx, plan, record)
         else:
             result = run_peer(ctx, plan, record, admin)
+        record["figures"] = figures(plan, result, record)
+        problems = {k: record["figures"][k] for k in (
+            "missing", "wrong_outcome", "duplicate_outcome_ids", "conflicting_outcomes",
+            "undecodable_outcomes") if record["figures"].get(k)}
+        if problems:
+            error = "incomplete: " + ", ".join(f"{k}={v}" for k, v in problems.items())
     except (CompareError, AssertionError, KafkaException, OSError) as exc:
         error = f"{type(exc).__name__}: {exc}"
     except KeyboardInterrupt:
@@ -646,18 +721,18 @@ def run_one(ctx: Context, plan: RunPlan, admin: AdminClient) -> dict[str, Any]:
         settings = Settings(bootstrap=ctx.bootstrap, topic_prefix=plan.prefix,
                             app_id=plan.prefix)  # its topics and groups all start with it
         record["topics_deleted"] = len(delete_topics(admin, settings))
-        if error is not None or ctx.args.keep_logs:
-            record["log_tail"] = tail(log) if isinstance(log, Path) else []
+        if error is not None:
+            record["log_tail"] = tail(log, 60) if isinstance(log, Path) else []
             record["loadgen_log_tail"] = tail(plan.folder / "loadgen.log", 10)
+            kept = ctx.failed_logs / plan.prefix  # the logs of a failed run, whole
+            kept.mkdir(parents=True, exist_ok=True)
+            for found in plan.folder.glob("*.log"):
+                shutil.copy(found, kept / found.name)
+            record["logs_kept"] = str(kept)
         if not ctx.args.keep_logs:
             shutil.rmtree(plan.folder, ignore_errors=True)
     record["result"] = result
-    record["figures"] = figures(plan, result, record) if result else {}
-    problems = [k for k in ("missing", "wrong_outcome", "duplicate_outcome_ids",
-                            "conflicting_outcomes", "undecodable_outcomes")
-                if record["figures"].get(k)]
-    if error is None and problems:
-        error = "incomplete: " + ", ".join(f"{k}={record['figures'][k]}" for k in problems)
+    record.setdefault("figures", {})
     record["ok"] = error is None
     record["error"] = error
     return record
@@ -998,7 +1073,7 @@ def main(argv: list[str] | None = None) -> int:
         if jar is None:
             systems.remove("kstreams")
     ctx = Context(args, kit, sys.executable, make_topology(scratch / "topology", kit), scratch,
-                  jar, notes)
+                  jar, args.out_dir / f"compare-{stamp}-logs", notes)
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     try:
         admin.list_topics(timeout=10)
@@ -1022,19 +1097,15 @@ def main(argv: list[str] | None = None) -> int:
         "runs": [], "ratios": [],
     }
     runs: list[dict[str, Any]] = result["runs"]
-    planned = [(rnd, w, s) for rnd in range(1, args.rounds + 1) for w in args.workloads
-               for s in (systems if rnd % 2 else systems[::-1]) if applies(s, BY_NAME[w])]
+    planned = schedule(systems, list(args.workloads), args.rounds)
     print(f"compare: {len(planned)} runs ({', '.join(systems)} x {', '.join(args.workloads)} x "
           f"{args.rounds} rounds); kit {kit}", flush=True)
     for note in notes:
         print(f"compare: note: {note}", flush=True)
     try:
-        for i, (rnd, wname, system) in enumerate(planned, 1):
-            order = systems if rnd % 2 else systems[::-1]
-            here = [s for s in order if applies(s, BY_NAME[wname])]
+        for i, (rnd, place, wname, system) in enumerate(planned, 1):
             prefix = f"cmp{rnd}-{wname}-{system}-{secrets.token_hex(3)}"
-            plan = RunPlan(rnd, here.index(system) + 1, BY_NAME[wname], system, prefix,
-                           scratch / prefix)
+            plan = RunPlan(rnd, place, BY_NAME[wname], system, prefix, scratch / prefix)
             print(f"compare: [{i}/{len(planned)}] round {rnd}, {wname}, {system} "
                   f"(load {os.getloadavg()[0]:.2f})", flush=True)
             record = run_one(ctx, plan, admin)
