@@ -855,23 +855,16 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
                       "silent --deadline-s 3`, every deadline due when the processor starts): "
                       "escalations/s, higher is better (the raw pipe: request records/s).", "",
                       "| system | escalations/s | xwait ÷ system | first escalation (s) | timer "
-                      "records / timers fired | peak RSS (MiB) | outcomes |",
-                      "| --- | --- | --- | --- | --- | --- | --- |"]
+                      "records | timers fired | peak RSS (MiB) | outcomes |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
             for s in here:
                 fig = "events_per_s" if s == "rawpipe" else "escalations_per_s"
-                timers = " / ".join(
-                    f"{fmt(r['figures'].get('timer_records'))} / "
-                    f"{fmt(r['figures'].get('timers_fired'))}"
-                    for r in sorted(runs, key=lambda r: r["round"])
-                    if r["workload"] == name and r["system"] == s and r["figures"]
-                    and s != "rawpipe") or "–"
-                if s != "xwait" and s != "rawpipe":
-                    timers = " / ".join(
-                        f"– / {fmt(v)}" for v in values(runs, name, s, "timers_fired"))
                 lines.append(
                     f"| {LABELS[s]} | {per_round(values(runs, name, s, fig))} | "
                     f"{'–' if s == 'xwait' else ratio(name, 'escalations_per_s', s)} | "
-                    f"{per_round(values(runs, name, s, 'first_outcome_s'), 1)} | {timers} | "
+                    f"{per_round(values(runs, name, s, 'first_outcome_s'), 1)} | "
+                    f"{per_round(values(runs, name, s, 'timer_records'))} | "
+                    f"{per_round(values(runs, name, s, 'timers_fired'))} | "
                     f"{per_round(values(runs, name, s, 'peak_rss_mib'))} | "
                     f"{correctness(name, s)} |")
         else:
@@ -984,7 +977,9 @@ def tool_version(argv: list[str]) -> str | None:
 
 def all_versions(kit: Path) -> dict[str, Any]:
     found = versions()
-    found["java"] = tool_version(["java", "-version"]) if shutil.which("java") else None
+    java = tool_version(["java", "-version"]) if shutil.which("java") else None
+    match = re.search(r'version "([^"]+)"', java or "")
+    found["java"] = f"Java {match.group(1)}" if match else java
     found["maven"] = tool_version(["mvn", "-v"]) if shutil.which("mvn") else None
     with contextlib.suppress(OSError):
         pom = (kit / "kstreams" / "pom.xml").read_text(encoding="utf-8")
@@ -1049,6 +1044,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, default=RESULTS, help="bench/results")
     p.add_argument("--publish", type=Path, default=None, metavar="PNG",
                    help="also copy the plot here (a tracked path the README shows)")
+    p.add_argument("--render", type=Path, default=None, metavar="JSON",
+                   help="run nothing: draw the plot and the table again from a result file")
     p.add_argument("--keep-logs", action="store_true",
                    help="keep each run's folder (logs, loadgen JSON) in the scratch folder")
     args = p.parse_args(argv)
@@ -1057,8 +1054,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def finish(result: dict[str, Any], out: Path, png: Path, args: argparse.Namespace) -> None:
+    """The plot, compare-latest.png/.md and the JSON again (with any note the plot added)."""
+    drawn: Path | None = png
+    try:
+        plot(result, png)
+    except Exception as exc:  # a plot that fails still leaves the JSON and the table
+        result["notes"].append(f"no plot: {type(exc).__name__}: {exc}")
+        drawn = None
+    shown = drawn.name if drawn is not None else None
+    if drawn is not None:
+        shutil.copy(drawn, args.out_dir / "compare-latest.png")
+        if args.publish is not None:
+            args.publish.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(drawn, args.publish)
+            shown = os.path.relpath(args.publish.resolve(), REPO)
+    latest = args.out_dir / "compare-latest.md"
+    latest.write_text(table(result, shown), encoding="utf-8")
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    print(f"compare: wrote {out}, {drawn}, {latest}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render is not None:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        finish(json.loads(args.render.read_text(encoding="utf-8")), args.render,
+               args.render.with_suffix(".png"), args)
+        return 0
     started = datetime.now(UTC)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     kit = args.kit.resolve()
@@ -1121,26 +1144,11 @@ def main(argv: list[str] | None = None) -> int:
     result["ratios"] = ratios(runs)
     result["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
-    drawn: Path | None = png
-    try:
-        plot(result, png)
-    except Exception as exc:  # a plot that fails still leaves the JSON and the table
-        notes.append(f"no plot: {type(exc).__name__}: {exc}")
-        drawn = None
-    shown = drawn.name if drawn is not None else None
-    if drawn is not None:
-        shutil.copy(drawn, args.out_dir / "compare-latest.png")
-        if args.publish is not None:
-            args.publish.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(drawn, args.publish)
-            shown = os.path.relpath(args.publish.resolve(), REPO)
-    latest = args.out_dir / "compare-latest.md"
-    latest.write_text(table(result, shown), encoding="utf-8")
-    out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    finish(result, out, png, args)
     print("compare: every run:")
     print("\n".join(summary_lines(runs)))
-    print(f"compare: wrote {out}, {drawn}, {latest}" + (f" (kept {scratch})" if args.keep_logs
-                                                      else ""))
+    if args.keep_logs:
+        print(f"compare: every run's folder is in {scratch}")
     return 0 if runs and all(r["ok"] for r in runs) and len(runs) == len(planned) else 1
 
 
