@@ -931,14 +931,20 @@ def plot(result: dict[str, Any], path: Path) -> None:
         for j, (figure, label) in enumerate(figs):
             for i, s in enumerate(here):
                 key = "events_per_s" if (s == "rawpipe" and workload == "storm") else figure
-                got = [v for v in values(runs, workload, s, key) if v is not None]
+                mine = [r for r in sorted(runs, key=lambda r: r["round"])
+                        if r["workload"] == workload and r["system"] == s
+                        and r["figures"].get(key) is not None]
+                got = [float(r["figures"][key]) for r in mine]
                 x = i + (j - (len(figs) - 1) / 2) * width
                 if got:
                     ax.bar(x, statistics.fmean(got), width * 0.9, color=colors[j % len(colors)],
                            label=label if i == 0 else None)
-                    ax.scatter([x] * len(got), got, color="black", s=12, zorder=3)
+                    ax.scatter([x] * len(got), got, s=14, zorder=3,  # red: an incomplete run
+                               color=["black" if r["ok"] else "red" for r in mine])
                     top += got
-        ax.set_xticks(range(len(here)), [LABELS[s] for s in here], rotation=15)
+        ax.set_xticks(range(len(here)), [
+            LABELS[s] + ("\n(records/s)" if s == "rawpipe" and workload == "storm" else "")
+            for s in here], rotation=15)
         ax.set_title(title, fontsize=10)
         positive = [v for v in top if v > 0]
         if positive and max(positive) / min(positive) > 30:
@@ -948,7 +954,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
     m = result["machine"]
     fig.suptitle(f"xwait side by side: {m['nproc']} CPUs, {result['timestamp']}; bars = mean of "
-                 f"{p['rounds']} round(s), dots = every run", fontsize=10)
+                 f"{p['rounds']} round(s), dots = every run (red: outcomes missing or wrong)",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
