@@ -64,6 +64,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
     KafkaException,
     Producer,
     TopicPartition,
@@ -632,7 +633,28 @@ def run_rawpipe(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str
               "--prefix", plan.prefix, "--expect", str(expect), "--partitions",
               str(ctx.partitions), "--out", str(out)], plan.folder / "rawpipe.log",
              max(300.0, expect / 100), plan.prefix)
+    record["rawpipe_groups_deleted"] = delete_rawpipe_group(ctx, plan.prefix)
     return read_json(out)
+
+
+def delete_rawpipe_group(ctx: Context, prefix: str) -> list[str]:
+    """rawpipe.py names its group ``rawpipe-<random>``: find it by its offsets on our topics
+    (before the topics go, which takes the offsets with them) and delete it."""
+    admin = AdminClient({"bootstrap.servers": ctx.bootstrap})
+    mine = []
+    with contextlib.suppress(KafkaException):
+        groups = admin.list_consumer_groups(request_timeout=15).result(timeout=15)
+        for g in groups.valid:
+            if not g.group_id.startswith("rawpipe-"):
+                continue
+            found = admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(g.group_id)])[g.group_id].result(timeout=15)
+            if any(tp.topic.startswith(prefix + ".") for tp in found.topic_partitions or []):
+                mine.append(g.group_id)
+        for future in (admin.delete_consumer_groups(mine, request_timeout=15).values()
+                       if mine else []):
+            future.result(timeout=15)
+    return mine
 
 
 def figures(plan: RunPlan, result: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
@@ -736,6 +758,29 @@ def run_one(ctx: Context, plan: RunPlan, admin: AdminClient) -> dict[str, Any]:
     record["ok"] = error is None
     record["error"] = error
     return record
+
+
+def sweep_groups(admin: AdminClient, prefixes: list[str], timeout: float = 90) -> list[str]:
+    """Delete the consumer groups of these runs still left; the names of those that stay.
+
+    A run deletes its groups when it ends, but a member that did not leave (a JVM killed
+    during its close) keeps its group until the session times out (45 s for Kafka Streams).
+    """
+    give_up = time.monotonic() + timeout
+    left: list[str] = []
+    while time.monotonic() < give_up:
+        try:
+            groups = admin.list_consumer_groups(request_timeout=15).result(timeout=15)
+        except KafkaException:
+            return left
+        left = [g.group_id for g in groups.valid if g.group_id.startswith(tuple(prefixes))]
+        if not left:
+            return []
+        for future in admin.delete_consumer_groups(left, request_timeout=15).values():
+            with contextlib.suppress(KafkaException):
+                future.result(timeout=15)
+        time.sleep(3)
+    return left
 
 
 # -- ratios, summary, table, plot --------------------------------------------------------------
@@ -1148,6 +1193,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep_logs:
             shutil.rmtree(scratch, ignore_errors=True)
+    left = sweep_groups(admin, [r["prefix"] for r in runs]) if runs else []
+    if left:
+        notes.append(f"consumer groups left on the broker: {', '.join(left)}")
     result["ratios"] = ratios(runs)
     result["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
