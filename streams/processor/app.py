@@ -61,6 +61,7 @@ from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
 from streams.processor.envelope import RowDecodeError, read_head
 from streams.processor.gaps import EndOffsets, GapReader
 from streams.processor.inputs import InputGate, Verdict
+from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role
 from streams.processor.positions import Positions
 from streams.processor.records import RecordHandler, timer_record
@@ -150,6 +151,7 @@ class Worker:
         self.index = TimerIndex()
         self.census = Census()
         self.sequencer = Sequencer()
+        self.latency = Latencies()
         self.gate = InputGate()
         # Per owned partition: the input positions of what was decided, and of
         # what is durable (stored; they differ while a batch is being committed).
@@ -287,7 +289,10 @@ class Worker:
 
     def _take(self, rec: InputRecord) -> None:
         self.gate.advance(rec.role, rec.partition, rec.offset)
-        self.sequencer.add(rec, now_ms())
+        now = now_ms()
+        if rec.log_append_time and rec.timestamp is not None:
+            self.latency.add("taken", now - rec.timestamp)
+        self.sequencer.add(rec, now)
         self._wake.set()
         if self.sequencer.held(rec.partition, rec.role) >= HELD_MAX:
             tp = TP(rec.topic, rec.partition)
@@ -353,7 +358,12 @@ class Worker:
             self._wake.clear()
             if not self._staged and not channel.empty():
                 await asyncio.sleep(BATCH_LINGER_S)  # let the agent take what faust holds
-            self._staged += self.sequencer.release(BATCH_MAX - len(self._staged))
+            released = self.sequencer.release(BATCH_MAX - len(self._staged))
+            if released:
+                now = now_ms()
+                self.latency.add_all("released", (now - r.timestamp for r in released
+                                                  if r.log_append_time and r.timestamp))
+                self._staged += released
             busy = self._committing is not None and not self._committing.done()
             if self._staged and (not busy or len(self._staged) >= BATCH_MAX):
                 await self._run_batch()
@@ -468,6 +478,7 @@ class Worker:
         return batch
 
     async def _commit(self, batch: Batch) -> None:
+        started = now_ms()
         try:
             offsets = await self.committer.commit(batch)
             for p, part in batch.parts.items():
@@ -475,6 +486,10 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
             await self._fail(exc, f"a batch of {len(batch)} records")
             return
+        done = now_ms()
+        self.latency.add("commit", done - started)
+        self.latency.add_all("durable", (done - rec.timestamp for rec, _, _ in batch.decided
+                                         if rec.log_append_time and rec.timestamp))
         self._remember(batch)
 
     async def _finish_commit(self) -> None:
@@ -759,6 +774,7 @@ class Worker:
             "guarantee": self.settings.guarantee.value,
             "streamTime": {str(p): t for p, t in sorted(self.sequencer.times().items())},
             "held": self.sequencer.held(),
+            "latencyMs": self.latency.summary(),
             "positions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
                           for p, pos in sorted(self.positions.items())},
         }
