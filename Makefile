@@ -11,7 +11,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv kafka kafka-stop registry registry-stop topics worker bench clean browser
+.PHONY: demo test lint venv kafka kafka-stop registry registry-stop topics worker bench compare clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,12 @@ worker: topics
 
 bench: topics
 	$(BIN)/python bench/park_bench.py
+
+# xwait beside the raw pipe and the bench kit's peers, on one broker (bench/README.md).
+# The full run takes about an hour; a quick look:
+#   make compare COMPARE_ARGS="--waits 2000 --seconds 30 --rate 200"
+compare: kafka
+	$(BIN)/python bench/compare.py $(COMPARE_ARGS)
 
 clean:
 	-scripts/kafka stop

@@ -35,14 +35,11 @@ import platform
 import random
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +65,7 @@ from streams import codec, topics
 from streams.codec import RecordType
 from streams.config import Settings
 from streams.core.durations import parse_duration_ms
+from streams.testing.workers import WorkerProcess, proc_status_kib
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH_WAITS = Path(__file__).resolve().parent / "waits"
@@ -84,13 +82,6 @@ class BenchError(Exception):
 
 
 # -- small helpers ------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -112,18 +103,6 @@ def rate(count: int, seconds: float | None) -> float | None:
     if seconds is None or seconds <= 0 or count <= 0:
         return None
     return round(count / seconds, 1)
-
-
-def proc_status_kib(pid: int, field_name: str) -> int | None:
-    """A ``kB`` field (VmRSS, VmHWM) of /proc/<pid>/status; None once the process is gone."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(field_name + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 def machine() -> dict[str, Any]:
@@ -181,84 +160,9 @@ def make_topology(folder: Path, deadline: str) -> Path:
 # -- the worker ---------------------------------------------------------------------------
 
 
-def xwait_command() -> str:
-    beside = Path(sys.executable).parent / "xwait"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("xwait")
-    if found is None:
-        raise BenchError("no xwait command beside this Python or on PATH; "
-                         "run with the project's .venv/bin/python")
-    return found
-
-
-class Worker:
-    """One ``xwait worker`` subprocess with its own data folder, web port and log."""
-
-    def __init__(self, settings: Settings, folder: Path, name: str = "worker",
-                 log_level: str = "warning") -> None:
-        self.settings = settings
-        self.data_dir = folder / ("data" if name == "worker" else f"data-{name}")
-        self.log_path = folder / f"{name}.log"
-        self.log_level = log_level
-        self.web_port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.started_at: float | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.proc is None else self.proc.pid
-
-    def start(self) -> None:
-        s = self.settings
-        env = {**os.environ,
-               "XWAIT_BOOTSTRAP": s.bootstrap, "XWAIT_TOPIC_PREFIX": s.topic_prefix,
-               "XWAIT_APP_ID": s.app_id, "XWAIT_PARTITIONS": str(s.partitions),
-               "XWAIT_TOPOLOGY": str(s.topology), "XWAIT_DATA_DIR": str(self.data_dir),
-               "XWAIT_WEB_PORT": str(self.web_port), "XWAIT_LOG_LEVEL": self.log_level,
-               "XWAIT_TIMER_TICK": str(TIMER_TICK_S)}
-        with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen([xwait_command(), "worker"], env=env, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        self.started_at = time.monotonic()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def check_alive(self) -> None:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise BenchError(f"the worker exited with code {self.proc.returncode}")
-
-    def stats(self) -> dict[str, Any] | None:
-        try:
-            with urllib.request.urlopen(  # noqa: S310 - the worker's loopback web server
-                f"http://127.0.0.1:{self.web_port}/xwait/stats", timeout=2
-            ) as resp:
-                data: dict[str, Any] = json.loads(resp.read())
-                return data
-        except (OSError, ValueError):
-            return None
-
-    def counter(self, name: str) -> int:
-        stats = self.stats()
-        return 0 if stats is None else int(stats.get("counters", {}).get(name, 0))
-
-    def log_tail(self, lines: int = 30) -> list[str]:
-        try:
-            text = self.log_path.read_bytes().decode(errors="replace")
-        except OSError:
-            return []
-        return text.splitlines()[-lines:]
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+def check_alive(worker: WorkerProcess) -> None:
+    if worker.proc is not None and worker.proc.poll() is not None:
+        raise BenchError(f"the worker exited with code {worker.proc.returncode}")
 
 
 class RssSampler(threading.Thread):
@@ -369,12 +273,12 @@ class Sender:
             raise BenchError(f"{len(self.errors)} records failed: {self.errors[0]}")
 
 
-def wait_for(check: Callable[[], bool], timeout: float, what: str, worker: Worker,
+def wait_for(check: Callable[[], bool], timeout: float, what: str, worker: WorkerProcess,
              watch: OutcomeWatch | None = None, interval: float = STATS_POLL_S) -> float:
     """Poll ``check`` until true; returns the monotonic time it became true."""
     deadline = time.monotonic() + timeout
     while True:
-        worker.check_alive()
+        check_alive(worker)
         if check():
             return time.monotonic()
         if time.monotonic() >= deadline:
@@ -466,7 +370,7 @@ class Run:
     hwm_kib: int | None = None
 
 
-def park(run: Run, worker: Worker, watch: OutcomeWatch, sender: Sender) -> None:
+def park(run: Run, worker: WorkerProcess, watch: OutcomeWatch, sender: Sender) -> None:
     n = run.args.waits
     topic = run.settings.topic("requests")
     spread_ms = round(run.args.deadline_spread * 1000)
@@ -494,7 +398,7 @@ def park(run: Run, worker: Worker, watch: OutcomeWatch, sender: Sender) -> None:
         f"the worker to process {n} requests", worker, watch)
 
 
-def reply(run: Run, worker: Worker, watch: OutcomeWatch, sender: Sender) -> None:
+def reply(run: Run, worker: WorkerProcess, watch: OutcomeWatch, sender: Sender) -> None:
     """Replies to a random sample, spread evenly up to (first deadline - margin)."""
     chosen = random.Random(run.args.seed).sample(run.keys, round(len(run.keys)
                                                                * run.args.reply_fraction))
@@ -529,12 +433,12 @@ def reply(run: Run, worker: Worker, watch: OutcomeWatch, sender: Sender) -> None
         if i < len(chosen):
             wait = start + i * step - time.monotonic()
             watch.drain(min(max(wait, 0.0), 0.05))
-            worker.check_alive()
+            check_alive(worker)
     sender.flush(60)
     run.marks["replies_end"] = time.monotonic()
 
 
-def complete(run: Run, worker: Worker, watch: OutcomeWatch) -> None:
+def complete(run: Run, worker: WorkerProcess, watch: OutcomeWatch) -> None:
     n = run.args.waits
     last_deadline_wall = (max(run.requested_at_ms) / 1000 + run.deadline_ms / 1000
                           + run.args.deadline_spread)
@@ -752,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(args, settings, args.deadline, deadline_ms)
     mach = machine()
     errors: list[str] = []
-    worker = Worker(settings, folder)
+    worker = WorkerProcess(settings, folder, "park", log_level="warning")
     admin = AdminClient(settings.confluent())
     rss: RssSampler | None = None
     watch: OutcomeWatch | None = None
@@ -767,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
                              "request; is it running (scripts/kafka start)?") from exc
         reachable = True
         topics.create(settings, topics.load_specs(settings))
-        worker.start()
+        worker.start(wait_owned=False)
         assert worker.pid is not None
         rss = RssSampler(worker.pid)
         rss.start()
@@ -775,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:
                  == settings.partitions, 180, "the worker to own every partition", worker)
         watch = OutcomeWatch(settings)
         sender = Sender(settings)
-        run.rss_at_park_start_kib = proc_status_kib(worker.pid, "VmRSS")
+        run.rss_at_park_start_kib = worker.rss_kib()
         print(f"park_bench: worker up (pid {worker.pid}); parking {args.waits} waits, "
               f"deadline {args.deadline}", flush=True)
         park(run, worker, watch, sender)
@@ -785,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
         print("park_bench: waiting for every outcome", flush=True)
         complete(run, worker, watch)
         run.final_stats = worker.stats()
-        run.hwm_kib = proc_status_kib(worker.pid, "VmHWM")
+        run.hwm_kib = worker.peak_rss_kib()
         rss.stop()
         worker.stop()
         print("park_bench: baseline consume->produce loop", flush=True)
@@ -795,15 +699,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         errors.append("interrupted")
     finally:
-        if run.hwm_kib is None and worker.pid is not None and worker.alive():
-            run.hwm_kib = proc_status_kib(worker.pid, "VmHWM")
-        if run.final_stats is None and worker.alive():
+        if run.hwm_kib is None and worker.running:
+            run.hwm_kib = worker.peak_rss_kib()
+        if run.final_stats is None and worker.running:
             run.final_stats = worker.stats()
         if rss is not None:
             rss.stop()
         worker.stop()
         if errors:
-            log_tail = worker.log_tail()
+            log_tail = worker.log_tail(30).splitlines()
         if watch is not None:
             with contextlib.suppress(KafkaException):
                 watch.drain(0)

@@ -49,11 +49,9 @@ from park_bench import (  # noqa: E402 - the sibling module, importable once on 
     REPO,
     BenchError,
     Sender,
-    Worker,
     delete_topics,
     machine,
     make_topology,
-    proc_status_kib,
     versions,
     wait_for,
 )
@@ -61,6 +59,7 @@ from park_bench import (  # noqa: E402 - the sibling module, importable once on 
 from streams import codec, topics  # noqa: E402
 from streams.codec import RecordType  # noqa: E402
 from streams.config import Settings  # noqa: E402
+from streams.testing.workers import WorkerProcess  # noqa: E402
 
 REBUILT = re.compile(r"timer index rebuilt partitions=\[([0-9, ]*)\] rows=(\d+) timers=(\d+) "
                      r"unreadable=(\d+) seconds=([0-9.]+)")
@@ -80,7 +79,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def rebuilds(worker: Worker, since: int = 0) -> list[dict[str, Any]]:
+def rebuilds(worker: WorkerProcess, since: int = 0) -> list[dict[str, Any]]:
     """The rebuild log lines of this worker after byte `since` of its log, newest last."""
     text = (worker.log_path.read_bytes()[since:].decode(errors="replace")
             if worker.log_path.exists() else "")
@@ -90,10 +89,10 @@ def rebuilds(worker: Worker, since: int = 0) -> list[dict[str, Any]]:
             for m in REBUILT.finditer(text)]
 
 
-def timed_start(worker: Worker, settings: Settings, waits: int) -> dict[str, Any]:
+def timed_start(worker: WorkerProcess, settings: Settings, waits: int) -> dict[str, Any]:
     """Start `worker`; seconds until it owns everything and counts every wait parked."""
     since = worker.log_path.stat().st_size if worker.log_path.exists() else 0
-    worker.start()
+    worker.start(wait_owned=False)
     started = worker.started_at or time.monotonic()
     owned = wait_for(lambda: len((worker.stats() or {}).get("ownedPartitions", []))
                      == settings.partitions, 600, "the worker to own every partition", worker)
@@ -108,7 +107,7 @@ def timed_start(worker: Worker, settings: Settings, waits: int) -> dict[str, Any
             "counts_every_wait_s": round(ready - started, 2),
             "rebuild": full()[-1],
             "rebuilds": len(rebuilds(worker, since)),
-            "rss_mib": round((proc_status_kib(worker.pid or 0, "VmRSS") or 0) / 1024, 1)}
+            "rss_mib": round((worker.rss_kib() or 0) / 1024, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                         topology=make_topology(folder / "topology", "PT1H"),
                         data_dir=folder / "data")
     admin = AdminClient(settings.confluent())
-    first = Worker(settings, folder, "first", log_level="info")
-    fresh = Worker(settings, folder, "fresh", log_level="info")
-    second = Worker(settings, folder, "second", log_level="info")
+    first = WorkerProcess(settings, folder, "first")
+    fresh = WorkerProcess(settings, folder, "fresh")
+    second = WorkerProcess(settings, folder, "second")
     figures: dict[str, Any] = {}
     errors: list[str] = []
     reachable = False
@@ -158,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         print("recovery_bench: starting a worker on an empty data folder", flush=True)
         figures["failover"] = timed_start(fresh, settings, args.waits)
         print("recovery_bench: a second worker joins; then the first stops", flush=True)
-        second.start()
+        second.start(wait_owned=False)
         wait_for(lambda: bool((second.stats() or {}).get("ownedPartitions")), 600,
                  "the second worker to get partitions", second)
         time.sleep(args.standby_settle)  # standbys read the changelog in the background

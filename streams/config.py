@@ -114,10 +114,11 @@ class Settings:
     topology: Path = PACKAGED_TOPOLOGY
     data_dir: Path = DEFAULT_DATA_DIR
     guarantee: Guarantee = Guarantee.AT_LEAST_ONCE
-    # How often the punctuator looks for due timers.  Deadline lateness is at
-    # most one tick plus the time a timer record takes through Kafka; a
-    # shorter tick costs an index lookup per owned partition per tick.
-    timer_tick: float = 0.5
+    # How often the punctuator probes the inputs' end offsets (stream time)
+    # and emits the timers due by it.  Deadline lateness is about one tick
+    # plus the time a timer record takes through Kafka; each tick costs one
+    # ListOffsets request and an index lookup per owned partition.
+    timer_tick: float = 0.2
     # Upper bound of timer records one tick emits, so that the first tick
     # after a partition moves (which sees every timer that fell due during the
     # move) cannot stall the event loop.

@@ -14,6 +14,7 @@ core may all use it.
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
 __all__ = ["murmur2", "partition_for"]
 
@@ -56,11 +57,14 @@ def murmur2(data: bytes) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+@lru_cache(maxsize=65_536)
 def partition_for(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner picks for a non-null ``key``.
 
     ``(murmur2(key) & 0x7fffffff) % partitions``: Java's ``toPositive`` masks
     the sign bit rather than taking ``abs``, so both must agree bit for bit.
+    Cached: a wait's records all ask for the same key (about 12 us a hash in
+    Python, a dictionary lookup when cached; 65,536 keys of about 100 bytes).
     """
     if partitions <= 0:
         raise ValueError(f"partitions must be at least 1, got {partitions}")

@@ -26,9 +26,10 @@ simply hold none.
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import MISSING, fields
 from typing import Any
+
+import orjson
 
 from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
 from streams.core.events import Command, CommandKind, Origin, Reply, TimerKind
@@ -87,12 +88,12 @@ def encode_slot(slot: Slot) -> bytes:
                      for h in slot.early_commands]
     if slot.early_timer is not None:
         out["et"] = _enc_timer(slot.early_timer)
-    return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
+    return orjson.dumps(out)
 
 
 def decode_slot(data: bytes) -> Slot:
     try:
-        raw = json.loads(data)
+        raw = orjson.loads(data)
         if not isinstance(raw, dict) or raw.get("v") != STATE_VERSION:
             version = raw.get("v") if isinstance(raw, dict) else None
             raise StateDecodeError(

@@ -61,6 +61,7 @@ from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
 from streams.processor.envelope import RowDecodeError, read_head
 from streams.processor.gaps import EndOffsets, GapReader
 from streams.processor.inputs import InputGate, Verdict
+from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role
 from streams.processor.positions import Positions
 from streams.processor.records import RecordHandler, timer_record
@@ -88,6 +89,11 @@ HELD_MAX = 5000
 STUCK_S = 2.0
 # Most records one such direct read takes (the rest come through the fetch).
 STALLED_READ_MAX = 1000
+# How long the applier lets the agent take records before it stages the
+# first of a batch: a millisecond of latency for batches of more than one.
+BATCH_LINGER_S = 0.001
+# How often the applier looks for stalled topics and paused partitions to resume.
+HOUSEKEEPING_S = 0.1
 # Least time between two probes the applier asks for itself (the punctuator
 # probes every tick besides): each is one ListOffsets request.
 PROBE_MIN_S = 0.005
@@ -145,9 +151,15 @@ class Worker:
         self.index = TimerIndex()
         self.census = Census()
         self.sequencer = Sequencer()
+        self.latency = Latencies()
         self.gate = InputGate()
-        # Per owned partition: the input positions its stored state reflects.
+        # Per owned partition: the input positions of what was decided, and of
+        # what is durable (stored; they differ while a batch is being committed).
         self.positions: dict[int, Positions] = {}
+        self.durable: dict[int, Positions] = {}
+        self._committing: asyncio.Future[None] | None = None
+        self._staged: list[InputRecord] = []  # released, to be decided in the next batch
+        self._pending_rows: dict[int, Mapping[bytes, bytes | None]] = {}
         self.topic_names = {role: settings.topic(role.value) for role in Role}
         self.role_by_topic = {name: role for role, name in self.topic_names.items()}
         self.handler = RecordHandler(definitions, settings.partitions)
@@ -284,7 +296,10 @@ class Worker:
 
     def _take(self, rec: InputRecord) -> None:
         self.gate.advance(rec.role, rec.partition, rec.offset)
-        self.sequencer.add(rec, now_ms())
+        now = now_ms()
+        if rec.log_append_time and rec.timestamp is not None:
+            self.latency.add("taken", now - rec.timestamp)
+        self.sequencer.add(rec, now)
         self._wake.set()
         if self.sequencer.held(rec.partition, rec.role) >= HELD_MAX:
             tp = TP(rec.topic, rec.partition)
@@ -333,25 +348,41 @@ class Worker:
             await self._fail(exc, "the applier")
 
     async def _apply_forever(self, channel: Any) -> None:
+        """Stage what the sequencer releases; decide and commit it batch by batch.
+
+        A batch is decided when the previous one is committed, or as soon as
+        BATCH_MAX records are staged (then its decisions overlap the previous
+        commit's wait for acknowledgements).  While a commit waits, released
+        records gather, so batches grow with the load instead of shrinking to
+        one record each.
+        """
+        last_housekeeping = 0.0
         while self.failure is None:
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=0.2)
             except TimeoutError:
                 pass
             self._wake.clear()
-            # Let the agent take what faust has buffered, so that batches fill up.
-            yields = 0
-            while not channel.empty() and self.sequencer.held() < BATCH_MAX and yields < 50:
-                await asyncio.sleep(0)
-                yields += 1
-            released = await self._run_batch()
-            if released >= BATCH_MAX:
-                self._wake.set()  # more may be waiting
-            elif self.sequencer.wants_probe() and self.ready.is_set() and \
-                    await self._probe_now():
+            if not self._staged and not channel.empty():
+                await asyncio.sleep(BATCH_LINGER_S)  # let the agent take what faust holds
+            released = self.sequencer.release(BATCH_MAX - len(self._staged))
+            if released:
+                now = now_ms()
+                self.latency.add_all("released", (now - r.timestamp for r in released
+                                                  if r.log_append_time and r.timestamp))
+                self._staged += released
+            busy = self._committing is not None and not self._committing.done()
+            if self._staged and (not busy or len(self._staged) >= BATCH_MAX):
+                await self._run_batch()
+                if self.sequencer.held():
+                    self._wake.set()  # more may be releasable now
+            elif not self._staged and self.sequencer.wants_probe() and self.ready.is_set() \
+                    and await self._probe_now():
                 self._wake.set()
-            await self._unstick()
-            self._resume_drained()
+            if time.monotonic() - last_housekeeping > HOUSEKEEPING_S:
+                last_housekeeping = time.monotonic()
+                await self._unstick()
+                self._resume_drained()
 
     async def _unstick(self) -> None:
         """Read directly what a topic behind its end offset does not deliver.
@@ -406,41 +437,79 @@ class Worker:
                 else " (no records there: transaction markers or aborted records)")
         self._wake.set()
 
-    async def _run_batch(self) -> int:
-        """Decide what the sequencer releases and commit it; the number of records."""
+    async def _run_batch(self) -> None:
+        """Decide the staged records and start committing them.
+
+        Commits are pipelined one deep: a batch is decided while the previous
+        one may still wait for the broker's acknowledgements, reading that
+        batch's rows from memory (`_pending_rows`) until they are in RocksDB.
+        Batches are committed strictly in order, each in the order of the
+        commit protocol, so a crash still leaves a prefix of them durable.
+        """
         async with self._lock:
-            if self.failure is not None:
-                return 0
-            records = self.sequencer.release(BATCH_MAX)
-            if not records:
-                return 0
-            stream_times = self.sequencer.times()
-            try:
-                batch = build_batch(self.handler, records, self.store.get, self.positions,
-                                    stream_times, now_ms())
-            except RegistryUnavailable as exc:
-                # Not the records' fault: decide them again once the registry answers.
-                self.sequencer.unrelease(records)
-                self.counters["registry_unavailable"] += 1
-                log.warning("schema registry unavailable, %d records wait: %s", len(records), exc)
+            records, self._staged = self._staged, []
+            if self.failure is not None or not records:
+                return
+            batch = self._decide(records)
+            await self._finish_commit()
+            if batch is None:
                 await asyncio.sleep(REGISTRY_RETRY_S)
-                return 0
-            for p, part in batch.parts.items():
-                part.positions = replace(part.positions, stream_time=stream_times.get(p, 0))
-            try:
-                offsets = await self.committer.commit(batch)
+                return
+            if self.failure is None:
                 for p, part in batch.parts.items():
-                    self.store.write(p, part.rows, part.positions, offsets.get(p))
-            except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
-                await self._fail(exc, f"a batch of {len(batch)} records")
-                return 0
-            self._remember(batch)
-            return len(records)
+                    self._pending_rows[p] = part.rows
+                self._committing = asyncio.ensure_future(self._commit(batch))
+                self._committing.add_done_callback(lambda _f: self._wake.set())
+
+    def _decide(self, records: list[InputRecord]) -> Batch | None:
+        stream_times = self.sequencer.times()
+
+        def load(partition: int, key: bytes) -> bytes | None:
+            pending = self._pending_rows.get(partition)
+            if pending is not None and key in pending:
+                return pending[key]
+            return self.store.get(partition, key)
+
+        try:
+            batch = build_batch(self.handler, records, load, self.positions, stream_times,
+                                now_ms())
+        except RegistryUnavailable as exc:
+            # Not the records' fault: decide them again once the registry answers.
+            self.sequencer.unrelease(records)  # timers-first order is restored by release
+            self.counters["registry_unavailable"] += 1
+            log.warning("schema registry unavailable, %d records wait: %s", len(records), exc)
+            return None
+        for p, part in batch.parts.items():
+            part.positions = replace(part.positions, stream_time=stream_times.get(p, 0))
+            self.positions[p] = part.positions  # decided; durable once the commit is done
+        return batch
+
+    async def _commit(self, batch: Batch) -> None:
+        started = now_ms()
+        try:
+            offsets = await self.committer.commit(batch)
+            for p, part in batch.parts.items():
+                self.store.write(p, part.rows, part.positions, offsets.get(p))
+        except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
+            await self._fail(exc, f"a batch of {len(batch)} records")
+            return
+        done = now_ms()
+        self.latency.add("commit", done - started)
+        self.latency.add_all("durable", (done - rec.timestamp for rec, _, _ in batch.decided
+                                         if rec.log_append_time and rec.timestamp))
+        self._remember(batch)
+
+    async def _finish_commit(self) -> None:
+        """Wait for the batch being committed, if any: its rows are in RocksDB after this."""
+        committing, self._committing = self._committing, None
+        if committing is not None:
+            await committing
+        self._pending_rows.clear()
 
     def _remember(self, batch: Batch) -> None:
         """Step 6 of the commit protocol: what the worker keeps in memory."""
         for p, part in batch.parts.items():
-            self.positions[p] = part.positions
+            self.durable[p] = part.positions
             for before, after in part.census:
                 self.census.move(p, before, after)
             for change in part.timers:
@@ -488,6 +557,7 @@ class Worker:
         """
         async with self._lock:
             try:
+                await self._finish_commit()
                 await self._take_over_locked()
             except Exception as exc:  # noqa: BLE001 - e.g. the producer cannot be made
                 await self._fail(exc, "taking over the assigned partitions")
@@ -519,7 +589,7 @@ class Worker:
                 starts[role] = start
                 await faust_glue.seek(self.app, tp.topic, p, start)
             stream_time = stored.stream_time if stored is not None else 0
-            self.positions[p] = Positions(starts, stream_time)
+            self.positions[p] = self.durable[p] = Positions(starts, stream_time)
             self.gate.assign(p, starts)
             self.sequencer.assign(p, starts, stream_time)
         await self.committer.assign(owned)
@@ -534,6 +604,7 @@ class Worker:
     async def _on_revoked(self, sender: Any, revoked: set[TP], **kwargs: Any) -> None:
         """faust revokes partitions: wait for the batch in flight, then let them go."""
         async with self._lock:
+            await self._finish_commit()
             self.ready.clear()
             topic = self.topic_names[Role.REQUESTS]
             gone = {tp.partition for tp in revoked if tp.topic == topic}
@@ -543,10 +614,12 @@ class Worker:
 
     def _forget(self, partitions: set[int]) -> None:
         self.gate.revoke(partitions)
+        self._staged = [r for r in self._staged if r.partition not in partitions]
         self._paused = {tp for tp in self._paused if tp.partition not in partitions}
         for p in partitions:
             self.sequencer.drop(p)
             self.positions.pop(p, None)
+            self.durable.pop(p, None)
             self.index.drop_partition(p)
             self.census.drop_partition(p)
 
@@ -690,8 +763,8 @@ class Worker:
             return
         self._last_group_commit = time.monotonic()
         offsets = {TP(self.topic_names[role], p): offset
-                   for p in owned if p in self.positions
-                   for role, offset in self.positions[p].next_offset.items()}
+                   for p in owned if p in self.durable
+                   for role, offset in self.durable[p].next_offset.items()}
         await faust_glue.commit_group_offsets(self.app, offsets)
 
     # -- web ---------------------------------------------------------------------
@@ -708,6 +781,7 @@ class Worker:
             "guarantee": self.settings.guarantee.value,
             "streamTime": {str(p): t for p, t in sorted(self.sequencer.times().items())},
             "held": self.sequencer.held(),
+            "latencyMs": self.latency.summary(),
             "positions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
                           for p, pos in sorted(self.positions.items())},
         }

@@ -41,42 +41,44 @@ class GapReader:
     def __init__(self, conf: dict[str, Any]) -> None:
         self._conf = {**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                       "isolation.level": "read_committed", "enable.partition.eof": False}
-        self._consumer: Any = None
 
     def read(self, role: Role, topic: str, partition: int, start: int, stop: int,
              limit: int | None = None) -> list[InputRecord]:
         """The records of offsets [start, stop) that exist, or the first `limit` of them.
 
-        Blocking: run it in a thread.
+        It is done when a record at `stop` or later arrives, or when the
+        consumer's position passes `stop` (the range may end at the log's end,
+        or in transaction markers, which are never delivered).  A consumer of
+        its own each time: a reused one reports the position of its previous
+        assignment until it has fetched again.  Blocking: run it in a thread.
         """
-        if self._consumer is None:
-            self._consumer = Consumer(self._conf)
-        consumer = self._consumer
+        consumer = Consumer(self._conf)
         out: list[InputRecord] = []
         give_up = time.monotonic() + READ_TIMEOUT_S
+        where = TopicPartition(topic, partition)
         try:
             consumer.assign([TopicPartition(topic, partition, start)])
             while True:
-                for msg in consumer.consume(500, timeout=1.0):
+                for msg in consumer.consume(500, timeout=0.2):
                     if msg.error() is not None:
                         raise GapReadFailed(f"{topic}[{partition}]: {msg.error()}")
                     offset = msg.offset()
-                    if offset >= stop or (limit is not None and len(out) >= limit):
+                    if offset is None or offset >= stop or (
+                            limit is not None and len(out) >= limit):
                         return out
                     ts_type, ts = msg.timestamp()
                     out.append(InputRecord(role, topic, partition, offset, msg.key(),
                                            msg.value(), ts if ts >= 0 else None,
                                            ts_type == TIMESTAMP_LOG_APPEND_TIME))
+                if consumer.position([where])[0].offset >= stop:
+                    return out
                 if time.monotonic() > give_up:
                     raise GapReadFailed(f"{topic}[{partition}] offsets {start}..{stop - 1}: "
-                                        f"offset {stop} not reached within {READ_TIMEOUT_S:.0f}s")
+                                        f"not read within {READ_TIMEOUT_S:.0f}s")
         except KafkaException as exc:
             raise GapReadFailed(f"{topic}[{partition}]: {exc}") from exc
         finally:
-            try:
-                consumer.unassign()
-            except KafkaException:
-                log.debug("unassign after a gap read failed", exc_info=True)
+            consumer.close()
 
     def data_end(self, topic: str, partition: int, end: int) -> int:
         """The offset after the last record below `end` that is data, not a transaction marker.
@@ -121,10 +123,6 @@ class GapReader:
         finally:
             consumer.close()
 
-    def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
 
 
 class EndOffsets:

@@ -71,6 +71,7 @@ class Plan:
     joins: int = 1  # a second worker joins, then leaves (SIGTERM)
     broker_restarts: int = 0  # needs `broker` callbacks
     down_s: tuple[float, float] = (1.0, 4.0)  # how long a killed worker stays down
+    kill_backlog: int = 300  # a kill waits up to 5 s for the worker to be this far behind
     settle_s: float = 180.0  # how long to wait for the last outcomes
     seed: int = 1
 
@@ -287,6 +288,17 @@ def _backlog(load: Load, worker: WorkerProcess) -> int | None:
     return max(0, offered - applied)
 
 
+def _behind(load: Load, worker: WorkerProcess, wanted: int, patience_s: float = 5.0
+            ) -> int | None:
+    """Wait (a little) until `worker` is at least `wanted` records behind; its backlog then."""
+    give_up = time.monotonic() + patience_s
+    while True:
+        backlog = _backlog(load, worker)
+        if (backlog is not None and backlog >= wanted) or time.monotonic() > give_up:
+            return backlog
+        time.sleep(0.05)
+
+
 def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | None = None,
               log: Callable[[str], None] = print) -> Report:
     """Run the plan against workers of `settings` (topics and topology made by the caller)."""
@@ -317,7 +329,7 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
         for action in actions:
             time.sleep(rng.uniform(0.5 * gap, gap))
             if action == "kill":
-                backlog = _backlog(load, w1)
+                backlog = _behind(load, w1, plan.kill_backlog)
                 w1.kill9()
                 empty = empty_left > 0
                 if empty:

@@ -27,6 +27,18 @@ def free_port() -> int:
         return port
 
 
+def proc_status_kib(pid: int, field: str) -> int | None:
+    """A ``kB`` field (VmRSS, VmHWM, ...) of /proc/<pid>/status; None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def settings_env(settings: Settings) -> dict[str, str]:
     """The XWAIT_* variables that give a worker these settings."""
     return {
@@ -58,6 +70,7 @@ class WorkerProcess:
         self.log_level = log_level
         self.env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at: float | None = None  # time.monotonic() of the last start
 
     @property
     def url(self) -> str:
@@ -67,13 +80,27 @@ class WorkerProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def environment(self) -> dict[str, str]:
+        """The XWAIT_* variables this worker is started with (on top of os.environ)."""
+        return {**settings_env(self.settings),
+                "XWAIT_DATA_DIR": str(self.data_dir), "XWAIT_WEB_PORT": str(self.web_port),
+                "XWAIT_LOG_LEVEL": self.log_level, **self.env}
+
+    def command_line(self) -> list[str]:
+        """`env K=V ... <command>`: this worker, for a launcher that takes one command
+        (a load generator's start command). The launcher owns that process, not this object."""
+        return ["env", *(f"{k}={v}" for k, v in self.environment().items()), *self.command]
+
     def start(self, wait_owned: bool = True, timeout: float = 90) -> WorkerProcess:
-        env = {**os.environ, **settings_env(self.settings),
-               "XWAIT_DATA_DIR": str(self.data_dir), "XWAIT_WEB_PORT": str(self.web_port),
-               "XWAIT_LOG_LEVEL": self.log_level, **self.env}
+        env = {**os.environ, **self.environment()}
         with open(self.log_path, "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(list(self.command), env=env, stdout=log,  # noqa: S603
                                          stderr=subprocess.STDOUT, start_new_session=True)
+        self.started_at = time.monotonic()
         if wait_owned:
             try:
                 self.wait_until(lambda s: bool(s["ownedPartitions"]), timeout,
@@ -92,6 +119,11 @@ class WorkerProcess:
                 return data
         except (OSError, ValueError):
             return None
+
+    def counter(self, name: str) -> int:
+        """One of the worker's `/xwait/stats` counters; 0 while it does not answer."""
+        stats = self.stats()
+        return 0 if stats is None else int(stats.get("counters", {}).get(name, 0))
 
     def wait_until(self, check: Callable[[dict[str, Any]], bool], timeout: float,
                    what: str) -> dict[str, Any]:
@@ -130,15 +162,12 @@ class WorkerProcess:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def rss_kib(self) -> int | None:
-        if self.proc is None:
-            return None
-        try:
-            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        except OSError:
-            return None
-        return None
+        """Resident memory now (VmRSS), KiB; None when not running."""
+        return None if self.proc is None else proc_status_kib(self.proc.pid, "VmRSS")
+
+    def peak_rss_kib(self) -> int | None:
+        """The highest resident memory so far (VmHWM), KiB; None when not running."""
+        return None if self.proc is None else proc_status_kib(self.proc.pid, "VmHWM")
 
 
-__all__ = ["XWAIT", "WorkerProcess", "free_port", "settings_env"]
+__all__ = ["XWAIT", "WorkerProcess", "free_port", "proc_status_kib", "settings_env"]

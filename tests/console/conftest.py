@@ -10,8 +10,6 @@ otherwise: reads need a token on these workers too.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +25,7 @@ from streams import topics
 from streams.config import Settings
 from streams.partitioning import partition_for
 from tests.conftest import NO_CONSOLE
-from tests.e2e.harness import XWAIT, Client, WorkerProcess, e2e_settings, settings_env
+from tests.e2e.harness import Client, WorkerProcess, e2e_settings
 from tests.prefixes import unique_prefix
 
 TOKEN = "test-console-token"  # noqa: S105 - the test workers' own token
@@ -37,21 +35,13 @@ READ_TOKEN = "test-read-token"  # noqa: S105 - reads only
 class ConsoleWorker(WorkerProcess):
     """A worker started with XWAIT_CONSOLE_TOKEN set."""
 
-    def start(self, wait_owned: bool = True, timeout: float = 90) -> ConsoleWorker:
-        env = {**os.environ, **settings_env(self.settings),
-               "XWAIT_DATA_DIR": str(self.data_dir), "XWAIT_WEB_PORT": str(self.web_port),
-               "XWAIT_LOG_LEVEL": "info", "XWAIT_CONSOLE_TOKEN": TOKEN,
-               "XWAIT_CONSOLE_READ_TOKEN": READ_TOKEN}
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([str(XWAIT), "worker"], env=env, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-        if wait_owned:
-            self.wait_until(lambda s: bool(s["ownedPartitions"]), timeout, "owns no partition")
-        return self
+    def __init__(self, settings: Settings, folder: Path, name: str = "w1") -> None:
+        super().__init__(settings, folder, name, env={"XWAIT_CONSOLE_TOKEN": TOKEN,
+                                                      "XWAIT_CONSOLE_READ_TOKEN": READ_TOKEN})
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.web_port}"
+    def start(self, wait_owned: bool = True, timeout: float = 90) -> ConsoleWorker:
+        super().start(wait_owned, timeout)
+        return self
 
 
 def http(method: str, url: str, body: Any = None, token: str | None = TOKEN,

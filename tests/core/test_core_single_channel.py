@@ -6,6 +6,10 @@ expense-approval: reminders every PT24H up to 2, deadline P3D, director PT12H.
 from __future__ import annotations
 
 import json
+import uuid
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.core import (
     ActionKind,
@@ -19,6 +23,7 @@ from streams.core import (
     TimerFired,
     TimerKind,
     WaitStatus,
+    action_id,
     outcome_id,
 )
 from tests.core.core_harness import (
@@ -386,3 +391,12 @@ def test_every_action_counts_its_attempts_from_one() -> None:
     escalated = run.fire(TimerKind.DEADLINE)
     assert [a.attempt for a in actions(sent, ActionKind.SEND_REQUEST)] == [1]
     assert [a.attempt for a in actions(escalated, ActionKind.RUN_ESCALATION)] == [1]
+
+
+@given(st.text(max_size=200), st.integers(-(2**63), 2**63 - 1))
+def test_ids_are_the_uuid5_they_always_were(key: str, parked_at: int) -> None:
+    namespace = uuid.UUID("5f0c1d2e-8a57-4c1b-9a7e-3b6d2f0e9c41")
+    assert outcome_id(key, parked_at) == str(uuid.uuid5(namespace,
+                                                        f"outcome\x1f{key}\x1f{parked_at}"))
+    assert action_id(key, parked_at, ActionKind.POLL, 1, 2, None, 3) == str(uuid.uuid5(
+        namespace, f"action\x1f{key}\x1f{parked_at}\x1fPOLL\x1f1\x1f2\x1f\x1f3"))

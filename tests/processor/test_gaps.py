@@ -59,3 +59,17 @@ def test_a_range_is_read_whole_or_up_to_a_limit(kafka_bootstrap: str, topic: str
     assert [(r.offset, r.value) for r in found] == [(i, str(i).encode()) for i in range(2, 7)]
     assert all(r.role is Role.REPLIES and r.timestamp for r in found)
     assert [r.offset for r in reader.read(Role.REPLIES, topic, 0, 0, 10, limit=4)] == [0, 1, 2, 3]
+
+
+def test_a_range_that_ends_at_the_log_end_is_read_without_waiting_for_a_next_record(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(3):
+        producer.produce(topic, key=b"k", value=str(i).encode(), partition=0)
+    producer.flush(30)
+    reader = GapReader({"bootstrap.servers": kafka_bootstrap, "group.id": f"{topic}-test"})
+    started = time.monotonic()
+    assert [r.offset for r in reader.read(Role.COMMANDS, topic, 0, 0, 3)] == [0, 1, 2]
+    assert [r.offset for r in reader.read(Role.COMMANDS, topic, 0, 1, 3)] == [1, 2]
+    assert time.monotonic() - started < 20, "done at the end, not after a timeout"

@@ -1,0 +1,84 @@
+"""bench/compare.py's bookkeeping: what runs when, and which runs a ratio divides (no broker)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load_compare() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("compare", REPO / "bench" / "compare.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["compare"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+compare = load_compare()
+
+
+def run(rnd: int, workload: str, system: str, **figures: float) -> dict[str, Any]:
+    return {"round": rnd, "workload": workload, "system": system, "figures": figures,
+            "ok": True, "error": None, "loadavg_before": [1.0, 1.0, 1.0],
+            "loadavg_after": [1.0, 1.0, 1.0], "wall_s": 1.0}
+
+
+def test_every_second_round_reverses_the_order_and_the_raw_pipe_skips_the_open_loop() -> None:
+    plan = compare.schedule(["xwait", "rawpipe", "pypeer"], ["drain", "open"], 2)
+
+    assert plan == [
+        (1, 1, "drain", "xwait"), (1, 2, "drain", "rawpipe"), (1, 3, "drain", "pypeer"),
+        (1, 1, "open", "xwait"), (1, 2, "open", "pypeer"),
+        (2, 1, "drain", "pypeer"), (2, 2, "drain", "rawpipe"), (2, 3, "drain", "xwait"),
+        (2, 1, "open", "pypeer"), (2, 2, "open", "xwait"),
+    ]
+
+
+def test_a_ratio_divides_runs_of_the_same_round_only() -> None:
+    runs = [run(1, "drain", "xwait", events_per_s=100.0),
+            run(1, "drain", "pypeer", events_per_s=400.0),
+            run(2, "drain", "xwait", events_per_s=300.0),
+            run(2, "drain", "pypeer", events_per_s=600.0),
+            run(3, "drain", "pypeer", events_per_s=50.0)]  # no xwait run in round 3
+
+    got = [(r["round"], r["ratio"]) for r in compare.ratios(runs)
+           if r["figure"] == "events_per_s"]
+
+    assert got == [(1, 0.25), (2, 0.5)]
+
+
+def test_in_the_storm_the_raw_pipe_is_measured_by_its_request_records() -> None:
+    runs = [run(1, "storm", "xwait", escalations_per_s=200.0, events_per_s=200.0),
+            run(1, "storm", "rawpipe", events_per_s=20000.0)]
+
+    (ratio,) = [r for r in compare.ratios(runs) if r["figure"] == "escalations_per_s"]
+
+    assert ratio["over"] == "rawpipe" and ratio["ratio"] == 0.01
+    assert ratio["higher_is_better"] is True
+
+
+def test_the_table_shows_every_round_and_a_failed_run() -> None:
+    failed = run(2, "open", "pypeer")
+    failed.update(ok=False, error="CompareError: boom", figures={})
+    runs = [run(1, "open", "xwait", reply_p50_ms=50.0, reply_p99_ms=200.0),
+            run(1, "open", "pypeer", reply_p50_ms=40.0, reply_p99_ms=100.0),
+            run(2, "open", "xwait", reply_p50_ms=60.0, reply_p99_ms=220.0), failed]
+    result = {"runs": runs, "ratios": compare.ratios(runs), "notes": [],
+              "timestamp": "t", "file": "f.json",
+              "parameters": {"systems": ["xwait", "pypeer"], "workloads": ["open"],
+                             "rounds": 2, "waits": 10, "rate": 5.0, "seconds": 2.0,
+                             "bootstrap": "b", "partitions": 8},
+              "machine": {"nproc": 2, "cpu": "x", "mem_total_mib": 1024, "platform": "p"},
+              "versions": {"python": "3", "librdkafka": "2"}}
+
+    text = compare.table(result, None)
+
+    assert "| xwait | 50 / 60 | 200 / 220 |" in text
+    assert "| Python peer | 40 / – | 100 / – | – / – | 2 |" in text  # a ratio in round 1 only
+    assert "failed" in text and "CompareError: boom" in text
