@@ -138,8 +138,8 @@ class Metrics:
         gauge = _family(out)
         gauge("xwait_parked_waits", "gauge", "Waits not done in this worker's partitions.",
               [({"state": s, "definition": d}, n) for (s, d), n in sorted(by_state.items())])
-        gauge("xwait_timers_armed", "gauge", "Timers armed in the in-memory index.",
-              [({}, len(w.index))])
+        gauge("xwait_timers_armed", "gauge", "Timers armed in this worker's partitions.",
+              [({}, w.armed_timers())])
         gauge("xwait_timers_due", "gauge", "Armed timers whose due time has passed.",
               [({}, due)])
         gauge("xwait_timers_emitted_total", "counter", "Timer records the punctuator sent.",
