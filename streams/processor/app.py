@@ -690,6 +690,7 @@ class Worker:
         owned = self.gate.owned()
         if not owned:
             return
+        started = time.monotonic()
         try:
             await self._probe(owned)
             self._wake.set()
@@ -697,6 +698,7 @@ class Worker:
             await self._commit_group_offsets(owned)
         except (KafkaException, TimeoutError) as exc:  # the broker is away: next tick again
             log.warning("punctuator tick failed: %s", exc)
+        self.latency.add("tick", round((time.monotonic() - started) * 1000))
 
     async def _probe_now(self) -> bool:
         """A probe the applier asks for: records wait for proof that nothing older is left."""
