@@ -743,7 +743,9 @@ class Worker:
 
     async def _emit_due(self, owned: set[int]) -> None:
         times = {p: t for p, t in self.sequencer.times().items() if p in owned}
+        scan = time.perf_counter()
         due = self.index.pop_due(times, self.settings.timer_batch)
+        self.latency.add("scan_us", round((time.perf_counter() - scan) * 1e6))
         if not due:
             return
         try:
