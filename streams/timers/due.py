@@ -60,12 +60,19 @@ class DueTimers:
 
     def changed(self, partition: int, wait_key: str, before: Iterable[ArmedTimer],
                 after: Iterable[ArmedTimer]) -> None:
-        """A wait's timers changed (its row is stored): forget what was emitted of the old."""
+        """A wait's timers changed (its row is stored): forget what was emitted of it.
+
+        If any timer emitted for the wait is gone, all its marks go: the one
+        record emitted for several due timers (`pop_due`) may be the one that
+        went, and what is still armed must then be emitted again.
+        """
         emitted = self._emitted.get(partition)
         if emitted is not None:
-            for t in set(before) - set(after):
-                if emitted.get((wait_key, t.kind)) == (t.due_at, t.generation):
-                    del emitted[(wait_key, t.kind)]
+            now_armed = {(t.kind, t.due_at, t.generation) for t in after}
+            marks = [kind for (key, kind) in emitted if key == wait_key] if emitted else []
+            if any((kind, *emitted[(wait_key, kind)]) not in now_armed for kind in marks):
+                for kind in marks:
+                    del emitted[(wait_key, kind)]
         for t in after:
             if partition in self._low and t.due_at < self._low[partition]:
                 self._low[partition] = t.due_at
@@ -93,6 +100,10 @@ class DueTimers:
             emitted = self._emitted[p]
             first: int | None = None
             looked = 0
+            # One record per wait: the last of its due timers.  Deciding it fires
+            # the earlier ones first, at their own due times (the core catches up),
+            # so a wait with three timers due costs one record, not three.
+            latest: dict[str, DueTimer] = {}
             for entry in due_entries(self._db_for(p), self._low[p], until):
                 if first is None:
                     first = entry.due_at
@@ -100,12 +111,14 @@ class DueTimers:
                 held = emitted.get((entry.wait_key, entry.kind))
                 if held != (entry.due_at, entry.generation):
                     emitted[(entry.wait_key, entry.kind)] = (entry.due_at, entry.generation)
-                    out.append(DueTimer(p, entry.wait_key, entry.kind.value, entry.due_at,
-                                        entry.generation))
-                    if len(out) >= limit:
+                    latest.pop(entry.wait_key, None)
+                    latest[entry.wait_key] = DueTimer(p, entry.wait_key, entry.kind.value,
+                                                      entry.due_at, entry.generation)
+                    if len(out) + len(latest) >= limit:
                         break
                 if looked >= limit + SCAN_SLACK:
                     break
+            out += sorted(latest.values(), key=lambda t: t.due_at)
             # Nothing is pending before the first entry found; if none, before `until`.
             self._low[p] = first if first is not None else max(self._low[p], until + 1)
         return out

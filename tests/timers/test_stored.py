@@ -153,3 +153,37 @@ def test_a_write_keeps_rows_index_summary_and_positions_together(tmp_path: Path)
     assert store.positions(0) == Positions({}, 7)
     stored = store.summary(0)
     assert stored is not None and stored.armed == 1
+
+
+def test_a_wait_with_several_timers_due_gets_one_record_for_the_last(tmp_path: Path) -> None:
+    db = rdict(tmp_path)
+    timers = (ArmedTimer(TimerKind.REMINDER, 1_000, 1), ArmedTimer(TimerKind.POLL, 2_000, 2),
+              ArmedTimer(TimerKind.DEADLINE, 3_000, 3))
+    arm(db, "w", *timers)
+    arm(db, "x", ArmedTimer(TimerKind.DEADLINE, 1_500, 1))
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "x", "deadline", 1_500, 1),
+                                                DueTimer(0, "w", "deadline", 3_000, 3)]
+    assert due.pop_due({0: 5_000}, limit=10) == []
+
+
+def test_when_the_timer_emitted_for_a_wait_goes_its_others_are_emitted_again(
+    tmp_path: Path
+) -> None:
+    db = rdict(tmp_path)
+    reminder = ArmedTimer(TimerKind.REMINDER, 1_000, 1)
+    deadline = ArmedTimer(TimerKind.DEADLINE, 3_000, 2)
+    arm(db, "w", reminder, deadline)
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert [t.kind for t in due.pop_due({0: 5_000}, limit=10)] == ["deadline"]
+    # An operator moved the deadline: the record emitted for it is stale now.
+    moved = ArmedTimer(TimerKind.DEADLINE, 9_000, 3)
+    deletes, puts = index_changes("w", (deadline,), (moved,))
+    for k in deletes:
+        db.delete(k)
+    for k, v in puts:
+        db.put(k, v)
+    due.changed(0, "w", (reminder, deadline), (reminder, moved))
+    assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "w", "reminder", 1_000, 1)]
