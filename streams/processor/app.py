@@ -9,10 +9,11 @@ lost (issue 8):
   the position stored with its state (`positions`), and the agent applies a
   record only if it is the next one expected (`inputs`); faust never
   commits input offsets (the input topics are subscribed without acks);
-* the commit order: the agent decides the records it has taken as one batch
-  (`batch`), then makes it durable in the order `commit` writes down -
-  outputs acknowledged, then the changelog, then one RocksDB write - before
-  anything in memory (timer index, census, stream time) changes;
+* the commit order: the records taken are decided as one batch (`batch`),
+  then made durable in the order `commit` writes down - outputs
+  acknowledged, then the changelog, then one RocksDB write holding the rows,
+  the timer index and census derived from them and the input positions -
+  before anything in memory changes;
 * time: decisions use the broker's append time of each record; a
   partition's records are applied in the order of that clock across its
   topics (`sequencer`), and the punctuator emits a timer only once the
@@ -167,7 +168,7 @@ class Worker:
         self.handler = RecordHandler(definitions, settings.partitions)
         # Called after each record is applied (the console's lateness histogram).
         self.observers: list[Callable[[InputRecord, Handled, int], None]] = []
-        # Set once an assignment is taken over (positions sought, index rebuilt).
+        # Set once an assignment is taken over (positions sought, timer index taken).
         self.ready = asyncio.Event()
         self._lock = asyncio.Lock()
         self._timer_producer: Producer | None = None
