@@ -31,8 +31,6 @@ class CensusView(Protocol):
 
 
 class TimerIndexView(Protocol):
-    def __len__(self) -> int: ...
-
     def count_due(self, now_ms: int, partitions: Iterable[int]) -> int: ...
 
 
@@ -85,6 +83,10 @@ class ConsoleHost(Protocol):
 
     def owned_rows(self) -> Iterator[Row]:
         """Every stored row of the owned partitions, partition by partition."""
+        ...
+
+    def armed_timers(self) -> int:
+        """Timers armed in the owned partitions."""
         ...
 
     def input_lag(self) -> dict[tuple[str, int], int]:

@@ -235,8 +235,8 @@ class WorkerCollector(Collector):
                      "Done waits kept (with their history) until retention purges them.",
                      [((d,), float(by_state.get((WaitStatus.DONE.value, d), 0)))
                       for d in definitions], ["definition"])
-        yield _gauge("xwait_timers_armed", "Timers armed in the in-memory index.",
-                     [((), float(len(h.index)))])
+        yield _gauge("xwait_timers_armed", "Timers armed in this worker's partitions.",
+                     [((), float(h.armed_timers()))])
         yield _gauge("xwait_timers_due", "Armed timers whose due time has passed.",
                      [((), float(due))])
         yield _counter("xwait_timers_emitted", "Timer records the punctuator sent.",

@@ -78,7 +78,7 @@ from streams.core.state import (
     Wait,
     WaitStatus,
 )
-from streams.core.validation import parse_json, schema_issue
+from streams.core.validation import parse_json, schema_issue, text_issue
 
 __all__ = ["MAX_CATCH_UP", "OPERATOR_CHANNEL", "Decision", "action_id", "catch_up", "decide",
            "outcome_id"]
@@ -499,7 +499,7 @@ def _judge(
         if ready is not True:
             issue = f"Expected responseData.resultReady to be true or false, but got {ready!r}"
     if issue is None:
-        issue = schema_issue(d.response_schema, value)
+        issue = text_issue(d.response_schema, data, value)
     who = _who(channel, party)
     if d.variant is Variant.FIRST_VALID:
         if issue is None and isinstance(value, dict) and value.get("replyAcceptable") is False:

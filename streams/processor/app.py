@@ -9,10 +9,11 @@ lost (issue 8):
   the position stored with its state (`positions`), and the agent applies a
   record only if it is the next one expected (`inputs`); faust never
   commits input offsets (the input topics are subscribed without acks);
-* the commit order: the agent decides the records it has taken as one batch
-  (`batch`), then makes it durable in the order `commit` writes down -
-  outputs acknowledged, then the changelog, then one RocksDB write - before
-  anything in memory (timer index, census, stream time) changes;
+* the commit order: the records taken are decided as one batch (`batch`),
+  then made durable in the order `commit` writes down - outputs
+  acknowledged, then the changelog, then one RocksDB write holding the rows,
+  the timer index and census derived from them and the input positions -
+  before anything in memory changes;
 * time: decisions use the broker's append time of each record; a
   partition's records are applied in the order of that clock across its
   topics (`sequencer`), and the punctuator emits a timer only once the
@@ -37,7 +38,7 @@ import os
 import ssl
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -56,7 +57,7 @@ from streams.core import WaitDefinition
 from streams.definitions import load_definitions
 from streams.processor import faust_glue
 from streams.processor.batch import Batch, build_batch
-from streams.processor.census import Census, CensusKey, census_key
+from streams.processor.census import Census, census_key
 from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
 from streams.processor.envelope import RowDecodeError, read_head
 from streams.processor.gaps import EndOffsets, GapReader
@@ -68,7 +69,8 @@ from streams.processor.records import RecordHandler, timer_record
 from streams.processor.sequencer import Sequencer
 from streams.processor.store import TableStore
 from streams.processor.table_scan import owned_rows
-from streams.timers.index import DueTimer, TimerIndex
+from streams.timers.due import DueTimer, DueTimers
+from streams.timers.stored import Summary, index_changes
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +150,9 @@ class Worker:
         self.settings = settings
         self.definitions = definitions
         self.counters: Counter[str] = Counter()
-        self.index = TimerIndex()
-        self.census = Census()
+        self.census = Census()  # waits by state and definition, as decided
+        # Per owned partition: armed timers and the lowest due time, as decided.
+        self.summaries: dict[int, Summary] = {}
         self.sequencer = Sequencer()
         self.latency = Latencies()
         self.gate = InputGate()
@@ -165,7 +168,7 @@ class Worker:
         self.handler = RecordHandler(definitions, settings.partitions)
         # Called after each record is applied (the console's lateness histogram).
         self.observers: list[Callable[[InputRecord, Handled, int], None]] = []
-        # Set once an assignment is taken over (positions sought, index rebuilt).
+        # Set once an assignment is taken over (positions sought, timer index taken).
         self.ready = asyncio.Event()
         self._lock = asyncio.Lock()
         self._timer_producer: Producer | None = None
@@ -180,6 +183,8 @@ class Worker:
         self.failure: BaseException | None = None
         self.app = self._build_app()
         self.store = TableStore(self.waits)
+        self.store.maintain_index_on_restore()
+        self.index = DueTimers(self.store.db)
         changelog = f"{settings.app_id}-{TABLE_WAITS}-changelog"
         conf = settings.confluent(**{"partitioner": "murmur2_random", "linger.ms": 5})
         self.committer: Committer = (
@@ -482,6 +487,20 @@ class Worker:
         for p, part in batch.parts.items():
             part.positions = replace(part.positions, stream_time=stream_times.get(p, 0))
             self.positions[p] = part.positions  # decided; durable once the commit is done
+            summary = self.summaries.setdefault(p, Summary())
+            low = self.index.low(p)  # how far the punctuator found nothing pending
+            for change in part.changes:
+                deletes, puts = index_changes(change.wait_key, change.before.timers,
+                                              change.after.timers)
+                part.index_deletes += deletes
+                part.index_puts += puts
+                summary.armed += len(puts) - len(deletes)
+                for t in change.after.timers:
+                    low = min(low, t.due_at)
+                self.census.move(p, change.before, change.after)
+            summary.low = low
+            summary.waits = self.census.counts(p)
+            part.summary = summary.copy()
         return batch
 
     async def _commit(self, batch: Batch) -> None:
@@ -489,7 +508,8 @@ class Worker:
         try:
             offsets = await self.committer.commit(batch)
             for p, part in batch.parts.items():
-                self.store.write(p, part.rows, part.positions, offsets.get(p))
+                self.store.write(p, part.rows, part.positions, offsets.get(p),
+                                 part.index_deletes, part.index_puts, part.summary)
         except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
             await self._fail(exc, f"a batch of {len(batch)} records")
             return
@@ -510,15 +530,9 @@ class Worker:
         """Step 6 of the commit protocol: what the worker keeps in memory."""
         for p, part in batch.parts.items():
             self.durable[p] = part.positions
-            for before, after in part.census:
-                self.census.move(p, before, after)
-            for change in part.timers:
-                after_kinds = {t.kind for t in change.after}
-                for t in change.before:
-                    if t.kind not in after_kinds:
-                        self.index.disarm(p, change.wait_key, t.kind.value)
-                for t in change.after:
-                    self.index.arm(p, change.wait_key, t.kind.value, t.due_at, t.generation)
+            for change in part.changes:
+                self.index.changed(p, change.wait_key, change.before.timers,
+                                   change.after.timers)
             for key, kind, due_at, generation in part.not_due:
                 self.index.requeue(DueTimer(p, key, kind, due_at, generation))
         self.counters.update(batch.counters)
@@ -593,7 +607,8 @@ class Worker:
             self.gate.assign(p, starts)
             self.sequencer.assign(p, starts, stream_time)
         await self.committer.assign(owned)
-        await self._rebuild(owned)
+        for p in sorted(owned):
+            await self._take_index(p)
         self._paused.clear()  # faust resumes every partition it assigns
         self.ready.set()
         self._wake.set()
@@ -620,20 +635,31 @@ class Worker:
             self.sequencer.drop(p)
             self.positions.pop(p, None)
             self.durable.pop(p, None)
-            self.index.drop_partition(p)
+            self.index.drop(p)
             self.census.drop_partition(p)
+            self.summaries.pop(p, None)
 
-    async def _rebuild(self, owned: set[int]) -> None:
-        """Index the armed timers and count the waits of every owned partition.
+    async def _take_index(self, p: int) -> None:
+        """Take a partition's timer index and census from its database.
 
-        It reads only the rows' heads, and yields to the event loop now and
-        then so that heartbeats go on while a large table is read.
+        Nothing is read per row: both are stored with the rows.  Only a
+        database written by an earlier version (no summary) is read once,
+        row head by row head, to build them.
         """
+        summary = self.store.summary(p)
+        if summary is None:
+            summary = await self._build_index(p)
+        self.summaries[p] = summary
+        self.census.replace_partition(p, Counter(summary.waits))
+        self.index.take(p, summary.low)
+
+    async def _build_index(self, p: int) -> Summary:
+        """Build a partition's timer index and summary from its rows (reading only heads)."""
         started = time.monotonic()
-        found: dict[int, list[DueTimer]] = defaultdict(list)
-        counts: dict[int, Counter[CensusKey]] = defaultdict(Counter)
+        summary = Summary()
+        puts: list[tuple[bytes, bytes]] = []
         rows = unreadable = 0
-        for partition, key, value in owned_rows(self.waits, owned, self.settings.partitions):
+        for _, key, value in owned_rows(self.waits, {p}, self.settings.partitions):
             rows += 1
             if rows % REBUILD_YIELD_EVERY == 0:
                 await asyncio.sleep(0)
@@ -644,22 +670,16 @@ class Worker:
                 continue
             key_of = census_key(head)
             if key_of is not None:
-                counts[partition][key_of] += 1
-            if head.timers:
-                wait_key = key.decode()
-                found[partition].extend(
-                    DueTimer(partition, wait_key, t.kind.value, t.due_at, t.generation)
-                    for t in head.timers)
-        for p in self.index.partitions() - owned:
-            self.index.drop_partition(p)
-        for p in self.census.partitions() - owned:
-            self.census.drop_partition(p)
-        for p in owned:
-            self.index.replace_partition(p, found.get(p, []))
-            self.census.replace_partition(p, counts.get(p, Counter()))
-        log.info("timer index rebuilt partitions=%s rows=%d timers=%d unreadable=%d "
-                 "seconds=%.2f", sorted(owned), rows, len(self.index), unreadable,
-                 time.monotonic() - started)
+                summary.waits[key_of] += 1
+            _, new = index_changes(key.decode(), (), head.timers)
+            puts += new
+            summary.armed += len(new)
+            for t in head.timers:
+                summary.low = min(summary.low, t.due_at)
+        self.store.write_index(p, puts, summary)
+        log.info("timer index built from rows partition=%d rows=%d timers=%d unreadable=%d "
+                 "seconds=%.2f", p, rows, summary.armed, unreadable, time.monotonic() - started)
+        return summary
 
     # -- the punctuator --------------------------------------------------------
     def _producer(self) -> Producer:
@@ -678,6 +698,7 @@ class Worker:
         owned = self.gate.owned()
         if not owned:
             return
+        started = time.monotonic()
         try:
             await self._probe(owned)
             self._wake.set()
@@ -685,6 +706,7 @@ class Worker:
             await self._commit_group_offsets(owned)
         except (KafkaException, TimeoutError) as exc:  # the broker is away: next tick again
             log.warning("punctuator tick failed: %s", exc)
+        self.latency.add("tick", round((time.monotonic() - started) * 1000))
 
     async def _probe_now(self) -> bool:
         """A probe the applier asks for: records wait for proof that nothing older is left."""
@@ -711,6 +733,10 @@ class Worker:
             self.sequencer.probed(at, [(self.role_by_topic[tp.topic], tp.partition, end)
                                        for tp, end in ends.items()])
 
+    def armed_timers(self) -> int:
+        owned = self.gate.owned()
+        return sum(s.armed for p, s in self.summaries.items() if p in owned)
+
     def input_lag(self) -> dict[tuple[str, int], int]:
         """Per owned input partition: records not yet applied, as of the last probe."""
         lag: dict[tuple[str, int], int] = {}
@@ -725,7 +751,9 @@ class Worker:
 
     async def _emit_due(self, owned: set[int]) -> None:
         times = {p: t for p, t in self.sequencer.times().items() if p in owned}
+        scan = time.perf_counter()
         due = self.index.pop_due(times, self.settings.timer_batch)
+        self.latency.add("scan_us", round((time.perf_counter() - scan) * 1e6))
         if not due:
             return
         try:
@@ -776,7 +804,8 @@ class Worker:
         return {
             "counters": dict(self.counters),
             "ownedPartitions": sorted(owned),
-            "armedTimers": len(self.index),
+            "armedTimers": self.armed_timers(),
+            "timersInFlight": self.index.in_flight(),
             "waits": dict(waits),
             "guarantee": self.settings.guarantee.value,
             "streamTime": {str(p): t for p, t in sorted(self.sequencer.times().items())},

@@ -9,8 +9,8 @@ and gathers everything the commit must write:
 * per partition, the records to produce (actions, outcomes, rejections,
   forwards), the final value of every row the batch touched (a key
   written three times is written once) and the input positions after it;
-* what the worker keeps in memory once the batch is durable: timer index
-  changes, census moves, counters, ignored timer records.
+* how each changed row's head moved (its timers and census), from which the
+  stored timer index and summary follow; counters; ignored timer records.
 
 Nothing here touches Kafka, RocksDB or faust: `streams.processor.commit`
 makes a batch durable, `streams.processor.app` wires it to faust.
@@ -23,20 +23,22 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from streams.core import ArmedTimer
 from streams.processor.model import Handled, InputRecord, OutRecord, RowHead, RowWrite
 from streams.processor.positions import Positions
 from streams.processor.records import RecordHandler
+from streams.timers.stored import Summary
 
 RowSource = Callable[[int, bytes], bytes | None]
 """`load(partition, key)`: the row stored under `key` in the partition's table."""
 
 
-@dataclass
-class TimerChange:
+@dataclass(frozen=True)
+class RowChange:
+    """A wait's row went from one head (state, definition, timers) to another."""
+
     wait_key: str
-    before: frozenset[ArmedTimer]
-    after: frozenset[ArmedTimer]
+    before: RowHead
+    after: RowHead
 
 
 @dataclass
@@ -47,8 +49,11 @@ class PartitionBatch:
     positions: Positions
     out: list[OutRecord] = field(default_factory=list)
     rows: dict[bytes, bytes | None] = field(default_factory=dict)  # None: delete
-    census: list[tuple[RowHead, RowHead]] = field(default_factory=list)
-    timers: list[TimerChange] = field(default_factory=list)
+    changes: list[RowChange] = field(default_factory=list)  # in the order decided
+    # Filled by the worker from `changes`: the stored timer index and summary.
+    index_deletes: list[bytes] = field(default_factory=list)
+    index_puts: list[tuple[bytes, bytes]] = field(default_factory=list)
+    summary: Summary | None = None
     not_due: list[tuple[str, str, int, int]] = field(default_factory=list)
 
 
@@ -128,10 +133,9 @@ def _take(part: PartitionBatch, handled: Handled) -> None:
         part.rows[key] = None
     elif isinstance(handled.row, bytes):
         part.rows[key] = handled.row
-    part.census.append((handled.head_before, handled.head_after))
-    if handled.timers_before != handled.timers_after:
-        part.timers.append(TimerChange(handled.wait_key, handled.timers_before,
-                                       handled.timers_after))
+    if handled.head_before != handled.head_after:
+        part.changes.append(RowChange(handled.wait_key, handled.head_before,
+                                      handled.head_after))
 
 
-__all__ = ["Batch", "PartitionBatch", "RowSource", "TimerChange", "build_batch"]
+__all__ = ["Batch", "PartitionBatch", "RowChange", "RowSource", "build_batch"]

@@ -47,6 +47,10 @@ class Census:
     def drop_partition(self, partition: int) -> None:
         self._parts.pop(partition, None)
 
+    def counts(self, partition: int) -> Counter[CensusKey]:
+        """A copy of one partition's counts."""
+        return Counter(self._parts.get(partition, Counter()))
+
     def partitions(self) -> set[int]:
         return set(self._parts)
 

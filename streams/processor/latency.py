@@ -4,6 +4,8 @@
     released  append time -> released by the sequencer (waiting for older input)
     durable   append time -> its batch committed (what a downstream consumer waits)
     commit    one batch's commit: outputs and changelog acknowledged, RocksDB written
+    tick      one punctuator tick: the end-offset probe, reading what is due, emitting it
+    scan_us   reading what is due from the stored timer index, in microseconds
 
 Only records stamped by the broker (LogAppendTime) count: a producer's clock
 says nothing about the worker.  Read in /xwait/stats (p50, p99, max).
@@ -16,7 +18,7 @@ from collections.abc import Iterable
 
 # Samples kept per stage: enough for a stable p99 at any load, a few KB each.
 WINDOW = 4096
-STAGES = ("taken", "released", "durable", "commit")
+STAGES = ("taken", "released", "durable", "commit", "tick", "scan_us")
 
 
 class Latencies:

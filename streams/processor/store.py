@@ -3,31 +3,39 @@
     waits (one RocksDB database per partition, opened by faust):
         wait key (utf-8)                -> envelope.Row (slot, seen offsets, head)
         positions.POSITIONS_KEY         -> positions.Positions
+        b"\\x00t" due kind key            -> the timer index (streams.timers.stored)
+        b"\\x00c"                         -> the partition's Summary (census, armed timers)
         faust's b"__faust\\0offset__"    -> last changelog offset this database holds
 
 faust writes a table key by key: each `table[key] = value` sends a changelog
 record and writes RocksDB at once, before the record's outputs exist.  The
 worker instead writes a whole batch at the end of the commit protocol, as one
-atomic RocksDB write batch holding the rows, the input positions and faust's
-persisted changelog offset, so that the database on disk is always a
-consistent prefix of the changelog (`streams.processor.commit`).  faust still
-owns the databases' life: it opens them on assignment, restores them from the
-changelog (reading from the persisted offset on), and keeps standby copies.
+atomic RocksDB write batch holding the rows, the timer index and summary
+derived from them, the input positions and faust's persisted changelog
+offset, so that the database on disk is always a consistent prefix of the
+changelog, with its index (`streams.processor.commit`).  faust still owns the
+databases' life: it opens them on assignment, restores them from the
+changelog (reading from the persisted offset on), and keeps standby copies;
+the restore goes through `apply_changelog_batch`, which this module replaces
+so that a restored partition gets its index and summary too.
 
 That reaches into faust-streaming 0.15's RocksDB store (`_db_for_partition`,
-`offset_key`); `check` fails at start-up, with a clear message, should a
-faust upgrade change them.
+`offset_key`, `apply_changelog_batch`); `check` fails at start-up, with a
+clear message, should a faust upgrade change them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import rocksdict
 
 from streams.errors import ConfigError
+from streams.processor.census import census_key
+from streams.processor.envelope import RowDecodeError, read_head
+from streams.processor.model import NO_WAIT, RowHead
 from streams.processor.positions import (
     POSITIONS_KEY,
     Positions,
@@ -35,8 +43,38 @@ from streams.processor.positions import (
     decode_positions,
     encode_positions,
 )
+from streams.timers.stored import SUMMARY_KEY, Summary, index_changes
 
 log = logging.getLogger(__name__)
+
+# Keys of the worker's own records start with NUL; no wait key does.
+OWN_PREFIX = b"\x00"
+
+
+def head_or_none(value: bytes | None) -> RowHead:
+    """The head of a stored row; no wait for none, or for one this version cannot read."""
+    if value is None:
+        return NO_WAIT
+    try:
+        return read_head(value)
+    except RowDecodeError:
+        return NO_WAIT
+
+
+def summary_move(summary: Summary, wait_key: str, before: RowHead, after: RowHead,
+                 deletes: list[bytes], puts: list[tuple[bytes, bytes]]) -> None:
+    """Account one row's change from `before` to `after` in the partition's summary."""
+    old, new = census_key(before), census_key(after)
+    if old != new:
+        if old is not None:
+            summary.waits[old] -= 1
+            if summary.waits[old] <= 0:
+                del summary.waits[old]
+        if new is not None:
+            summary.waits[new] += 1
+    summary.armed += len(puts) - len(deletes)
+    for t in after.timers:
+        summary.low = min(summary.low, t.due_at)
 
 
 class TableStore:
@@ -52,7 +90,8 @@ class TableStore:
     def check(self) -> None:
         """Fail loudly if faust's RocksDB store is not the one this module knows."""
         store = self._store
-        missing = [name for name in ("_db_for_partition", "_dbs", "offset_key")
+        missing = [name for name in ("_db_for_partition", "_dbs", "offset_key",
+                                     "apply_changelog_batch", "set_persisted_offset")
                    if not hasattr(store, name)]
         if missing or not getattr(store, "use_rocksdict", False):
             raise ConfigError(
@@ -79,23 +118,117 @@ class TableStore:
                       "committed offsets instead", partition)
             return None
 
+    def summary(self, partition: int) -> Summary | None:
+        """The stored summary of a partition; None if its index was never built here."""
+        raw = self.get(partition, SUMMARY_KEY)
+        if raw is None:
+            return None
+        try:
+            return Summary.decode(raw)
+        except (ValueError, KeyError, TypeError):
+            log.error("unreadable timer index summary partition=%d: rebuilding it", partition)
+            return None
+
+    def has_rows(self, partition: int) -> bool:
+        """Whether the partition holds any wait row (keys not starting with NUL)."""
+        for key in self.db(partition).keys(from_key=b"\x01"):
+            if key != self._store.offset_key:
+                return True
+        return False
+
     def write(self, partition: int, rows: Mapping[bytes, bytes | None], positions: Positions,
-              changelog_offset: int | None) -> None:
-        """One atomic write: the rows, the positions, and faust's persisted changelog offset."""
+              changelog_offset: int | None, index_deletes: Iterable[bytes] = (),
+              index_puts: Iterable[tuple[bytes, bytes]] = (),
+              summary: Summary | None = None) -> None:
+        """One atomic write: rows, timer index and summary, positions, faust's changelog offset."""
         wb = rocksdict.WriteBatch(raw_mode=True)
         for key, value in rows.items():
             if value is None:
                 wb.delete(key)
             else:
                 wb.put(key, value)
+        for key in index_deletes:
+            wb.delete(key)
+        for key, value in index_puts:
+            wb.put(key, value)
+        if summary is not None:
+            wb.put(SUMMARY_KEY, summary.encode())
         wb.put(POSITIONS_KEY, encode_positions(positions))
         if changelog_offset is not None:
             wb.put(self._store.offset_key, str(changelog_offset).encode())
         self.db(partition).write(wb)
 
-    def changelog_topic(self) -> str:
-        name: str = self.table.changelog_topic.get_topic_name()
-        return name
+    def write_index(self, partition: int, index_puts: Iterable[tuple[bytes, bytes]],
+                    summary: Summary) -> None:
+        """The index and summary of a partition built from its rows (a database of an
+        earlier version, which had none)."""
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in index_puts:
+            wb.put(key, value)
+        wb.put(SUMMARY_KEY, summary.encode())
+        self.db(partition).write(wb)
+
+    # -- restores -----------------------------------------------------------------
+    def maintain_index_on_restore(self) -> None:
+        """Replace faust's `apply_changelog_batch` with one that keeps index and summary.
+
+        faust applies restored changelog records (an empty disk, a standby, a
+        restart that finds the changelog ahead of the disk) in batches of a
+        thousand: each row's old and new head give the index entries to
+        delete and to put and the census move, all written in the same write
+        batch as the rows and faust's persisted offset.  A partition whose
+        database holds rows but no summary (an earlier version's) is left to
+        the full rebuild at take-over.
+        """
+        store = self._store
+        owner = self
+
+        def apply_changelog_batch(batch: Iterable[Any], to_key: Any, to_value: Any) -> None:
+            owner.apply_restored(batch)
+
+        store.apply_changelog_batch = apply_changelog_batch
+
+    def apply_restored(self, batch: Iterable[Any]) -> None:
+        store = self._store
+        batches: dict[int, Any] = {}
+        summaries: dict[int, Summary | None] = {}
+        overlay: dict[int, dict[bytes, bytes | None]] = {}
+        offsets: dict[Any, int] = {}
+        for event in batch:
+            msg = event.message
+            p, key, value = msg.partition, msg.key, msg.value
+            offsets[msg.tp] = max(msg.offset, offsets.get(msg.tp, -1))
+            if p not in batches:
+                batches[p] = rocksdict.WriteBatch(raw_mode=True)
+                overlay[p] = {}
+                stored = self.summary(p)
+                summaries[p] = stored if stored is not None or self.has_rows(p) else Summary()
+            wb = batches[p]
+            if not isinstance(key, bytes):
+                continue
+            summary = summaries[p]
+            if summary is not None and not key.startswith(OWN_PREFIX):
+                old = overlay[p][key] if key in overlay[p] else self.get(p, key)
+                before, after = head_or_none(old), head_or_none(value)
+                wait_key = key.decode(errors="replace")
+                deletes, puts = index_changes(wait_key, before.timers, after.timers)
+                for k in deletes:
+                    wb.delete(k)
+                for k, v in puts:
+                    wb.put(k, v)
+                summary_move(summary, wait_key, before, after, deletes, puts)
+            overlay[p][key] = value
+            if value is None:
+                wb.delete(key)
+            else:
+                wb.put(key, value)
+        for tp, offset in offsets.items():
+            batches[tp.partition].put(store.offset_key, str(offset).encode())
+        for p, wb in batches.items():
+            summary = summaries[p]
+            if summary is not None:
+                wb.put(SUMMARY_KEY, summary.encode())
+            self.db(p).write(wb)
 
 
-__all__ = ["TableStore"]
+__all__ = ["OWN_PREFIX", "TableStore", "head_or_none", "summary_move"]

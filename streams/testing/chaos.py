@@ -72,6 +72,7 @@ class Plan:
     broker_restarts: int = 0  # needs `broker` callbacks
     down_s: tuple[float, float] = (1.0, 4.0)  # how long a killed worker stays down
     kill_backlog: int = 300  # a kill waits up to 5 s for the worker to be this far behind
+    # (kills come right after a restart too, while the worker catches up)
     settle_s: float = 180.0  # how long to wait for the last outcomes
     seed: int = 1
 
@@ -326,8 +327,15 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
     try:
         produce_s = plan.waits / plan.rate
         gap = produce_s / (len(actions) + 1)
+        just_restarted = False
         for action in actions:
-            time.sleep(rng.uniform(0.5 * gap, gap))
+            if action == "kill" and just_restarted:
+                # The restarted worker has the backlog of its downtime: kill it while
+                # it catches up, a moment after it took its partitions back.
+                time.sleep(rng.uniform(0.2, 1.0))
+            else:
+                time.sleep(rng.uniform(0.5 * gap, gap))
+            just_restarted = action == "kill"
             if action == "kill":
                 backlog = _behind(load, w1, plan.kill_backlog)
                 w1.kill9()

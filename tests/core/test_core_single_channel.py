@@ -29,6 +29,7 @@ from streams.core import (
 from tests.core.core_harness import (
     APPROVED,
     DAY,
+    DEFINITIONS,
     HOUR,
     KEY,
     T0,
@@ -400,3 +401,17 @@ def test_ids_are_the_uuid5_they_always_were(key: str, parked_at: int) -> None:
                                                         f"outcome\x1f{key}\x1f{parked_at}"))
     assert action_id(key, parked_at, ActionKind.POLL, 1, 2, None, 3) == str(uuid.uuid5(
         namespace, f"action\x1f{key}\x1f{parked_at}\x1fPOLL\x1f1\x1f2\x1f\x1f3"))
+
+
+@given(st.sampled_from(['{"decision": "approved"}', '{"decision": "maybe"}', "{", "[]",
+                        '{"decision": "rejected", "by": 3}']), st.booleans())
+def test_a_remembered_verdict_is_the_one_computed_afresh(text: str, long: bool) -> None:
+    from streams.core.validation import MEMO_TEXT, parse_json, schema_issue, text_issue
+
+    schema = DEFINITIONS["expense-approval"].response_schema
+    if long:  # past the memo limit: computed every time
+        text = text + " " * (MEMO_TEXT + 1)
+    parsed = parse_json(text)
+    fresh = schema_issue(schema, parsed.value) if parsed.issue is None else None
+    assert (text_issue(schema, text, parsed.value) if parsed.issue is None else None) == fresh
+    assert parse_json(text) == parsed

@@ -1,0 +1,139 @@
+"""Which timers to emit: the stored index read up to each partition's stream time.
+
+What is in memory is bounded by what is in flight, not by how many waits
+are parked: per owned partition, the lowest due time that may still be
+pending (`low`); and the timers emitted whose record has not been processed
+yet (`emitted`), so that a tick does not emit them again.  A timer is emitted
+once per arming; it is emitted again only when its record was not delivered
+or was found not yet due (`requeue`), or when its partition moved (a new
+owner starts with nothing emitted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from streams.core import ArmedTimer, TimerKind
+from streams.timers.stored import due_entries
+
+# Most index entries one tick looks at per partition beyond those it emits:
+# entries emitted and still in flight are skipped, and must not make a tick
+# walk the whole backlog of a lagging partition.
+SCAN_SLACK = 10_000
+
+Emitted = dict[tuple[str, TimerKind], tuple[int, int]]  # (wait key, kind) -> (due, generation)
+
+
+@dataclass(frozen=True, order=True)
+class DueTimer:
+    """A timer to emit: where, for which wait, and which arming of it."""
+
+    partition: int
+    wait_key: str
+    kind: str
+    due_at: int
+    generation: int
+
+
+class DueTimers:
+    def __init__(self, db_for: Callable[[int], Any]) -> None:
+        self._db_for = db_for
+        self._low: dict[int, int] = {}
+        self._emitted: dict[int, Emitted] = {}
+
+    def take(self, partition: int, low: int) -> None:
+        """Own a partition whose index starts at `low`; nothing of it is emitted yet."""
+        self._low[partition] = low
+        self._emitted[partition] = {}
+
+    def drop(self, partition: int) -> None:
+        self._low.pop(partition, None)
+        self._emitted.pop(partition, None)
+
+    def low(self, partition: int) -> int:
+        return self._low.get(partition, 0)
+
+    def in_flight(self) -> int:
+        return sum(len(e) for e in self._emitted.values())
+
+    def changed(self, partition: int, wait_key: str, before: Iterable[ArmedTimer],
+                after: Iterable[ArmedTimer]) -> None:
+        """A wait's timers changed (its row is stored): forget what was emitted of it.
+
+        If any timer emitted for the wait is gone, all its marks go: the one
+        record emitted for several due timers (`pop_due`) may be the one that
+        went, and what is still armed must then be emitted again.
+        """
+        emitted = self._emitted.get(partition)
+        if emitted is not None:
+            now_armed = {(t.kind, t.due_at, t.generation) for t in after}
+            marks = [kind for (key, kind) in emitted if key == wait_key] if emitted else []
+            if any((kind, *emitted[(wait_key, kind)]) not in now_armed for kind in marks):
+                for kind in marks:
+                    del emitted[(wait_key, kind)]
+        for t in after:
+            if partition in self._low and t.due_at < self._low[partition]:
+                self._low[partition] = t.due_at
+
+    def requeue(self, timer: DueTimer) -> None:
+        emitted = self._emitted.get(timer.partition)
+        kind = TimerKind(timer.kind)
+        if emitted is not None and emitted.get((timer.wait_key, kind)) == (
+                timer.due_at, timer.generation):
+            del emitted[(timer.wait_key, kind)]
+        low = self._low.get(timer.partition)
+        if low is not None and timer.due_at < low:
+            self._low[timer.partition] = timer.due_at
+
+    def pop_due(self, due_by: Mapping[int, int], limit: int) -> list[DueTimer]:
+        """Timers due by their partition's time and not emitted yet, earliest first per partition.
+
+        Each is marked emitted.  Reads the index from each partition's `low`
+        only as far as it must.
+        """
+        out: list[DueTimer] = []
+        for p, until in due_by.items():
+            if p not in self._low or len(out) >= limit:
+                continue
+            emitted = self._emitted[p]
+            first: int | None = None
+            looked = 0
+            # One record per wait: the last of its due timers.  Deciding it fires
+            # the earlier ones first, at their own due times (the core catches up),
+            # so a wait with three timers due costs one record, not three.
+            latest: dict[str, DueTimer] = {}
+            for entry in due_entries(self._db_for(p), self._low[p], until):
+                if first is None:
+                    first = entry.due_at
+                looked += 1
+                held = emitted.get((entry.wait_key, entry.kind))
+                if held != (entry.due_at, entry.generation):
+                    emitted[(entry.wait_key, entry.kind)] = (entry.due_at, entry.generation)
+                    latest.pop(entry.wait_key, None)
+                    latest[entry.wait_key] = DueTimer(p, entry.wait_key, entry.kind.value,
+                                                      entry.due_at, entry.generation)
+                    if len(out) + len(latest) >= limit:
+                        break
+                if looked >= limit + SCAN_SLACK:
+                    break
+            out += sorted(latest.values(), key=lambda t: t.due_at)
+            # Nothing is pending before the first entry found; if none, before `until`.
+            self._low[p] = first if first is not None else max(self._low[p], until + 1)
+        return out
+
+    def count_due(self, now_ms: int, partitions: Iterable[int], cap: int = 100_000) -> int:
+        """Armed timers due by `now_ms` (emitted or not), counted up to `cap`."""
+        n = 0
+        for p in partitions:
+            if p not in self._low:
+                continue
+            for _ in due_entries(self._db_for(p), self._low[p], now_ms):
+                n += 1
+                if n >= cap:
+                    return n
+        return n
+
+
+__all__ = ["SCAN_SLACK", "DueTimer", "DueTimers"]

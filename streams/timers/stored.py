@@ -1,0 +1,112 @@
+"""The timer index and the census, kept in each partition's RocksDB database beside the rows.
+
+    b"\\x00t" due_at:u64 kind:u8 wait_key  -> generation:i64   every armed timer, by due time
+    b"\\x00c"                             -> Summary (JSON)    waits by state and definition,
+                                                              armed timers, where to scan from
+
+Both are derived from the rows and written in the same RocksDB write batch
+as the rows they derive from (`streams.processor.store`), so after a crash
+they agree with the table without a rebuild: a restart on its own disk reads
+nothing per row.  A partition restored from the changelog (an empty disk, a
+standby) gets them from the same hook that applies the restored rows.  They
+never travel in the changelog: they are local to each copy.
+
+The punctuator reads only what is due, from the lowest due time that may
+still be pending (`Summary.low`): rows deleted from the front of an ordered
+RocksDB index leave tombstones that a scan from the start would walk again
+and again (LittleHorse #1742, Zeebe #16691).  Anything armed earlier than
+`low` lowers it.
+
+Keys start with NUL, which no wait key contains (the processor refuses such
+keys), and `streams.processor.table_scan` skips them.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from streams.core import ArmedTimer, TimerKind
+
+INDEX_PREFIX = b"\x00t"
+SUMMARY_KEY = b"\x00c"
+_KINDS = list(TimerKind)
+_KIND_INDEX = {kind: i for i, kind in enumerate(_KINDS)}
+_DUE = struct.Struct(">QB")
+_GEN = struct.Struct(">q")
+_SIGN = 1 << 63  # due times are stored with the sign bit flipped: negative ones sort first
+
+CensusKey = tuple[str, str]  # (state, definition)
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    due_at: int
+    kind: TimerKind
+    wait_key: str
+    generation: int
+
+
+def index_key(due_at: int, kind: TimerKind, wait_key: str) -> bytes:
+    return INDEX_PREFIX + _DUE.pack(due_at + _SIGN, _KIND_INDEX[kind]) + wait_key.encode()
+
+
+def index_bound(due_at: int) -> bytes:
+    """The first index key of timers due at `due_at` (a seek target or an upper bound)."""
+    return INDEX_PREFIX + struct.pack(">Q", due_at + _SIGN)
+
+
+def parse_index(key: bytes, value: bytes) -> IndexEntry:
+    due, kind_i = _DUE.unpack_from(key, len(INDEX_PREFIX))
+    wait_key = key[len(INDEX_PREFIX) + _DUE.size:].decode()
+    return IndexEntry(due - _SIGN, _KINDS[kind_i], wait_key, _GEN.unpack(value)[0])
+
+
+def index_changes(wait_key: str, before: Iterable[ArmedTimer], after: Iterable[ArmedTimer]
+                  ) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
+    """The index keys to delete and the entries to put when a wait's timers change."""
+    old, new = set(before), set(after)
+    deletes = [index_key(t.due_at, t.kind, wait_key) for t in old - new]
+    puts = [(index_key(t.due_at, t.kind, wait_key), _GEN.pack(t.generation))
+            for t in new - old]
+    return deletes, puts
+
+
+@dataclass
+class Summary:
+    """What a partition holds, kept current with every write: no row is read to know it."""
+
+    waits: Counter[CensusKey] = field(default_factory=Counter)
+    armed: int = 0  # timers in the index
+    low: int = 0  # no index entry is due before this
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"w": [[s, d, n] for (s, d), n in sorted(self.waits.items()) if n],
+                             "t": self.armed, "l": self.low})
+
+    @classmethod
+    def decode(cls, data: bytes) -> Summary:
+        raw: Any = orjson.loads(data)
+        return cls(Counter({(str(s), str(d)): int(n) for s, d, n in raw["w"]}),
+                   int(raw["t"]), int(raw["l"]))
+
+    def copy(self) -> Summary:
+        return Summary(Counter(self.waits), self.armed, self.low)
+
+
+def due_entries(db: Any, low: int, until: int) -> Iterator[IndexEntry]:
+    """Index entries of `db` due from `low` up to `until`, earliest first (lazily)."""
+    upper = index_bound(until + 1)
+    for key, value in db.items(from_key=index_bound(low)):
+        if not isinstance(key, bytes) or key >= upper or not key.startswith(INDEX_PREFIX):
+            return
+        yield parse_index(key, value)
+
+
+__all__ = ["INDEX_PREFIX", "SUMMARY_KEY", "CensusKey", "IndexEntry", "Summary", "due_entries",
+           "index_bound", "index_changes", "index_key", "parse_index"]

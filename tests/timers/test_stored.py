@@ -1,0 +1,189 @@
+"""The timer index and summary stored beside the rows: what is due, read from RocksDB."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import rocksdict
+from faust.types import TP
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.core import ArmedTimer, TimerKind
+from streams.processor.envelope import Row, encode_row
+from streams.processor.model import RowHead
+from streams.processor.positions import Positions
+from streams.processor.store import TableStore
+from streams.timers.due import DueTimer, DueTimers
+from streams.timers.stored import (
+    Summary,
+    due_entries,
+    index_changes,
+    index_key,
+    parse_index,
+)
+
+
+def rdict(tmp_path: Path, name: str = "db") -> Any:
+    return rocksdict.Rdict(str(tmp_path / name), options=rocksdict.Options(raw_mode=True))
+
+
+def arm(db: Any, key: str, *timers: ArmedTimer) -> None:
+    _, puts = index_changes(key, (), timers)
+    for k, v in puts:
+        db.put(k, v)
+
+
+@given(st.lists(st.tuples(st.integers(-(2**62), 2**62), st.sampled_from(list(TimerKind)),
+                          st.text(min_size=1, max_size=8).filter(lambda k: "\x00" not in k)),
+                min_size=1, max_size=30))
+@settings(max_examples=200)
+def test_index_keys_sort_by_due_time_and_read_back_whole(
+    entries: list[tuple[int, TimerKind, str]]
+) -> None:
+    keys = sorted(index_key(due, kind, key) for due, kind, key in entries)
+    assert [parse_index(k, b"\0" * 8).due_at for k in keys] == sorted(d for d, _, _ in entries)
+    for due, kind, key in entries:
+        entry = parse_index(index_key(due, kind, key), (7).to_bytes(8, "big"))
+        assert (entry.due_at, entry.kind, entry.wait_key, entry.generation) == (due, kind, key, 7)
+
+
+def test_a_tick_emits_what_is_due_once_and_again_only_when_handed_back(tmp_path: Path) -> None:
+    db = rdict(tmp_path)
+    arm(db, "a", ArmedTimer(TimerKind.DEADLINE, 1_000, 1))
+    arm(db, "b", ArmedTimer(TimerKind.REMINDER, 2_000, 2))
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert due.pop_due({0: 1_500}, limit=10) == [DueTimer(0, "a", "deadline", 1_000, 1)]
+    assert due.pop_due({0: 1_500}, limit=10) == [], "emitted once, however long it takes"
+    due.requeue(DueTimer(0, "a", "deadline", 1_000, 1))
+    assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=10)] == ["a", "b"]
+    assert due.low(0) == 1_000, "the low mark never passes a timer still pending"
+
+
+def test_a_timer_armed_before_the_low_mark_lowers_it(tmp_path: Path) -> None:
+    db = rdict(tmp_path)
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert due.pop_due({0: 5_000}, limit=10) == []
+    assert due.low(0) == 5_001
+    early = ArmedTimer(TimerKind.DEADLINE, 4_000, 3)  # resumed with time overdue
+    arm(db, "c", early)
+    due.changed(0, "c", (), (early,))
+    assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "c", "deadline", 4_000, 3)]
+
+
+@dataclass
+class _Message:
+    partition: int
+    key: bytes
+    value: bytes | None
+    offset: int
+
+    @property
+    def tp(self) -> TP:
+        return TP("waits-changelog", self.partition)
+
+
+@dataclass
+class _Event:
+    message: _Message
+
+
+class _FaustStore:
+    """What TableStore needs of faust's RocksDB store."""
+
+    offset_key = b"__faust\x00offset__"
+    use_rocksdict = True
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+
+    def _db_for_partition(self, partition: int) -> Any:
+        return self.db
+
+    def apply_changelog_batch(self, *args: object) -> None:
+        raise AssertionError("replaced")
+
+    def set_persisted_offset(self, *args: object) -> None:
+        raise AssertionError("not used")
+
+
+@dataclass
+class _Table:
+    data: _FaustStore
+
+
+def _row(*timers: ArmedTimer) -> bytes:
+    from streams.core import WaitStatus
+    head = RowHead(WaitStatus.PARKED, "d", None, tuple(sorted(timers, key=lambda t: t.due_at)))
+    return encode_row(Row(b"{}", {}, (), head))
+
+
+def test_a_restored_partition_gets_the_index_and_summary_the_worker_writes(
+    tmp_path: Path
+) -> None:
+    t1, t2, t3 = (ArmedTimer(TimerKind.DEADLINE, 9_000, 1),
+                  ArmedTimer(TimerKind.REMINDER, 3_000, 2),
+                  ArmedTimer(TimerKind.DEADLINE, 12_000, 5))
+    changelog = [(b"k1", _row(t1, t2)), (b"k2", _row(t3)), (b"k1", _row(t1)),
+                 (b"k2", None), (b"\x00xwait.positions", b"positions")]
+    db = rdict(tmp_path)
+    store = TableStore(_Table(_FaustStore(db)))
+    store.maintain_index_on_restore()
+    events = [_Event(_Message(0, k, v, i)) for i, (k, v) in enumerate(changelog)]
+    store.table.data.apply_changelog_batch(events, None, None)
+
+    assert [(e.wait_key, e.due_at) for e in due_entries(db, 0, 10**6)] == [("k1", 9_000)]
+    summary = store.summary(0)
+    assert summary is not None
+    assert (dict(summary.waits), summary.armed) == ({("parked", "d"): 1}, 1)
+    assert db.get(b"__faust\x00offset__") == b"4"
+
+
+def test_a_write_keeps_rows_index_summary_and_positions_together(tmp_path: Path) -> None:
+    db = rdict(tmp_path)
+    store = TableStore(_Table(_FaustStore(db)))
+    t = ArmedTimer(TimerKind.POLL, 100, 1)
+    deletes, puts = index_changes("w", (), (t,))
+    store.write(0, {b"w": _row(t)}, Positions({}, 7), 41, deletes, puts, Summary(armed=1))
+    assert [e.wait_key for e in due_entries(db, 0, 200)] == ["w"]
+    assert store.positions(0) == Positions({}, 7)
+    stored = store.summary(0)
+    assert stored is not None and stored.armed == 1
+
+
+def test_a_wait_with_several_timers_due_gets_one_record_for_the_last(tmp_path: Path) -> None:
+    db = rdict(tmp_path)
+    timers = (ArmedTimer(TimerKind.REMINDER, 1_000, 1), ArmedTimer(TimerKind.POLL, 2_000, 2),
+              ArmedTimer(TimerKind.DEADLINE, 3_000, 3))
+    arm(db, "w", *timers)
+    arm(db, "x", ArmedTimer(TimerKind.DEADLINE, 1_500, 1))
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "x", "deadline", 1_500, 1),
+                                                DueTimer(0, "w", "deadline", 3_000, 3)]
+    assert due.pop_due({0: 5_000}, limit=10) == []
+
+
+def test_when_the_timer_emitted_for_a_wait_goes_its_others_are_emitted_again(
+    tmp_path: Path
+) -> None:
+    db = rdict(tmp_path)
+    reminder = ArmedTimer(TimerKind.REMINDER, 1_000, 1)
+    deadline = ArmedTimer(TimerKind.DEADLINE, 3_000, 2)
+    arm(db, "w", reminder, deadline)
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert [t.kind for t in due.pop_due({0: 5_000}, limit=10)] == ["deadline"]
+    # An operator moved the deadline: the record emitted for it is stale now.
+    moved = ArmedTimer(TimerKind.DEADLINE, 9_000, 3)
+    deletes, puts = index_changes("w", (deadline,), (moved,))
+    for k in deletes:
+        db.delete(k)
+    for k, v in puts:
+        db.put(k, v)
+    due.changed(0, "w", (reminder, deadline), (reminder, moved))
+    assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "w", "reminder", 1_000, 1)]
