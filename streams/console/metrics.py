@@ -297,7 +297,9 @@ class Metrics:
 
     def __init__(self, host: ConsoleHost, console_failures: Any = lambda: 0) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series
-        self.registry = CollectorRegistry(auto_describe=True)
+        # No collection at registration: the worker is still being built when the
+        # console is installed (its timer index and store come after the app).
+        self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         info = GaugeMetricFamily("xwait_build_info", "The build this worker runs.",
