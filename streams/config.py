@@ -133,7 +133,11 @@ class Settings:
     # one; None means web_host, or this machine's host name when web_host is
     # a wildcard bind such as 0.0.0.0, which no peer can connect to.
     web_advertised_host: str | None = None
+    # The console's API: the command token also reads; the read token only
+    # reads.  With neither, reads are open and commands disabled (a worker
+    # on a developer's loopback); with either, every read needs a token.
     console_token: str | None = field(default=None, repr=False)
+    console_read_token: str | None = field(default=None, repr=False)
     security: Security = Security()
     log_level: str = "info"
     # The worker web API the CLI and the SDK ask (status, list, and the key
@@ -272,6 +276,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         web_host=env.get("XWAIT_WEB_HOST") or defaults.web_host,
         web_advertised_host=env.get("XWAIT_WEB_ADVERTISED_HOST") or None,
         console_token=env.get("XWAIT_CONSOLE_TOKEN") or None,
+        console_read_token=env.get("XWAIT_CONSOLE_READ_TOKEN") or None,
         security=security,
         log_level=log_level(env.get("XWAIT_LOG_LEVEL") or defaults.log_level),
         console_url=_url(env, "XWAIT_CONSOLE_URL") or defaults.console_url,

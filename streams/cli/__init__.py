@@ -10,10 +10,10 @@ the wait ended: 0 RECEIVED, 5 ESCALATED, 6 CANCELLED, 7 no outcome within
 
 Per command, what "failed" (1) and "bad usage" (2) mean:
 
-* `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `review`: 2 when
-  an argument is refused before anything is produced (unknown definition, a
-  channel the wait's definition lacks, JSON that does not parse, a deadline
-  isodate cannot read, a key with `~`, a broken definition folder); 4 when a
+* `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `reschedule`, `review`: 2
+  when an argument is refused before anything is produced (unknown definition, a
+  channel the wait's definition lacks, JSON that does not parse, a deadline or
+  shift isodate cannot read, a key with `~`, a broken definition folder); 4 when a
   worker says no wait has the key (`--force` sends anyway); 1 when a topic is
   missing or Kafka refused or did not confirm a record.
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
@@ -161,11 +161,20 @@ def _reading_commands(sub: Any) -> None:
     """`status` and `list` read a worker's console API, not Kafka."""
     status = sub.add_parser("status", help="show one wait: state, timers, suspension, trace")
     status.add_argument("key")
-    listing = sub.add_parser("list", help="list waits that are not done, by next due time")
-    listing.add_argument("--state", choices=["parked", "in_review", "suspended", "done"],
-                         help="only waits in this state (default: every state but done)")
+    listing = sub.add_parser("list", help="list waits (not done by default), by next due time")
+    listing.add_argument("--state", choices=["parked", "in_review", "suspended", "done", "all"],
+                         help="only waits in this state (default: every state but done; done "
+                              "waits are kept with their history until purged)")
     listing.add_argument("--definition", help="only waits of this definition")
     listing.add_argument("--tenant", help="only waits of this tenant")
+    listing.add_argument("--key", dest="key_prefix", help="only keys starting with this")
+    listing.add_argument("--outcome", choices=["RECEIVED", "ESCALATED", "CANCELLED"],
+                         help="only finished waits that ended so (implies --state done)")
+    listing.add_argument("--parked-from", help="parked at or after (ISO 8601 date-time, "
+                                               "or epoch ms)")
+    listing.add_argument("--parked-to", help="parked at or before (ISO 8601 date-time, or "
+                                             "epoch ms)")
+    listing.add_argument("--after", help="the next page: the cursor the previous page printed")
     listing.add_argument("--limit", type=_positive_int, help="at most N waits (default 100)")
     for cmd in (status, listing):
         _console_flag(cmd)
@@ -249,6 +258,23 @@ def _producing_commands(sub: Any) -> None:
         _force(cmd)
         _common(cmd, console=True)
 
+    reschedule = sub.add_parser(
+        "reschedule", help="move the current deadline of a parked or suspended wait",
+        description="Move the deadline of the wait's current stage and escalation level. "
+                    "--deadline PT2H: two hours from now; --by PT30M: 30 minutes later; "
+                    "--by=-PT30M: 30 minutes earlier (write it with '=': a value starting with "
+                    "'-' would read as an option). A suspended wait gets that much time left "
+                    "when it resumes. The worker refuses it (a Rejected record) when the wait "
+                    "is done or the new deadline has passed.")
+    reschedule.add_argument("key")
+    when = reschedule.add_mutually_exclusive_group(required=True)
+    when.add_argument("--deadline", help="the new deadline, ISO 8601 duration from now (PT2H)")
+    when.add_argument("--by", help="move the deadline by an ISO 8601 duration (PT30M, -PT30M)")
+    reschedule.add_argument("--reason", help="why, for the trace")
+    _operator(reschedule)
+    _force(reschedule)
+    _common(reschedule, console=True)
+
     review = sub.add_parser("review", help="answer a review_needed action")
     review_sub = review.add_subparsers(dest="review_command", required=True)
     for name, text in (("accept", "accept the reply as it is"),
@@ -313,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streams.cli.reply import run_reply
 
             return run_reply(args, settings)
-        if args.command in ("suspend", "resume", "cancel", "deliver", "review"):
+        if args.command in ("suspend", "resume", "cancel", "deliver", "review", "reschedule"):
             from streams.cli.commands import run_command
 
             return run_command(args, settings)

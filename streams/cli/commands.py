@@ -1,4 +1,4 @@
-"""`xwait suspend|resume|cancel|deliver KEY` and `xwait review accept|correct KEY`."""
+"""`xwait suspend|resume|cancel|deliver|reschedule KEY` and `xwait review accept|correct KEY`."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         elif args.command == "deliver":
             client.deliver(key, json_arg("--data", args.data), reason=args.reason,
                            operator=operator, force=force)
+        elif args.command == "reschedule":
+            client.reschedule(key, deadline=args.deadline, move_by=args.by, reason=args.reason,
+                              operator=operator, force=force)
         elif args.review_command == "accept":
             client.review(key, "Accept", args.note, operator=operator, force=force)
         else:
@@ -30,7 +33,10 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
                           force=force)
     command = "REVIEW" if args.command == "review" else args.command.upper()
     topic = settings.topic("commands")
-    emit({"sent": "Command", "command": command, "correlationKey": key, "operator": operator,
-          "topic": topic},
+    sent = {"sent": "Command", "command": command, "correlationKey": key, "operator": operator,
+            "topic": topic}
+    if args.command == "reschedule":
+        sent.update(deadline=args.deadline, moveBy=args.by)
+    emit(sent,
          args.json, f"{command.lower()} sent  key={key} topic={topic}")
     return EXIT_OK

@@ -1,8 +1,10 @@
 """`xwait status KEY` and `xwait list`: read a worker's console API (urllib, no Kafka).
 
 Any worker answers for the whole cluster (it forwards a key to its owner and
-merges every worker's list).  Exit codes: 0 found, 4 the key is unknown
-(404), 1 the worker refused the request, 3 no worker answered at `--console`
+merges every worker's list).  A worker started with a console token wants one
+for reads too: `XWAIT_CONSOLE_READ_TOKEN`, else `XWAIT_CONSOLE_TOKEN`, is sent
+as a Bearer header.  Exit codes: 0 found, 4 the key is unknown (404), 1 the
+worker refused the request (401: no token, or a wrong one), 3 no worker answered at `--console`
 (`XWAIT_CONSOLE_URL`, default http://127.0.0.1:6066) or none could answer
 for the key right now (503: a rebalance is under way).  With `--json`, the
 worker's answer is printed as it came, also for a 404 (its body counts the
@@ -42,13 +44,37 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
+def read_token(settings: Settings) -> str | None:
+    """The token reads send: the read-only one if set, else the command token."""
+    return settings.console_read_token or settings.console_token
+
+
+def _stage(w: dict[str, Any]) -> str | None:
+    s = w.get("stage")
+    if not s:
+        return None
+    text = (f"{s['index'] + 1} of {s['count']}: {s['name']}" if s["count"] > 1
+            else s.get("party") or "")
+    if s["count"] > 1 and s.get("party"):
+        text += f" (party {s['party']})"
+    if s.get("escalatedTo"):
+        text += f", escalated to {s['escalatedTo']}"
+    return text or None
+
+
 def _status_text(w: dict[str, Any]) -> str:
     lines = [f"key         {w['key']}", f"state       {w['state']}",
              f"definition  {w.get('definition')}", f"tenant      {w.get('tenant') or '-'}",
              f"parked at   {_when(w.get('parkedAt'))}"]
-    timers = w.get("timers") or []
-    lines.append("timers      " + ("; ".join(f"{t['kind']} due {_when(t['dueAt'])}"
-                                           for t in timers) or "none armed"))
+    stage = _stage(w)
+    if stage:
+        lines.append(f"stage       {stage}")
+    if w.get("parties"):
+        lines.append(f"parties     {', '.join(w['parties'])}")
+    if w.get("state") != "done":
+        timers = w.get("timers") or []
+        lines.append("timers      " + ("; ".join(f"{t['kind']} due {_when(t['dueAt'])}"
+                                               for t in timers) or "none armed"))
     s = w.get("suspension")
     if s:
         lines.append(f"suspended   since {_when(s['at'])}  reason={s.get('reason') or '-'}  "
@@ -60,28 +86,49 @@ def _status_text(w: dict[str, Any]) -> str:
         lines.append(f"held        {len(held)} reply(s), decided on resume:")
         lines += [f"  {_when(h.get('receivedAt'))}  channel={h.get('channel')}  "
                   f"key={h.get('correlationKey')}  data={h.get('responseData')}" for h in held]
+    if w.get("payload") is not None:
+        lines.append(f"payload     {w['payload']}")
+    elif w.get("payloadDropped"):
+        lines.append("payload     (not kept: over 64 KiB)")
     if w.get("validationIssue"):
         lines.append(f"issue       {w['validationIssue']}")
+    if w.get("responseData") is not None:
+        lines.append(f"response    {w['responseData']}")
+    if w.get("reviewOutcome"):
+        lines.append(f"review      {w['reviewOutcome']}: {w.get('reviewNote') or ''}")
     if w.get("outcome"):
-        lines.append(f"outcome     {w['outcome']} ({w.get('reason')}) at {_when(w.get('endedAt'))}")
+        took = (_duration(w["endedAt"] - w["parkedAt"])
+                if w.get("endedAt") is not None else "?")
+        lines.append(f"outcome     {w['outcome']} ({w.get('reason')}) at "
+                     f"{_when(w.get('endedAt'))}, after {took}")
+        if w.get("operator") or w.get("operatorReason"):
+            lines.append(f"by          {w.get('operator') or '-'}: "
+                         f"{w.get('operatorReason') or 'no reason given'}")
+        lines.append(f"purged at   {_when(w.get('purgeAt'))}")
     lines.append(f"worker      {w.get('worker', '-')}  partition={w.get('partition')}")
     lines.append("trace")
     for e in w.get("trace") or []:
         detail = f"  {e['detail']}" if e.get("detail") else ""
         lines.append(f"  {_when(e['at'])}  {e['event']}{detail}")
-    if w.get("traceDropped"):
-        lines.append(f"  ({w['traceDropped']} entries in the middle not kept)")
     return "\n".join(lines)
 
 
+def _due_or_end(w: dict[str, Any]) -> str:
+    if w["state"] == "done":
+        return f"ended {_when(w.get('endedAt'))} {w.get('outcome')} ({w.get('reason')})"
+    return _when(w.get("nextDueAt")) if w.get("nextDueAt") is not None else "paused"
+
+
 def _list_text(data: dict[str, Any]) -> str:
-    rows = [("KEY", "STATE", "DEFINITION", "TENANT", "NEXT DUE")]
-    rows += [(w["key"], w["state"], w["definition"], w.get("tenant") or "-",
-              _when(w.get("nextDueAt"))) for w in data["waits"]]
+    rows = [("KEY", "STATE", "DEFINITION", "TENANT", "NEXT DUE / ENDED")]
+    rows += [(w["key"], w["state"], w["definition"], w.get("tenant") or "-", _due_or_end(w))
+             for w in data["waits"]]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(widths[i]) if i < 4 else c for i, c in enumerate(r)).rstrip()
              for r in rows]
     lines.append(f"{data['count']} wait(s) from {len(data['workers'])} worker(s)")
+    if data.get("next"):
+        lines.append(f"more: --after {data['next']}")
     if data.get("unavailable"):
         lines.append("not answering (the list is incomplete): " + ", ".join(data["unavailable"]))
     return "\n".join(lines)
@@ -105,7 +152,7 @@ def _fail(status: int, body: Any, as_json: bool) -> int:
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
     base = settings.console_url
     try:
-        status, body = get(base, wait_path(args.key))
+        status, body = get(base, wait_path(args.key), token=read_token(settings))
     except ConsoleUnreachable as exc:
         print(f"xwait: {exc}", file=sys.stderr)
         return EXIT_KAFKA
@@ -118,9 +165,13 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
 def run_list(args: argparse.Namespace, settings: Settings) -> int:
     base = settings.console_url
     query = {k: v for k, v in (("state", args.state), ("definition", args.definition),
-                               ("tenant", args.tenant), ("limit", args.limit)) if v is not None}
+                               ("tenant", args.tenant), ("key", args.key_prefix),
+                               ("outcome", args.outcome), ("parkedFrom", args.parked_from),
+                               ("parkedTo", args.parked_to), ("after", args.after),
+                               ("limit", args.limit)) if v is not None}
     try:
-        status, body = get(base, "/xwait/api/waits?" + urllib.parse.urlencode(query))
+        status, body = get(base, "/xwait/api/waits?" + urllib.parse.urlencode(query),
+                           token=read_token(settings))
     except ConsoleUnreachable as exc:
         print(f"xwait: {exc}", file=sys.stderr)
         return EXIT_KAFKA

@@ -30,12 +30,18 @@ def wait_path(key: str) -> str:
     return "/xwait/api/waits/" + urllib.parse.quote(key, safe="")
 
 
-def get(base: str, path: str, timeout: float = HTTP_TIMEOUT_S) -> tuple[int, Any]:
-    """(HTTP status, decoded JSON body) of a GET; raises ConsoleUnreachable when nothing answers."""
+def get(base: str, path: str, timeout: float = HTTP_TIMEOUT_S,
+        token: str | None = None) -> tuple[int, Any]:
+    """(HTTP status, decoded JSON body) of a GET; raises ConsoleUnreachable when nothing answers.
+
+    `token` is sent as a Bearer header: a worker with a console token wants one for reads.
+    """
     if not base.startswith(("http://", "https://")):
         raise ConsoleUnreachable(f"{base}: expected an http:// or https:// URL")
+    request = urllib.request.Request(  # noqa: S310 - http(s) checked above
+        base + path, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(base + path, timeout=timeout) as resp:  # noqa: S310 - http(s) checked above
+        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - http(s) checked above
             return int(resp.status), json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         try:

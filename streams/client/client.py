@@ -66,7 +66,7 @@ from streams.client.errors import (
 from streams.client.records import Action, Outcome, Rejected
 from streams.codec import RecordType
 from streams.core.definition import Variant, WaitDefinition
-from streams.core.durations import parse_duration_ms
+from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.definitions import load_definitions
 from streams.partitioning import partition_for
@@ -339,8 +339,9 @@ class XwaitClient:
             return None
         base = self.settings.console_url
         try:
-            status, body = _console.get(base, _console.wait_path(wait_key),
-                                        timeout=_console.CHECK_TIMEOUT_S)
+            status, body = _console.get(
+                base, _console.wait_path(wait_key), timeout=_console.CHECK_TIMEOUT_S,
+                token=self.settings.console_read_token or self.settings.console_token)
         except _console.ConsoleUnreachable as exc:
             log.info("key not checked key=%s: %s", wait_key, exc)
             return None
@@ -412,7 +413,10 @@ class XwaitClient:
 
     def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None,
                force: bool = False) -> None:
-        """End a wait that is not done as CANCELLED, with ``reason`` as the outcome's reason."""
+        """End a wait that is not done as CANCELLED (reason ``cancelled_by_operator``).
+
+        The outcome names ``operator`` and carries ``reason`` as its ``operatorReason``.
+        """
         self._command(correlation_key, "CANCEL", force, reason=reason, operator=operator)
 
     def deliver(self, correlation_key: str, response_data: Any, *, reason: str | None = None,
@@ -440,6 +444,32 @@ class XwaitClient:
         data = None if corrected_data is None else _json_text(corrected_data, "corrected data")
         self._command(correlation_key, "REVIEW", force, reviewOutcome=outcome,
                       reviewNote=note, responseData=data, operator=operator)
+
+    def reschedule(self, correlation_key: str, *, deadline: str | None = None,
+                   move_by: str | None = None, reason: str | None = None,
+                   operator: str | None = None, force: bool = False) -> None:
+        """Move the current deadline of a parked or suspended wait (DESIGN rule 11).
+
+        ``deadline`` is the new deadline as an ISO 8601 duration from now
+        (``PT2H``); ``move_by`` shifts the current one (``PT30M`` later,
+        ``-PT30M`` earlier). Give exactly one. The worker refuses it, with a
+        Rejected record, when the wait is done (``late``), in review, or the
+        new deadline has passed (``deadline_passed``); for a suspended wait it
+        sets the time left on resume.
+        """
+        if (deadline is None) == (move_by is None):
+            raise InvalidRequest("reschedule needs exactly one of deadline (PT2H: two hours "
+                                 "from now) and move_by (PT30M later, -PT30M earlier)")
+        try:
+            if deadline is not None:
+                parse_duration_ms(deadline)
+            else:
+                parse_signed_duration_ms(move_by or "")
+        except ValueError as exc:
+            raise InvalidRequest(f"{'deadline' if deadline is not None else 'move_by'}: "
+                                 f"{exc}") from None
+        self._command(correlation_key, "RESCHEDULE", force, reason=reason, operator=operator,
+                      deadline=deadline, moveBy=move_by)
 
     def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
         _check_key(correlation_key, "correlation key")

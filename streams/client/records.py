@@ -114,6 +114,10 @@ class Outcome(_Record):
     parked_at: int
     ended_at: int
     trace: tuple[TraceEntry, ...]
+    operator: str | None = None
+    """Who ended the wait by a command (cancel, deliver, review); None otherwise."""
+    operator_reason: str | None = None
+    """Their reason, in their words; ``reason`` stays a named reason."""
 
     @classmethod
     def _convert_in(cls, name: str, value: Any) -> Any:

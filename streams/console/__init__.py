@@ -3,37 +3,68 @@
 Everything is served by the worker's own faust web server (bound to
 `XWAIT_WEB_HOST`, 127.0.0.1 unless told otherwise, port `XWAIT_WEB_PORT`):
 
-    GET  /xwait/console                         the ops console (one HTML page)
+    GET  /xwait/console                         the ops console (one HTML page, no data in it)
     GET  /xwait/api/waits, /xwait/api/waits/{key}, /xwait/api/review
-    POST /xwait/api/waits/{key}/{command}       needs `Authorization: Bearer $XWAIT_CONSOLE_TOKEN`
-    GET  /metrics                               Prometheus text format 0.0.4
+                                                with a token configured: `Authorization:
+                                                Bearer` the read or the command token
+    POST /xwait/api/waits/{key}/{command}       `Authorization: Bearer $XWAIT_CONSOLE_TOKEN`
+    GET  /metrics                               Prometheus text format 0.0.4 (counts only)
 
-See `streams.console.api` (routing between workers) and `streams.console.metrics`.
+Every response carries a Content-Security-Policy and X-Frame-Options: DENY
+(the page may not be framed, and runs only its own script).  The console
+depends on the small `ConsoleHost` interface (`streams.console.host`), not on
+the worker's module.  See `streams.console.api` (access, routing between
+workers) and `streams.console.metrics`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from faust.web import Request, Response, View
 
 from streams.console.api import Console, register
-from streams.console.metrics import CONTENT_TYPE, LatenessObserver, Metrics
-from streams.console.page import PAGE
+from streams.console.host import ConsoleHost
+from streams.console.metrics import CONTENT_TYPE, Metrics
+from streams.console.page import PAGE, PAGE_CSP
 
-if TYPE_CHECKING:
-    from streams.processor.app import Worker
+__all__ = ["ConsoleHost", "install"]
 
-__all__ = ["install"]
+# Everything but the page: JSON and metrics never run script or load anything.
+API_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
-def install(worker: Worker) -> None:
-    """Register the console's views on `worker.app` and its observers on the worker."""
-    app = worker.app
-    console = Console(worker)
-    metrics = Metrics(worker)
-    worker.observers.append(LatenessObserver(metrics.lateness))
-    register(worker, console)
+async def _security_headers(request: Any, response: Any) -> None:
+    """aiohttp's on_response_prepare: every response of the worker's web server."""
+    headers = response.headers
+    headers.setdefault("Content-Security-Policy",
+                       PAGE_CSP if request.path == "/xwait/console" else API_CSP)
+    for name, value in SECURITY_HEADERS.items():
+        headers.setdefault(name, value)
+    if request.path.startswith("/xwait/api/"):
+        headers.setdefault("Cache-Control", "no-store")
+
+
+def install(host: ConsoleHost) -> None:
+    """Register the console's views on `host.app`, its observers and its response headers."""
+    app = host.app
+    console = Console(host)
+    metrics = Metrics(host, lambda: console.producer_failures)
+    host.observers.append(metrics.observations)
+    register(host, console)
+
+    async def count_rebalance(sender: Any, assigned: Any = None, **kwargs: Any) -> None:
+        metrics.collector.rebalances += 1
+
+    app.on_partitions_assigned.connect(count_rebalance)
+    web_app = getattr(app.web, "web_app", None)  # faust's aiohttp driver
+    if web_app is not None:
+        web_app.on_response_prepare.append(_security_headers)
 
     @app.page("/xwait/console")
     class ConsolePage(View):
@@ -43,4 +74,4 @@ def install(worker: Worker) -> None:
     @app.page("/metrics")
     class MetricsPage(View):
         async def get(self, request: Request, **kwargs: Any) -> Response:
-            return self.text(await metrics.render(), content_type=CONTENT_TYPE)
+            return self.bytes(metrics.render(), content_type=CONTENT_TYPE)

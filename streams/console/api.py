@@ -1,19 +1,29 @@
 """The console's JSON API, served by the worker's own faust web server.
 
-    GET  /xwait/api/waits?state=&definition=&tenant=&limit=   not-done waits by next due time
-    GET  /xwait/api/waits/{key}                               one wait's status
-    GET  /xwait/api/review?limit=                             waits in review + latest rejected
-    POST /xwait/api/waits/{key}/{suspend|resume|cancel|deliver|review}   (Bearer token)
+    GET  /xwait/api/waits?state=&definition=&tenant=&key=&outcome=&parkedFrom=&parkedTo=
+                          &after=&limit=                        waits, a page at a time
+    GET  /xwait/api/waits/{key}                                 one wait's status
+    GET  /xwait/api/review?limit=                               waits in review + latest rejected
+    POST /xwait/api/waits/{key}/{suspend|resume|cancel|deliver|review|reschedule}
+
+Access.  With no token configured, reads are open and commands disabled (a
+developer's loopback worker).  With `XWAIT_CONSOLE_TOKEN` (commands and
+reads) and/or `XWAIT_CONSOLE_READ_TOKEN` (reads only), every request needs
+`Authorization: Bearer <token>`: a wait key is the capability a reply needs,
+and lists, payloads and rejected originals are not for whoever reaches the
+port.  The token is checked before the body of a command is read.  Keys with
+`/` or NUL are refused with 400 (no wait can have them).
 
 Routing.  A key lives in the partition its utf-8 bytes hash to (murmur2,
 `streams.partitioning`); a worker that does not own that partition forwards
-the request to the worker that does, found in faust's assignment
-(`app.router.table_metadata("waits")`: web URL -> changelog partitions).
-A forwarded request carries `X-Xwait-Forwarded`, so it is never forwarded
-twice (a partition that is moving answers 503).  A list is the merge of
-every worker's own list (`local=1` asks one worker for its partitions only).
-Mutations are not forwarded: they are Command records on Kafka, which reach
-the owner of the key by themselves.
+the request, with the caller's Authorization header, to the worker that
+does, found in faust's assignment (`app.router.table_metadata("waits")`:
+web URL -> changelog partitions).  A forwarded request carries
+`X-Xwait-Forwarded`, so it is never forwarded twice (a partition that is
+moving answers 503).  A list is the merge of every worker's own list
+(`local=1` asks one worker for its partitions only).  Mutations are not
+forwarded: they are Command records on Kafka, which reach the owner of the
+key by themselves.
 """
 
 from __future__ import annotations
@@ -23,7 +33,9 @@ import hmac
 import json
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
 
 import aiohttp
 from faust.web import Request, Response, View
@@ -32,23 +44,31 @@ from yarl import URL
 from streams.client import ClientError, KafkaUnavailable, TopicMissing, XwaitClient
 from streams.client.errors import DeliveryFailed, InvalidRequest
 from streams.console import review, waits
+from streams.console.host import ConsoleHost
 from streams.partitioning import partition_for
-from streams.processor.table_scan import owned_rows
-
-if TYPE_CHECKING:
-    from streams.processor.app import Worker
 
 log = logging.getLogger(__name__)
 
 FORWARDED = "X-Xwait-Forwarded"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+# Largest command body read.  A command is a few hundred bytes; a delivered
+# or corrected answer may be larger, and the Command record must fit Kafka's
+# default 1 MB limit anyway.
+MAX_BODY_BYTES = 900_000
 # How long a worker waits for another worker's answer.  A list walks the
 # other worker's table, which may take seconds with a large one; much longer
 # leaves an operator staring at a spinner when a worker hangs.
 PEER_TIMEOUT_S = 15.0
-ACTIONS = ("suspend", "resume", "cancel", "deliver", "review")
+ACTIONS = ("suspend", "resume", "cancel", "deliver", "review", "reschedule")
 REVIEW_OUTCOMES = ("Accept", "Submit Correction")
+LIST_PARAMS = ("state", "definition", "tenant", "key", "outcome", "parkedFrom", "parkedTo",
+               "after", "limit")
+
+
+class Access(StrEnum):
+    READ = "read"
+    COMMAND = "command"
 
 
 class ApiError(Exception):
@@ -63,30 +83,68 @@ def _same(a: str, b: str) -> bool:
     return (ua.host, ua.port) == (ub.host, ub.port)
 
 
+def check_key(key: str) -> str:
+    """A wait key as the API accepts it: not empty, no `/` (no path can carry it
+    unambiguously), no NUL (the processor refuses such keys: invalid_key)."""
+    if not key:
+        raise ApiError(400, "Expected a wait key, but the path has none")
+    if "/" in key or "\x00" in key:
+        raise ApiError(400, "Expected a wait key without '/' or NUL characters, but got "
+                            f"{key!r}; no wait can have such a key")
+    return key
+
+
+def _bearer(header: str | None) -> str:
+    if header and header.startswith("Bearer "):
+        return header[len("Bearer "):].strip()
+    return ""
+
+
 class Console:
     """What the views share: the worker, a command producer, the peers' URLs."""
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
+    def __init__(self, host: ConsoleHost) -> None:
+        self.host = host
         self._client: XwaitClient | None = None
         self._client_lock = threading.Lock()  # XwaitClient is not thread-safe
+        self.producer_failures = 0  # commands Kafka did not take (for the metrics)
+
+    # -- access ----------------------------------------------------------------
+    def authorize(self, header: str | None, need: Access) -> None:
+        """Let the request through, or raise 401 (no or wrong token) / 503 (commands off)."""
+        s = self.host.settings
+        command_token, read_token = s.console_token, s.console_read_token
+        if need is Access.COMMAND and not command_token:
+            raise ApiError(503, "commands are disabled on this worker: start it with "
+                                "XWAIT_CONSOLE_TOKEN set to enable them")
+        accepted = [t for t in (command_token, read_token if need is Access.READ else None)
+                    if t]
+        if not accepted:
+            return  # no token configured: reads are open
+        given = _bearer(header)
+        if not given:
+            raise ApiError(401, f"this {need.value} needs the header 'Authorization: Bearer "
+                                "<token>'")
+        if not any(hmac.compare_digest(given.encode(), t.encode()) for t in accepted):
+            raise ApiError(401, "the token is not one this worker accepts for a "
+                                f"{need.value}")
 
     # -- cluster -------------------------------------------------------------
     @property
     def own_url(self) -> str:
-        return str(self.worker.app.conf.canonical_url)
+        return str(self.host.app.conf.canonical_url)
 
     def worker_urls(self) -> dict[str, set[int]]:
         """Web URL of every worker of the group -> the waits partitions it owns."""
-        app: Any = self.worker.app
-        topic = self.worker.waits.changelog_topic.get_topic_name()
+        app: Any = self.host.app
+        topic = self.host.waits.changelog_topic.get_topic_name()
         try:
-            meta = app.router.table_metadata(self.worker.waits.name)
+            meta = app.router.table_metadata(self.host.waits.name)
         except KeyError:
             meta = {}
         urls = {str(url): set(tps.get(topic, ())) for url, tps in meta.items()}
         if not any(_same(u, self.own_url) for u in urls):
-            urls[self.own_url] = self.worker.owned_partitions()
+            urls[self.own_url] = self.host.owned_partitions()
         return urls
 
     def owner_of(self, partition: int) -> str | None:
@@ -95,17 +153,19 @@ class Console:
                 return url
         return None
 
-    async def fetch(self, url: str, path_qs: str) -> tuple[int, Any]:
-        app: Any = self.worker.app
+    async def fetch(self, url: str, path_qs: str, auth: str | None) -> tuple[int, Any]:
+        app: Any = self.host.app
         session: aiohttp.ClientSession = app.http_client
-        async with session.get(URL(url).join(URL(path_qs)),
-                               headers={FORWARDED: self.own_url},
+        headers = {FORWARDED: self.own_url}
+        if auth:
+            headers["Authorization"] = auth
+        async with session.get(URL(url).join(URL(path_qs, encoded=True)), headers=headers,
                                timeout=aiohttp.ClientTimeout(total=PEER_TIMEOUT_S)) as resp:
             return resp.status, await resp.json(content_type=None)
 
     # -- reads ---------------------------------------------------------------
     def local_status(self, key: str, partition: int) -> dict[str, Any]:
-        value = self.worker.waits.get(key.encode())
+        value = self.host.read_row(key.encode(), partition)
         try:
             slot = waits.read_slot(value)
         except ValueError as exc:
@@ -115,46 +175,49 @@ class Console:
                                  else (len(slot.early_replies), len(slot.early_commands)))
             raise ApiError(404, f"no wait with key {key!r}", key=key, earlyReplies=replies,
                            earlyCommands=commands)
-        return waits.status(key, slot, partition) | {"worker": self.own_url}
+        return waits.status(key, slot, partition, self.host.definitions) | {
+            "worker": self.own_url}
 
-    async def status(self, key: str, forwarded: bool, path_qs: str) -> tuple[int, Any]:
-        if not key:
-            raise ApiError(400, "expected a wait key")
-        partition = partition_for(key.encode(), self.worker.settings.partitions)
-        if partition in self.worker.owned_partitions():
+    async def status(self, key: str, forwarded: bool, path_qs: str,
+                     auth: str | None) -> tuple[int, Any]:
+        check_key(key)
+        partition = partition_for(key.encode(), self.host.settings.partitions)
+        if partition in self.host.owned_partitions():
             return 200, self.local_status(key, partition)
         owner = self.owner_of(partition)
         if forwarded or owner is None or _same(owner, self.own_url):
             raise ApiError(503, f"partition {partition} of key {key!r} has no owner right now "
                            "(a rebalance is under way); retry shortly", partition=partition)
         try:
-            return await self.fetch(owner, path_qs)
+            return await self.fetch(owner, path_qs, auth)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise ApiError(503, f"the worker owning partition {partition} ({owner}) did not "
                            f"answer: {exc or type(exc).__name__}", partition=partition) from exc
 
-    async def local_list(self, filters: waits.Filters, limit: int) -> list[dict[str, Any]]:
-        w = self.worker
+    async def local_list(self, filters: waits.Filters, limit: int,
+                         after: waits.SortKey | None) -> list[dict[str, Any]]:
+        h = self.host
         found: list[dict[str, Any]] = []
-        rows = owned_rows(w.waits, w.owned_partitions(), w.settings.partitions)
-        for key, partition in await waits.first_waits(rows, filters, limit):
+        for key, partition, sort in await waits.first_waits(h.owned_rows(), filters, limit,
+                                                             after):
             try:
-                slot = waits.read_slot(w.waits.get(key))
+                slot = waits.read_slot(h.read_row(key, partition))
             except ValueError:
                 continue
             if slot is not None and slot.wait is not None:
-                found.append(waits.summary(slot.wait, partition))
+                found.append(waits.summary(slot.wait, partition, h.definitions, sort))
         return found
 
     async def cluster_list(self, filters: waits.Filters, limit: int, local: bool,
-                           query: dict[str, str]) -> dict[str, Any]:
-        mine = await self.local_list(filters, limit)
+                           query: dict[str, str], after: waits.SortKey | None,
+                           auth: str | None) -> dict[str, Any]:
+        mine = await self.local_list(filters, limit, after)
         answered, missing = [self.own_url], []
         merged = list(mine)
         if not local:
             peers = [u for u in self.worker_urls() if not _same(u, self.own_url)]
             path = str(URL("/xwait/api/waits").with_query({**query, "local": "1"}))
-            results = await asyncio.gather(*(self.fetch(u, path) for u in peers),
+            results = await asyncio.gather(*(self.fetch(u, path, auth) for u in peers),
                                            return_exceptions=True)
             for url, result in zip(peers, results, strict=True):
                 if isinstance(result, BaseException) or result[0] != 200:
@@ -164,49 +227,41 @@ class Console:
                 answered.append(url)
                 merged.extend(result[1].get("waits", []))
         merged.sort(key=waits.sort_key)
-        return {"waits": merged[:limit], "count": len(merged[:limit]), "workers": answered,
-                "unavailable": missing, "complete": not missing}
+        page = merged[:limit]
+        return {"waits": page, "count": len(page), "workers": answered,
+                "unavailable": missing, "complete": not missing,
+                # More may follow only when the page is full.
+                "next": page[-1]["cursor"] if len(page) == limit else None}
 
     # -- commands --------------------------------------------------------------
-    def check_token(self, header: str | None) -> None:
-        token = self.worker.settings.console_token
-        if not token:
-            raise ApiError(503, "commands are disabled on this worker: start it with "
-                                "XWAIT_CONSOLE_TOKEN set to enable them")
-        given = ""
-        if header and header.startswith("Bearer "):
-            given = header[len("Bearer "):].strip()
-        if not given:
-            raise ApiError(401, "a command needs the header 'Authorization: Bearer <token>'")
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise ApiError(401, "the token is not the one this worker was started with")
-
     def _send(self, key: str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         """Produce the command through the SDK (blocking: runs in a thread)."""
-        operator = _opt_str(body, "operator") or "console"
+        operator = _required(_opt_str(body, "operator"), "operator")
         reason = _opt_str(body, "reason")
+        record: dict[str, Any] = {"correlationKey": key, "command": action.upper(),
+                                  "operator": operator, "reason": reason}
         with self._client_lock:
             if self._client is None:
                 # The console already knows the key (it just read it): no key check,
                 # which would be a blocking HTTP call back into this worker.
-                self._client = XwaitClient(self.worker.settings, check_keys=False)
+                self._client = XwaitClient(self.host.settings, check_keys=False)
             c = self._client
-            record: dict[str, Any] = {"correlationKey": key, "command": action.upper(),
-                                      "operator": operator}
             if action == "suspend":
                 c.suspend(key, _required(reason, "reason"), operator=operator)
-                record["reason"] = reason
             elif action == "resume":
                 c.resume(key, reason=reason, operator=operator)
-                record["reason"] = reason
             elif action == "cancel":
                 c.cancel(key, _required(reason, "reason"), operator=operator)
-                record["reason"] = reason
             elif action == "deliver":
                 if body.get("responseData") is None:
                     raise ApiError(400, "deliver needs 'responseData' (JSON)")
                 c.deliver(key, body["responseData"], reason=reason, operator=operator)
-                record.update(reason=reason, responseData=body["responseData"])
+                record["responseData"] = body["responseData"]
+            elif action == "reschedule":
+                deadline, move_by = _opt_str(body, "deadline"), _opt_str(body, "moveBy")
+                c.reschedule(key, deadline=deadline, move_by=move_by, reason=reason,
+                             operator=operator)
+                record.update(deadline=deadline, moveBy=move_by)
             else:
                 outcome = body.get("outcome")
                 if outcome not in REVIEW_OUTCOMES:
@@ -220,11 +275,16 @@ class Console:
         return record
 
     async def command(self, key: str, action: str, auth: str | None,
-                      raw_body: str) -> tuple[int, Any]:
+                      request: Any) -> tuple[int, Any]:
+        """Check the action, the key and the token, and only then read the body."""
         if action not in ACTIONS:
             raise ApiError(404, f"unknown command {action!r}; expected one of "
                                 f"{', '.join(ACTIONS)}")
-        self.check_token(auth)
+        check_key(key)
+        self.authorize(auth, Access.COMMAND)
+        if (request.content_length or 0) > MAX_BODY_BYTES:
+            raise ApiError(413, f"a command body is at most {MAX_BODY_BYTES} bytes")
+        raw_body = await request.text()
         try:
             body = json.loads(raw_body) if raw_body.strip() else {}
         except ValueError as exc:
@@ -237,10 +297,12 @@ class Console:
         except InvalidRequest as exc:
             raise ApiError(400, str(exc)) from exc
         except (KafkaUnavailable, TopicMissing) as exc:
+            self.producer_failures += 1
             raise ApiError(503, str(exc)) from exc
         except (DeliveryFailed, ClientError) as exc:
+            self.producer_failures += 1
             raise ApiError(502, str(exc)) from exc
-        topic = self.worker.settings.topic("commands")
+        topic = self.host.settings.topic("commands")
         log.info("console command key=%s command=%s operator=%s", key, record["command"],
                  record["operator"])
         return 202, {"accepted": True, "command": record, "topic": topic}
@@ -273,16 +335,55 @@ def _limit(raw: str | None) -> int:
     return value
 
 
+def _time(query: Any, name: str) -> int | None:
+    """Epoch milliseconds, or an ISO 8601 date and time (UTC unless it says otherwise)."""
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    try:
+        when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(400, f"{name} must be epoch milliseconds or an ISO 8601 date and time "
+                            f"(2026-11-30T16:00:00Z), got {raw!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.now().astimezone().tzinfo).astimezone()
+    return int(when.timestamp() * 1000)
+
+
 def _filters(query: Any) -> waits.Filters:
     state = query.get("state") or None
-    if state is not None and state not in waits.STATES:
-        raise ApiError(400, f"state must be one of {', '.join(waits.STATES)}, got {state!r}")
+    if state is not None and state not in (*waits.STATES, waits.ALL):
+        raise ApiError(400, f"state must be one of {', '.join((*waits.STATES, waits.ALL))}, "
+                            f"got {state!r}")
+    outcome = query.get("outcome") or None
+    if outcome is not None and outcome not in waits.OUTCOMES:
+        raise ApiError(400, f"outcome must be one of {', '.join(waits.OUTCOMES)}, "
+                            f"got {outcome!r}")
+    if outcome is not None and state not in (None, "done", waits.ALL):
+        raise ApiError(400, f"an outcome is only found on finished waits, not on state {state!r}")
+    key = query.get("key") or None
+    if key is not None:
+        check_key(key)
     return waits.Filters(state=state, definition=query.get("definition") or None,
-                         tenant=query.get("tenant") or None)
+                         tenant=query.get("tenant") or None, key_prefix=key, outcome=outcome,
+                         parked_from=_time(query, "parkedFrom"),
+                         parked_to=_time(query, "parkedTo"))
 
 
-def register(worker: Worker, console: Console) -> None:
-    app = worker.app
+def _after(query: Any) -> waits.SortKey | None:
+    raw = query.get("after")
+    if not raw:
+        return None
+    try:
+        return waits.parse_cursor(raw)
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+def register(host: ConsoleHost, console: Console) -> None:
+    app = host.app
 
     def answer(view: View, status: int, body: Any) -> Response:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
@@ -293,10 +394,12 @@ def register(worker: Worker, console: Console) -> None:
         async def get(self, request: Request, **kwargs: Any) -> Response:
             req: Any = request
             try:
-                query = {k: v for k, v in req.query.items()
-                         if k in ("state", "definition", "tenant", "limit")}
-                body = await console.cluster_list(_filters(req.query), _limit(req.query.get(
-                    "limit")), req.query.get("local") == "1", query)
+                auth = req.headers.get("Authorization")
+                console.authorize(auth, Access.READ)
+                query = {k: v for k, v in req.query.items() if k in LIST_PARAMS}
+                body = await console.cluster_list(
+                    _filters(req.query), _limit(req.query.get("limit")),
+                    req.query.get("local") == "1", query, _after(req.query), auth)
             except ApiError as exc:
                 return answer(self, exc.status, exc.body)
             return answer(self, 200, body)
@@ -306,20 +409,31 @@ def register(worker: Worker, console: Console) -> None:
         async def get(self, request: Request, **kwargs: Any) -> Response:
             req: Any = request
             try:
+                auth = req.headers.get("Authorization")
+                console.authorize(auth, Access.READ)
                 status, body = await console.status(
-                    str(kwargs.get("key", "")), FORWARDED in req.headers, str(req.rel_url))
+                    str(kwargs.get("key", "")), FORWARDED in req.headers, str(req.rel_url),
+                    auth)
             except ApiError as exc:
                 return answer(self, exc.status, exc.body)
             return answer(self, status, body)
 
     @app.page("/xwait/api/waits/{key}/{action}")
     class WaitCommand(View):
+        async def get(self, request: Request, **kwargs: Any) -> Response:
+            # Only reached by a key with '/' in it (a command is a POST).
+            try:
+                check_key(f"{kwargs.get('key', '')}/{kwargs.get('action', '')}")
+            except ApiError as exc:
+                return answer(self, exc.status, exc.body)
+            return answer(self, 405, {"error": "commands are POST requests"})
+
         async def post(self, request: Request, **kwargs: Any) -> Response:
             req: Any = request
             try:
                 status, body = await console.command(
                     str(kwargs.get("key", "")), str(kwargs.get("action", "")),
-                    req.headers.get("Authorization"), await req.text())
+                    req.headers.get("Authorization"), req)
             except ApiError as exc:
                 return answer(self, exc.status, exc.body)
             return answer(self, status, body)
@@ -329,9 +443,12 @@ def register(worker: Worker, console: Console) -> None:
         async def get(self, request: Request, **kwargs: Any) -> Response:
             req: Any = request
             try:
+                auth = req.headers.get("Authorization")
+                console.authorize(auth, Access.READ)
                 limit = _limit(req.query.get("limit"))
-                in_review = await console.cluster_list(waits.Filters(state="in_review"),
-                                                       limit, False, {"state": "in_review"})
+                in_review = await console.cluster_list(
+                    waits.Filters(state="in_review"), limit, False, {"state": "in_review"},
+                    None, auth)
             except ApiError as exc:
                 return answer(self, exc.status, exc.body)
             body: dict[str, Any] = {"inReview": in_review["waits"],
@@ -339,7 +456,7 @@ def register(worker: Worker, console: Console) -> None:
             loop = asyncio.get_running_loop()
             try:
                 body["rejected"] = await loop.run_in_executor(
-                    None, review.latest_rejected, worker.settings, limit)
+                    None, review.latest_rejected, host.settings, limit)
             except review.ReviewReadFailed as exc:
                 body["rejected"], body["rejectedError"] = [], str(exc)
             return answer(self, 200, body)

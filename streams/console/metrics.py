@@ -1,39 +1,75 @@
-"""The worker's Prometheus endpoint, in text exposition format 0.0.4 (written by hand).
+"""The worker's Prometheus endpoint, on prometheus_client (text format 0.0.4).
 
-    xwait_parked_waits{state,definition}     gauge   not-done waits in the owned partitions
-    xwait_timers_armed                       gauge   timers in the in-memory index
-    xwait_timers_due                         gauge   armed timers whose due time has passed
-    xwait_timers_emitted_total               counter timer records the punctuator sent
-    xwait_deadline_lateness_seconds{kind}    histogram  processing time - due time, per
-                                                     live reminder / deadline / poll timer
-    xwait_outcomes_total{reason}             counter terminal outcomes sent
-    xwait_rejections_total{reason}           counter records sent to the rejected topic
-    xwait_misrouted_total                    counter records forwarded to their partition
-    xwait_records_processed_total{topic}     counter input records processed
-    xwait_consumer_lag{topic,partition}      gauge   end offset - the worker's input position
-    xwait_owned_partitions                   gauge
+Each worker has its own `CollectorRegistry`: the process and platform
+collectors, a build-info metric, histograms observed as records are applied,
+and one collector that reads the worker's facts at scrape time.
 
-Counters come from `Worker.counters` and restart at zero with the worker (as
-Prometheus expects).  The parked-waits gauge comes from the worker's census
-(`streams.processor.census`), kept as records are applied; timers due walks
-the in-memory armed set, at most once per `GAUGE_CACHE_S`.
+    xwait_build_info{version,python,faust,guarantee}   gauge 1
+    xwait_ready                                        gauge 1 while the worker owns its
+                                                             partitions and serves them
+    xwait_owned_partitions                             gauge
+    xwait_parked_waits{state,definition}               gauge  waits not done; 0, not gone,
+                                                              when none is left
+    xwait_finished_waits{definition}                   gauge  done waits kept until purged
+    xwait_timers_armed, xwait_timers_due               gauge
+    xwait_timers_emitted_total                         counter
+    xwait_timer_lateness_seconds{kind}                 histogram  processing time - due time
+                                                       of each live reminder, deadline, poll
+    xwait_actions_total{action}                        counter
+    xwait_outcomes_total{outcome,reason,definition}    counter
+    xwait_wait_duration_seconds{outcome,definition}    histogram  parked -> ended
+    xwait_record_latency_seconds{topic}                histogram  broker append -> applied
+    xwait_records_processed_total{topic}               counter
+    xwait_rejections_total{reason}                     counter
+    xwait_misrouted_total                              counter
+    xwait_rebalances_total                             counter  assignments taken
+    xwait_commit_failures_total                        counter  batches that could not be made
+                                                                durable (the worker stops)
+    xwait_producer_failures_total{producer}            counter  console commands Kafka did not
+                                                                take; timer records not delivered
+    xwait_consumer_lag{topic,partition}                gauge  every owned input partition
+    process_*, python_info                             prometheus_client's own
+
+Counters restart at zero with the worker, as Prometheus expects.  Label sets
+known in advance (every definition, state, action, reason) are exported from
+the start at 0, so a rate() or an alert sees a series that drops to zero
+instead of one that disappears.  The parked-waits gauge comes from the
+worker's census (kept as records are applied); timers due walks the
+in-memory armed set, at most once per `GAUGE_CACHE_S`.
 """
 
 from __future__ import annotations
 
-import bisect
+import platform
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from importlib import metadata
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from streams import codec
 from streams.codec import RecordType, UndecodableRecord
-from streams.core import ArmedTimer, TimerKind, WaitStatus
-from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role
-
-if TYPE_CHECKING:
-    from streams.processor.app import Worker
+from streams.console.host import ConsoleHost
+from streams.core import (
+    ActionKind,
+    ArmedTimer,
+    OutcomeReason,
+    RejectReason,
+    TimerKind,
+    WaitStatus,
+)
+from streams.processor.model import INPUT_ROLES, Handled, InputRecord, ProcessorReject, Role
 
 CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds "; charset=utf-8"
 
@@ -44,50 +80,94 @@ GAUGE_CACHE_S = 5.0
 # Lateness is a tick (0.5 s by default) plus the trip through Kafka when all
 # is well; the upper buckets show a worker that falls behind or a failover.
 LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+# From the broker's append to the batch made durable: a few ms to tens of ms
+# when the worker keeps up; seconds mean a backlog, minutes a restore.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                   300.0)
+# Waits last seconds (tests, probes) to weeks (approvals with escalation).
+DURATION_BUCKETS = (1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0,
+                    3 * 86400.0, 7 * 86400.0, 30 * 86400.0)
 OBSERVED_KINDS = frozenset({TimerKind.DEADLINE, TimerKind.REMINDER, TimerKind.POLL})
 
-
-class Histogram:
-    """Cumulative buckets per label value, as Prometheus wants them."""
-
-    def __init__(self, buckets: Sequence[float]) -> None:
-        self.buckets = tuple(buckets)
-        self.counts: dict[str, list[int]] = {}
-        self.sums: dict[str, float] = {}
-
-    def observe(self, label: str, value: float) -> None:
-        counts = self.counts.setdefault(label, [0] * (len(self.buckets) + 1))
-        counts[bisect.bisect_left(self.buckets, value)] += 1
-        self.sums[label] = self.sums.get(label, 0.0) + value
-
-    def lines(self, name: str, label_name: str) -> list[str]:
-        out: list[str] = []
-        for label in sorted(self.counts):
-            counts = self.counts[label]
-            cumulative = 0
-            for bound, count in zip((*self.buckets, float("inf")), counts, strict=True):
-                cumulative += count
-                le = "+Inf" if bound == float("inf") else _num(bound)
-                out.append(f"{name}_bucket{_labels({label_name: label, 'le': le})} {cumulative}")
-            out.append(f"{name}_sum{_labels({label_name: label})} {_num(self.sums[label])}")
-            out.append(f"{name}_count{_labels({label_name: label})} {cumulative}")
-        return out
+# Every outcome reason with the exit it belongs to (the core's rules).
+OUTCOME_OF: Mapping[OutcomeReason, str] = {
+    OutcomeReason.REPLY_VALID: "RECEIVED", OutcomeReason.REVIEW_ACCEPTED: "RECEIVED",
+    OutcomeReason.REVIEW_CORRECTED: "RECEIVED", OutcomeReason.DELIVERED: "RECEIVED",
+    OutcomeReason.RESULT_READY: "RECEIVED", OutcomeReason.DEADLINE_EXHAUSTED: "ESCALATED",
+    OutcomeReason.INVALID_REPLY_ESCALATED: "ESCALATED",
+    OutcomeReason.CANCELLED_BY_OPERATOR: "CANCELLED",
+}
+REJECTION_REASONS = tuple(sorted({r.value for r in RejectReason}
+                                 | {r.value for r in ProcessorReject} | {"misrouted"}))
+NOT_DONE = tuple(s.value for s in WaitStatus if s is not WaitStatus.DONE)
 
 
-class LatenessObserver:
-    """Observes `now - due_at` for each live reminder, deadline or poll timer processed.
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
-    Registered in `Worker.observers`; called after the agent applied a record.
-    A timer record counts only when its arming was still armed (it is in the
-    handled record's `timers_before`): duplicates and stale armings are not lateness.
+
+class Observations:
+    """Histograms and counters fed by `ConsoleHost.observers`, once per decided record.
+
+    A replayed record (its outputs re-sent after a crash, not decided again)
+    is not observed twice.
     """
 
-    def __init__(self, histogram: Histogram) -> None:
-        self.histogram = histogram
+    def __init__(self, registry: CollectorRegistry,
+                 definitions: Mapping[str, Any]) -> None:
+        self.lateness = Histogram(
+            "xwait_timer_lateness_seconds",
+            "Time between a live timer's due time and its processing, by kind "
+            "(reminder, deadline, poll).", ["kind"], buckets=LATENESS_BUCKETS,
+            registry=registry)
+        self.latency = Histogram(
+            "xwait_record_latency_seconds",
+            "Time from an input record's broker append to its decision being durable.",
+            ["topic"], buckets=LATENCY_BUCKETS, registry=registry)
+        self.duration = Histogram(
+            "xwait_wait_duration_seconds",
+            "How long waits lasted, from parked to ended, by exit and definition.",
+            ["outcome", "definition"], buckets=DURATION_BUCKETS, registry=registry)
+        self.outcomes: Counter[tuple[str, str, str]] = Counter()
+        for name in definitions:
+            for reason, outcome in OUTCOME_OF.items():
+                self.outcomes[(outcome, reason.value, name)] += 0
+        for name in definitions:
+            for outcome in sorted(set(OUTCOME_OF.values())):
+                self.duration.labels(outcome, name)
+        for kind in OBSERVED_KINDS:
+            self.lateness.labels(kind.value)
+        for role in INPUT_ROLES:
+            self.latency.labels(role.value)
 
     def __call__(self, rec: InputRecord, handled: Handled, now_ms: int) -> None:
-        if rec.role is not Role.TIMERS or not handled.timers_before:
+        if "replayed" in handled.counters:
             return
+        if rec.timestamp is not None:
+            self.latency.labels(rec.role.value).observe(
+                max(0.0, time.time() - rec.timestamp / 1000))
+        for out in handled.out:
+            if out.role is Role.OUTCOMES:
+                self._outcome(out.value)
+        if rec.role is Role.TIMERS and handled.timers_before:
+            self._lateness(rec, handled, now_ms)
+
+    def _outcome(self, value: bytes) -> None:
+        try:
+            o = codec.decode(RecordType.OUTCOME, value)
+        except UndecodableRecord:
+            return
+        outcome, definition = str(o["outcome"]), str(o["definition"])
+        self.outcomes[(outcome, str(o["reason"]), definition)] += 1
+        self.duration.labels(outcome, definition).observe(
+            max(0.0, (int(o["endedAt"]) - int(o["parkedAt"])) / 1000))
+
+    def _lateness(self, rec: InputRecord, handled: Handled, now_ms: int) -> None:
+        """Only a timer whose arming was still armed counts: duplicates and stale armings
+        are not lateness."""
         try:
             record = codec.decode(RecordType.TIMER, rec.value)
             kind = TimerKind(record["kind"])
@@ -95,17 +175,22 @@ class LatenessObserver:
         except (UndecodableRecord, ValueError, KeyError, TypeError):
             return
         if kind in OBSERVED_KINDS and armed in handled.timers_before:
-            self.histogram.observe(kind.value, max(0.0, (now_ms - armed.due_at) / 1000))
+            self.lateness.labels(kind.value).observe(max(0.0, (now_ms - armed.due_at) / 1000))
 
 
-class Metrics:
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.lateness = Histogram(LATENESS_BUCKETS)
+class WorkerCollector(Collector):
+    """The worker's facts, read at each scrape."""
+
+    def __init__(self, host: ConsoleHost, observations: Observations,
+                 console_failures: Any) -> None:
+        self.host = host
+        self.observations = observations
+        self.console_failures = console_failures  # () -> int
+        self.rebalances = 0
         self._gauges: tuple[float, Counter[tuple[str, str]], int] | None = None
 
-    async def table_gauges(self) -> tuple[Counter[tuple[str, str]], int]:
-        """(state, definition) -> waits not done, and the count of timers past due.
+    def table_gauges(self) -> tuple[Counter[tuple[str, str]], int]:
+        """(state, definition) -> waits, and the count of timers past due.
 
         From the worker's census and timer index (kept as records are
         applied), not a walk of the table; cached briefly all the same, as
@@ -114,84 +199,128 @@ class Metrics:
         now = time.monotonic()
         if self._gauges is not None and now - self._gauges[0] < GAUGE_CACHE_S:
             return self._gauges[1], self._gauges[2]
-        w = self.worker
-        owned = w.owned_partitions()
-        by_state = Counter({k: n for k, n in w.census.totals(owned).items()
-                            if k[0] != WaitStatus.DONE.value})
-        due = w.index.count_due(int(time.time() * 1000), owned)
+        h = self.host
+        owned = h.owned_partitions()
+        by_state = Counter(dict(h.census.totals(owned)))
+        due = h.index.count_due(int(time.time() * 1000), owned)
         self._gauges = (now, by_state, due)
         return by_state, due
 
     def consumer_lag(self) -> dict[tuple[str, int], int]:
-        """Per owned input partition: its end offset minus the worker's stored position.
+        """Every owned input partition: records not yet applied (0 until the first probe)."""
+        h = self.host
+        known = h.input_lag()
+        topics = [h.settings.topic(role.value) for role in INPUT_ROLES]
+        return {(t, p): known.get((t, p), 0) for p in sorted(h.owned_partitions())
+                for t in topics}
 
-        The worker owns its input positions (streams.processor.positions);
-        the end offsets are those of the punctuator's last probe.
-        """
-        return self.worker.input_lag()
+    def collect(self) -> Iterator[Metric]:
+        h = self.host
+        c = h.counters
+        by_state, due = self.table_gauges()
+        definitions = sorted(set(h.definitions) | {d for _, d in by_state})
 
-    async def render(self) -> str:
-        w = self.worker
-        c = w.counters
-        by_state, due = await self.table_gauges()
-        out: list[str] = []
-        gauge = _family(out)
-        gauge("xwait_parked_waits", "gauge", "Waits not done in this worker's partitions.",
-              [({"state": s, "definition": d}, n) for (s, d), n in sorted(by_state.items())])
-        gauge("xwait_timers_armed", "gauge", "Timers armed in this worker's partitions.",
-              [({}, w.armed_timers())])
-        gauge("xwait_timers_due", "gauge", "Armed timers whose due time has passed.",
-              [({}, due)])
-        gauge("xwait_timers_emitted_total", "counter", "Timer records the punctuator sent.",
-              [({}, c["timers.emitted"])])
-        out.append("# HELP xwait_deadline_lateness_seconds Time between a timer's due time "
-                   "and its processing.")
-        out.append("# TYPE xwait_deadline_lateness_seconds histogram")
-        out.extend(self.lateness.lines("xwait_deadline_lateness_seconds", "kind"))
-        gauge("xwait_outcomes_total", "counter", "Terminal outcomes sent, by reason.",
-              _prefixed(c, "outcomes."))
-        gauge("xwait_rejections_total", "counter", "Records sent to the rejected topic.",
-              _prefixed(c, "rejected."))
-        gauge("xwait_misrouted_total", "counter",
-              "Records that arrived on a partition their key does not hash to.",
-              [({}, c["misrouted"])])
-        gauge("xwait_records_processed_total", "counter", "Input records processed.",
-              [({"topic": role.value}, c["processed." + role.value]) for role in INPUT_ROLES])
-        gauge("xwait_consumer_lag", "gauge",
-              "End offset minus the input position the worker's state reflects.",
-              [({"topic": t, "partition": str(p)}, n)
-               for (t, p), n in sorted(self.consumer_lag().items())])
-        gauge("xwait_owned_partitions", "gauge", "Partitions this worker owns.",
-              [({}, len(w.owned_partitions()))])
-        return "\n".join(out) + "\n"
-
-
-def _family(out: list[str]) -> Any:
-    def add(name: str, kind: str, help_text: str,
-            samples: Iterable[tuple[Mapping[str, str], float]]) -> None:
-        out.append(f"# HELP {name} {help_text}")
-        out.append(f"# TYPE {name} {kind}")
-        out.extend(f"{name}{_labels(labels)} {_num(value)}" for labels, value in samples)
-    return add
-
-
-def _prefixed(counters: Mapping[str, int], prefix: str) -> list[tuple[Mapping[str, str], float]]:
-    return [({"reason": k[len(prefix):]}, v) for k, v in sorted(counters.items())
-            if k.startswith(prefix)]
-
-
-def _labels(labels: Mapping[str, str]) -> str:
-    if not labels:
-        return ""
-    body = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-    return "{" + body + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+        yield _gauge("xwait_ready", "1 while the worker owns its partitions and serves them.",
+                     [((), 1.0 if h.ready.is_set() else 0.0)])
+        yield _gauge("xwait_owned_partitions", "Partitions this worker owns.",
+                     [((), float(len(h.owned_partitions())))])
+        parked = GaugeMetricFamily("xwait_parked_waits",
+                                   "Waits not done in this worker's partitions.",
+                                   labels=["state", "definition"])
+        for state in NOT_DONE:
+            for d in definitions:
+                parked.add_metric([state, d], by_state.get((state, d), 0))
+        yield parked
+        yield _gauge("xwait_finished_waits",
+                     "Done waits kept (with their history) until retention purges them.",
+                     [((d,), float(by_state.get((WaitStatus.DONE.value, d), 0)))
+                      for d in definitions], ["definition"])
+        yield _gauge("xwait_timers_armed", "Timers armed in this worker's partitions.",
+                     [((), float(h.armed_timers()))])
+        yield _gauge("xwait_timers_due", "Armed timers whose due time has passed.",
+                     [((), float(due))])
+        yield _counter("xwait_timers_emitted", "Timer records the punctuator sent.",
+                       [((), c.get("timers.emitted", 0))])
+        yield _counter("xwait_actions", "Actions sent, by kind.",
+                       [((a.value,), c.get(f"actions.{a.value}", 0)) for a in ActionKind],
+                       ["action"])
+        outcomes = self.observations.outcomes
+        yield _counter("xwait_outcomes", "Terminal outcomes sent, by exit, reason and "
+                                         "definition.",
+                       [(key, n) for key, n in sorted(outcomes.items())],
+                       ["outcome", "reason", "definition"])
+        yield _counter("xwait_records_processed", "Input records processed, by topic.",
+                       [((r.value,), c.get(f"processed.{r.value}", 0)) for r in INPUT_ROLES],
+                       ["topic"])
+        reasons = sorted(set(REJECTION_REASONS) | {k[len("rejected."):] for k in c
+                                                  if k.startswith("rejected.")})
+        yield _counter("xwait_rejections", "Records sent to the rejected topic, by reason.",
+                       [((r,), c.get(f"rejected.{r}", 0)) for r in reasons], ["reason"])
+        yield _counter("xwait_misrouted",
+                       "Records that arrived on a partition their key does not hash to.",
+                       [((), c.get("misrouted", 0))])
+        yield _counter("xwait_rebalances", "Partition assignments this worker took over.",
+                       [((), self.rebalances)])
+        yield _counter("xwait_commit_failures",
+                       "Batches that could not be made durable (outputs, changelog or "
+                       "RocksDB); the worker stops on the first.",
+                       [((), c.get("failures", 0))])
+        yield _counter("xwait_producer_failures",
+                       "Records a producer could not deliver: console commands, timer records "
+                       "(emitted again next tick).",
+                       [(("console",), self.console_failures()),
+                        (("timers",), c.get("timers.failed", 0))], ["producer"])
+        yield _gauge("xwait_consumer_lag",
+                     "End offset minus the input position the worker's state reflects.",
+                     [((t, str(p)), float(n)) for (t, p), n in self.consumer_lag().items()],
+                     ["topic", "partition"])
 
 
-def _num(value: float) -> str:
-    if isinstance(value, int) or float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
+def _gauge(name: str, doc: str, samples: list[tuple[tuple[str, ...], float]],
+           labels: list[str] | None = None) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=labels or [])
+    for values, value in samples:
+        family.add_metric(list(values), value)
+    return family
+
+
+def _counter(name: str, doc: str, samples: list[tuple[tuple[str, ...], float]],
+             labels: list[str] | None = None) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels or [])
+    for values, value in samples:
+        family.add_metric(list(values), value)
+    return family
+
+
+class Metrics:
+    """The registry of one worker and what renders it."""
+
+    def __init__(self, host: ConsoleHost, console_failures: Any = lambda: 0) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series
+        # No collection at registration: the worker is still being built when the
+        # console is installed (its timer index and store come after the app).
+        self.registry = CollectorRegistry(auto_describe=False)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        info = GaugeMetricFamily("xwait_build_info", "The build this worker runs.",
+                                 labels=["version", "python", "faust", "guarantee"])
+        info.add_metric([_version("xwait"), platform.python_version(),
+                         _version("faust-streaming"), host.settings.guarantee.value], 1)
+        self.registry.register(_Constant(info))
+        self.observations = Observations(self.registry, host.definitions)
+        self.collector = WorkerCollector(host, self.observations, console_failures)
+        self.registry.register(self.collector)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _Constant(Collector):
+    def __init__(self, metric: Metric) -> None:
+        self.metric = metric
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.metric
+
+
+__all__ = ["CONTENT_TYPE", "Metrics", "Observations", "WorkerCollector"]

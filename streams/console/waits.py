@@ -1,24 +1,45 @@
 """What the console shows of a wait, read from the waits table of this worker.
 
 Reads only: nothing here writes the table (operators change waits through
-Command records).  A wait is listed while it is not done (parked, in_review,
-suspended); its *next due time* is the earliest of its armed timers, and a
-suspended wait (its timers are paused) has none and is listed last.
+Command records).  By default a list shows waits not done (parked,
+in_review, suspended); `state=done` (or an `outcome`) shows finished waits,
+which are kept with their outcome, response and trace until retention purges
+them, and `state=all` both.  A wait's *next due time* is the earliest of its
+armed timers; a finished wait's only timer is its purge, shown as `purgeAt`
+rather than as something due.
+
+Order and pages: waits are listed by (has a due time, due time or park time,
+key); a suspended wait (timers paused) comes after every wait with a due
+time.  Each listed wait carries that sort position as an opaque `cursor`;
+`after=<cursor>` asks for the waits after it, so pages merged from several
+workers never skip or repeat a wait.
 
 Cost: a list walks the table rows of the owned partitions but reads only
-each row's head (state, definition, tenant, timers: `RowHead`), keeps the
-`limit` first by next due time, and decodes only those slots.
+each row's head (state, definition, tenant, park time, timers: `RowHead`),
+keeps the `limit` first by sort position, and decodes only those slots -
+except with an `outcome` filter, which decodes the finished waits that
+match the other filters (the head does not hold the outcome).
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streams.core import HeldCommand, HeldReply, Slot, Wait, WaitStatus, decode_slot
+from streams.core import (
+    HeldCommand,
+    HeldReply,
+    Slot,
+    TimerKind,
+    Wait,
+    WaitDefinition,
+    WaitStatus,
+    decode_slot,
+)
+from streams.core.decide import emitted_trace
 from streams.processor.envelope import RowDecodeError, decode_row, read_head
 from streams.processor.model import RowHead
 
@@ -27,22 +48,70 @@ from streams.processor.model import RowHead
 SCAN_YIELD_EVERY = 2000
 
 STATES = tuple(s.value for s in WaitStatus)
+ALL = "all"
+OUTCOMES = ("RECEIVED", "ESCALATED", "CANCELLED")
+
+SortKey = tuple[int, int, str]
+
+
+def cursor_of(sort: SortKey) -> str:
+    """The opaque page position of a sort key: `group.time.key` (the key last: it may hold dots)."""
+    return f"{sort[0]}.{sort[1]}.{sort[2]}"
+
+
+def parse_cursor(text: str) -> SortKey:
+    """The sort key of a cursor; ValueError with an "Expected …, but …" text."""
+    group, _, rest = text.partition(".")
+    time, _, key = rest.partition(".")
+    try:
+        parsed = (int(group), int(time), key)
+    except ValueError:
+        parsed = (-1, 0, "")
+    if parsed[0] not in (0, 1) or not key:
+        raise ValueError(f"Expected a cursor from a previous page, but got {text!r}")
+    return parsed
 
 
 @dataclass(frozen=True)
 class Filters:
+    """What an operator searches by; None is "any".
+
+    `state` None means every state but done; `ALL` means every state.  An
+    `outcome` implies done.  `parked_from`/`parked_to` bound the park time
+    (epoch ms, both included).
+    """
+
     state: str | None = None
     definition: str | None = None
     tenant: str | None = None
+    key_prefix: str | None = None
+    outcome: str | None = None
+    parked_from: int | None = None
+    parked_to: int | None = None
 
-    def match(self, head: RowHead) -> bool:
-        """A wait in this state (any but done when no state is asked), definition, tenant."""
+    def match(self, key: bytes, head: RowHead) -> bool:
+        """What the row head can tell (everything but the outcome)."""
         if head.state is None:
             return False
-        return ((head.state.value == self.state if self.state is not None
-                 else head.state is not WaitStatus.DONE)
+        if self.outcome is not None or self.state == WaitStatus.DONE.value:
+            state_ok = head.state is WaitStatus.DONE
+        elif self.state == ALL:
+            state_ok = True
+        elif self.state is not None:
+            state_ok = head.state.value == self.state
+        else:
+            state_ok = head.state is not WaitStatus.DONE
+        return (state_ok
                 and (self.definition is None or head.definition == self.definition)
-                and (self.tenant is None or head.tenant == self.tenant))
+                and (self.tenant is None or head.tenant == self.tenant)
+                and (self.key_prefix is None or key.startswith(self.key_prefix.encode()))
+                and (self.parked_from is None or head.parked_at >= self.parked_from)
+                and (self.parked_to is None or head.parked_at <= self.parked_to))
+
+    def match_wait(self, wait: Wait) -> bool:
+        """What only the decoded wait can tell."""
+        return self.outcome is None or (
+            wait.outcome is not None and wait.outcome.value == self.outcome)
 
 
 def read_slot(value: Any) -> Slot | None:
@@ -54,14 +123,43 @@ def read_slot(value: Any) -> Slot | None:
 
 
 def next_due(wait: Wait) -> int | None:
+    """When the wait's next timer is due; None for a finished wait (its timer is its purge)."""
+    if wait.status is WaitStatus.DONE:
+        return None
     return min((t.due_at for t in wait.timers), default=None)
+
+
+def purge_at(wait: Wait) -> int | None:
+    return next((t.due_at for t in wait.timers if t.kind is TimerKind.RETENTION), None)
+
+
+def sort_of(key: str, head_due: int | None, parked_at: int) -> SortKey:
+    return (0 if head_due is not None else 1,
+            head_due if head_due is not None else parked_at, key)
+
+
+def stage_of(wait: Wait, definitions: Mapping[str, WaitDefinition]) -> dict[str, Any] | None:
+    """Which stage (of chained waits) and whose answer the wait waits for now.
+
+    None when the definition is no longer loaded: the console then shows
+    the stage's number only.
+    """
+    d = definitions.get(wait.definition)
+    if d is None or wait.stage >= len(d.stages):
+        return None
+    stage = d.stages[wait.stage]
+    target = None
+    if wait.level > 0 and wait.level <= len(stage.escalation):
+        target = stage.escalation[wait.level - 1].target
+    return {"index": wait.stage, "count": len(d.stages), "name": stage.name,
+            "party": stage.party, "escalatedTo": target, "variant": d.variant.value}
 
 
 def _held(h: HeldReply) -> dict[str, Any]:
     r = h.reply
     return {"correlationKey": r.correlation_key, "channel": r.channel, "tenant": r.tenant,
             "responseData": r.response_data, "replyId": r.reply_id, "sentAt": r.sent_at,
-            "receivedAt": h.received_at, "byOperator": h.by_operator}
+            "receivedAt": h.received_at, "byOperator": h.by_operator, "operator": h.operator}
 
 
 def _held_command(h: HeldCommand) -> dict[str, Any]:
@@ -70,19 +168,26 @@ def _held_command(h: HeldCommand) -> dict[str, Any]:
             "receivedAt": h.received_at}
 
 
-def summary(wait: Wait, partition: int) -> dict[str, Any]:
+def summary(wait: Wait, partition: int, definitions: Mapping[str, WaitDefinition],
+            sort: SortKey) -> dict[str, Any]:
     """One line of the list."""
     return {
         "key": wait.key, "state": wait.status.value, "definition": wait.definition,
         "tenant": wait.tenant, "parkedAt": wait.parked_at, "nextDueAt": next_due(wait),
         "timers": [{"kind": t.kind.value, "dueAt": t.due_at}
-                   for t in sorted(wait.timers, key=lambda t: t.due_at)],
-        "partition": partition,
+                   for t in sorted(wait.timers, key=lambda t: t.due_at)
+                   if wait.status is not WaitStatus.DONE],
+        "outcome": None if wait.outcome is None else wait.outcome.value,
+        "reason": None if wait.reason is None else wait.reason.value,
+        "endedAt": wait.ended_at, "purgeAt": purge_at(wait),
+        "stage": stage_of(wait, definitions), "escalationLevel": wait.level,
+        "partition": partition, "cursor": cursor_of(sort),
     }
 
 
-def status(key: str, slot: Slot, partition: int) -> dict[str, Any]:
-    """Everything the table knows of one key (a done wait is trimmed: see `Wait`)."""
+def status(key: str, slot: Slot, partition: int,
+           definitions: Mapping[str, WaitDefinition]) -> dict[str, Any]:
+    """Everything the table knows of one key, a finished wait's history included."""
     wait = slot.wait
     out: dict[str, Any] = {"key": key, "partition": partition,
                            "earlyReplies": [_held(h) for h in slot.early_replies],
@@ -91,32 +196,37 @@ def status(key: str, slot: Slot, partition: int) -> dict[str, Any]:
         out["state"] = None
         return out
     s = wait.suspension
+    done = wait.status is WaitStatus.DONE
+    trace = emitted_trace(wait)
     out.update({
         "state": wait.status.value, "definition": wait.definition, "tenant": wait.tenant,
         "parkedAt": wait.parked_at, "nextDueAt": next_due(wait),
-        "timers": [{"kind": t.kind.value, "dueAt": t.due_at, "generation": t.generation}
-                   for t in sorted(wait.timers, key=lambda t: t.due_at)],
+        "timers": [] if done else [
+            {"kind": t.kind.value, "dueAt": t.due_at, "generation": t.generation}
+            for t in sorted(wait.timers, key=lambda t: t.due_at)],
+        "purgeAt": purge_at(wait) if done else None,
         "suspension": None if s is None else {
             "reason": s.reason, "at": s.at, "resumeTo": s.resume_to.value,
             "operator": s.operator,
             "remaining": [{"kind": k.value, "ms": ms} for k, ms in s.remaining]},
-        "stage": wait.stage, "escalationLevel": wait.level,
+        "stage": stage_of(wait, definitions), "escalationLevel": wait.level,
         "remindersSent": wait.reminders_sent, "polls": wait.polls, "reviews": wait.reviews,
         "parties": list(wait.parties), "payload": wait.payload,
+        "payloadDropped": wait.payload_dropped,
         "held": [_held(h) for h in wait.held],
-        "responseData": wait.response_data, "responseValid": wait.response_valid,
+        "responseData": wait.response_data,
+        "responseValid": wait.response_valid if wait.response_data is not None else None,
         "validationIssue": wait.validation_issue, "reviewOutcome": wait.review_outcome,
         "reviewNote": wait.review_note,
         "outcome": None if wait.outcome is None else wait.outcome.value,
         "reason": None if wait.reason is None else wait.reason.value,
+        "operator": wait.operator, "operatorReason": wait.operator_reason,
         "endedAt": wait.ended_at,
-        "trace": [{"at": e.at, "event": e.event, "detail": e.detail} for e in wait.trace],
+        # The trace as the Outcome carries it: a marker where entries were dropped.
+        "trace": [{"at": e.at, "event": e.event, "detail": e.detail} for e in trace],
         "traceDropped": wait.trace_dropped,
     })
     return out
-
-
-SortKey = tuple[int, int, str]
 
 
 class _Latest:
@@ -132,11 +242,14 @@ class _Latest:
 
 
 async def first_waits(rows: Iterable[tuple[int, bytes, bytes]], filters: Filters,
-                      limit: int) -> list[tuple[bytes, int]]:
-    """The keys (and partitions) of the `limit` matching waits due first, in that order.
+                      limit: int, after: SortKey | None = None
+                      ) -> list[tuple[bytes, int, SortKey]]:
+    """The keys, partitions and sort keys of the `limit` matching waits first in order
+    (after `after`, when given).
 
-    Reads row heads only and holds at most `limit` entries, whatever the
-    table's size; yields to the event loop every `SCAN_YIELD_EVERY` rows.
+    Reads row heads only (and, with an outcome filter, the slots of finished
+    waits), holds at most `limit` entries whatever the table's size, and
+    yields to the event loop every `SCAN_YIELD_EVERY` rows.
     """
     heap: list[_Latest] = []
     seen = 0
@@ -148,20 +261,28 @@ async def first_waits(rows: Iterable[tuple[int, bytes, bytes]], filters: Filters
             head = read_head(value)
         except RowDecodeError:  # a row this version cannot read: the processor reports it
             continue
-        if not filters.match(head):
+        if not filters.match(key, head):
             continue
-        due = head.next_due
-        entry = _Latest((0 if due is not None else 1, due if due is not None else head.parked_at,
-                         key.decode(errors="replace")), key, partition)
+        sort = sort_of(key.decode(errors="replace"), head.next_due, head.parked_at)
+        if after is not None and sort <= after:
+            continue
+        if len(heap) >= limit and sort >= heap[0].sort:
+            continue
+        if filters.outcome is not None:
+            try:
+                slot = read_slot(value)
+            except ValueError:
+                continue
+            if slot is None or slot.wait is None or not filters.match_wait(slot.wait):
+                continue
+        entry = _Latest(sort, key, partition)
         if len(heap) < limit:
             heapq.heappush(heap, entry)
-        elif entry.sort < heap[0].sort:
+        else:
             heapq.heapreplace(heap, entry)
-    return [(e.key, e.partition) for e in sorted(heap, key=lambda e: e.sort)]
+    return [(e.key, e.partition, e.sort) for e in sorted(heap, key=lambda e: e.sort)]
 
 
-def sort_key(item: dict[str, Any]) -> tuple[int, int, str]:
-    """Next due first; waits without a due time (suspended) last, by park time."""
-    due = item.get("nextDueAt")
-    return (0 if due is not None else 1, due if due is not None else item["parkedAt"],
-            item["key"])
+def sort_key(item: dict[str, Any]) -> SortKey:
+    """The sort position a listed wait carries (its cursor)."""
+    return parse_cursor(str(item["cursor"]))

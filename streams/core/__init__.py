@@ -25,7 +25,13 @@ from streams.core.definition import (
     Variant,
     WaitDefinition,
 )
-from streams.core.durations import parse_cycle_ms, parse_duration_ms
+from streams.core.durations import (
+    format_span_ms,
+    format_utc_ms,
+    parse_cycle_ms,
+    parse_duration_ms,
+    parse_signed_duration_ms,
+)
 from streams.core.effects import (
     ActionKind,
     ArmTimer,
@@ -59,6 +65,7 @@ from streams.core.events import (
     split_correlation_key,
 )
 from streams.core.state import (
+    KEPT_PAYLOAD_BYTES,
     ArmedTimer,
     HeldCommand,
     HeldReply,
@@ -72,6 +79,7 @@ from streams.core.state_codec import STATE_VERSION, StateDecodeError, decode_slo
 __all__ = [
     "DEFAULT_EARLY_REPLY_TTL_MS",
     "DEFAULT_RETENTION_MS",
+    "KEPT_PAYLOAD_BYTES",
     "MAX_CATCH_UP",
     "OPERATOR_CHANNEL",
     "PARTY_SEPARATOR",
@@ -123,8 +131,11 @@ __all__ = [
     "decide",
     "decode_slot",
     "encode_slot",
+    "format_span_ms",
+    "format_utc_ms",
     "outcome_id",
     "parse_cycle_ms",
     "parse_duration_ms",
+    "parse_signed_duration_ms",
     "split_correlation_key",
 ]

@@ -60,6 +60,9 @@ class WaitChanges(TypedDict, total=False):
     reply_ids: tuple[str, ...]
     trace: tuple[TraceEntry, ...]
     trace_dropped: int
+    operator: str | None
+    operator_reason: str | None
+    payload_dropped: bool
 
 
 class SlotChanges(TypedDict, total=False):

@@ -28,7 +28,12 @@ from streams.core.definition import (
     Variant,
     WaitDefinition,
 )
-from streams.core.durations import parse_duration_ms
+from streams.core.durations import (
+    format_span_ms,
+    format_utc_ms,
+    parse_duration_ms,
+    parse_signed_duration_ms,
+)
 from streams.core.effects import (
     ActionKind,
     ArmTimer,
@@ -60,6 +65,7 @@ from streams.core.events import (
     split_correlation_key,
 )
 from streams.core.state import (
+    KEPT_PAYLOAD_BYTES,
     MAX_HELD_REPLIES,
     MAX_REPLY_IDS,
     TRACE_HEAD,
@@ -133,7 +139,7 @@ def action_id(
 class _Ctx:
     """Per-decision scratch: the clock, effects gathered so far, the generation counter."""
 
-    __slots__ = ("definitions", "effects", "generation", "held_command", "now")
+    __slots__ = ("by", "definitions", "effects", "generation", "held_command", "now")
 
     def __init__(self, now: int, definitions: Mapping[str, WaitDefinition], generation: int):
         self.now = now
@@ -142,6 +148,9 @@ class _Ctx:
         self.effects: list[Effect] = []
         # The early command being applied, if any: what a rejection concerns.
         self.held_command: Command | None = None
+        # (operator, reason) of the command being applied: should it end the
+        # wait, the outcome names them.  None while replies and timers decide.
+        self.by: tuple[str | None, str | None] | None = None
 
     def stamp(self) -> int:
         """A number that orders this key's early input by arrival (shares the counter)."""
@@ -233,7 +242,8 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
         w = slot.wait
         ctx.reject(
             RejectReason.DUPLICATE,
-            f"Expected no wait under key {key!r}, but one parked at {w.parked_at} "
+            f"Expected no wait under key {key!r}, but one parked at "
+            f"{format_utc_ms(w.parked_at)} "
             f"is {w.status.value}",
         )
         return slot
@@ -290,7 +300,8 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
         if waited > d.early_reply_ttl_ms:
             what = "reply" if isinstance(held, HeldReply) else "command"
             detail = (f"Expected the request within the early-reply TTL of "
-                      f"{d.early_reply_ttl_ms} ms of the {what}, but it came {waited} ms later")
+                      f"{format_span_ms(d.early_reply_ttl_ms)} of the {what}, but it came "
+                      f"{format_span_ms(waited)} later")
             if isinstance(held, HeldReply):
                 ctx.reject(RejectReason.UNMATCHED, detail, held.reply)
             else:
@@ -733,8 +744,8 @@ def _expire_early(slot: Slot, armed: ArmedTimer, ctx: _Ctx) -> Slot | None:
         if held.received_at + ttl <= cutoff:
             ctx.reject(
                 RejectReason.UNMATCHED,
-                f"Expected a request for key {_held_key(held)!r} within {ttl} ms of its reply, "
-                "but none arrived",
+                f"Expected a request for key {_held_key(held)!r} within {format_span_ms(ttl)} "
+                "of its reply, but none arrived",
                 held.reply,
             )
         else:
@@ -744,8 +755,9 @@ def _expire_early(slot: Slot, armed: ArmedTimer, ctx: _Ctx) -> Slot | None:
         if hc.received_at + ttl <= cutoff:
             ctx.effects.append(Reject(
                 RejectReason.UNMATCHED,
-                f"Expected a request for key {hc.command.correlation_key!r} within {ttl} ms of "
-                f"its {hc.command.command.value} command, but none arrived",
+                f"Expected a request for key {hc.command.correlation_key!r} within "
+                f"{format_span_ms(ttl)} of its {hc.command.command.value} command, but none "
+                "arrived",
                 command=hc.command,
             ))
         else:
@@ -774,6 +786,15 @@ def _on_command(slot: Slot | None, cmd: Command, ctx: _Ctx) -> Slot | None:
 
 
 def _command_on_wait(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
+    outer = ctx.by
+    ctx.by = (cmd.operator, cmd.reason)
+    try:
+        return _apply_command(w, cmd, ctx)
+    finally:
+        ctx.by = outer
+
+
+def _apply_command(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
     if w.status is WaitStatus.DONE:
         ctx.reject(RejectReason.LATE, f"{_ended(w)}; {cmd.command.value} does nothing")
         return w
@@ -789,6 +810,8 @@ def _command_on_wait(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
         return _resume(w, d, ctx)
     if cmd.command is CommandKind.DELIVER:
         return _deliver(w, d, ctx, cmd)
+    if cmd.command is CommandKind.RESCHEDULE:
+        return _reschedule(w, ctx, cmd)
     return _review(w, d, ctx, cmd)
 
 
@@ -817,7 +840,8 @@ def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
     timers = tuple(ctx.arm(kind, ctx.now + left) for kind, left in s.remaining)
     held = w.held
     w = replace(w, status=s.resume_to, suspension=None, timers=timers, held=())
-    w = _trace(w, ctx.now, "resumed", f"after {ctx.now - s.at} ms suspended")
+    w = _trace(w, ctx.now, "resumed", f"after {format_span_ms(ctx.now - s.at)} suspended")
+    resumed_by = ctx.by
     for h in held:
         if w.status is not WaitStatus.PARKED:
             ctx.reject(
@@ -830,8 +854,11 @@ def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
             )
             continue
         _, party = split_correlation_key(h.reply.correlation_key)
+        # Whoever sent the recorded reply settles the wait, not whoever resumed it.
+        ctx.by = (h.operator, h.reason) if h.by_operator else None
         w = _judge(w, d, ctx, h.reply.response_data, h.reply.channel, party, h.reply,
                    by_operator=h.by_operator)
+    ctx.by = resumed_by
     return w
 
 
@@ -857,7 +884,8 @@ def _deliver(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
                        f"Expected at most {MAX_HELD_REPLIES} replies recorded while suspended, "
                        f"but {len(w.held)} are already recorded")
             return w
-        w = replace(w, held=(*w.held, HeldReply(reply, ctx.now, by_operator=True)))
+        w = replace(w, held=(*w.held, HeldReply(reply, ctx.now, by_operator=True,
+                                                operator=cmd.operator, reason=cmd.reason)))
         return _trace(w, ctx.now, "delivery_recorded", _by(cmd.reason, cmd.operator))
     if w.status is WaitStatus.IN_REVIEW:
         ctx.reject(RejectReason.INVALID_COMMAND,
@@ -865,6 +893,76 @@ def _deliver(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
         return w
     w = _trace(w, ctx.now, "delivered", _by(cmd.reason, cmd.operator))
     return _judge(w, d, ctx, cmd.response_data, OPERATOR_CHANNEL, None, None, by_operator=True)
+
+
+def _reschedule(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
+    """Rule 11: move the current stage and level's deadline, to ``deadline`` from now or by
+    ``move_by``; the wait is as the command's time left it (``_catch_up`` ran first).
+
+    Only the deadline moves: reminders and polls keep their schedule (a
+    deadline moved before a reminder simply ends the reminders when it
+    passes).  A suspended wait's deadline is paused, so what moves is the
+    time it will have left on resume.  A new deadline that is not in the
+    future is refused, never applied as an instant escalation: the operator
+    who wants that can say so with CANCEL.
+    """
+    given = [name for name, v in (("deadline", cmd.deadline), ("moveBy", cmd.move_by))
+             if v is not None]
+    if len(given) != 1:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   "Expected exactly one of deadline and moveBy with RESCHEDULE, but got "
+                   + (" and ".join(given) if given else "neither"))
+        return w
+    try:
+        if cmd.deadline is not None:
+            to, shift = parse_duration_ms(cmd.deadline), None
+        else:
+            to, shift = None, parse_signed_duration_ms(cmd.move_by or "")
+    except ValueError as exc:
+        ctx.reject(RejectReason.INVALID_COMMAND, f"{exc} (the RESCHEDULE's {given[0]})")
+        return w
+    if w.status is WaitStatus.IN_REVIEW:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   "Expected a parked or suspended wait to reschedule, but it is in review: "
+                   "the reply under review stopped its deadline")
+        return w
+    why = _by(cmd.reason, cmd.operator)
+    if w.status is WaitStatus.SUSPENDED and w.suspension is not None:
+        s = w.suspension
+        left = next((ms for kind, ms in s.remaining if kind is TimerKind.DEADLINE), None)
+        if left is None:
+            ctx.reject(RejectReason.INVALID_COMMAND,
+                       "Expected a paused deadline to move, but the suspended wait has none")
+            return w
+        new_left = to if to is not None else left + (shift or 0)
+        if new_left <= 0:
+            ctx.reject(RejectReason.DEADLINE_PASSED,
+                       f"Expected the moved deadline to leave time when the wait resumes, but "
+                       f"it would be {format_span_ms(-new_left)} past")
+            return w
+        remaining = tuple((kind, new_left if kind is TimerKind.DEADLINE else ms)
+                          for kind, ms in s.remaining)
+        w = replace(w, suspension=Suspension(s.reason, s.at, s.resume_to, remaining, s.operator))
+        return _trace(w, ctx.now, "rescheduled",
+                      f"deadline left on resume {format_span_ms(left)} -> "
+                      f"{format_span_ms(new_left)}: {why}")
+    deadline = next((t for t in w.timers if t.kind is TimerKind.DEADLINE), None)
+    if deadline is None:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   f"Expected an armed deadline to move, but the {w.status.value} wait has none")
+        return w
+    due = ctx.now + to if to is not None else deadline.due_at + (shift or 0)
+    if due <= ctx.now:
+        ctx.reject(RejectReason.DEADLINE_PASSED,
+                   f"Expected a new deadline after the command's time {format_utc_ms(ctx.now)}, "
+                   f"but {format_utc_ms(due)} has passed")
+        return w
+    timers = tuple(t for t in w.timers if t is not deadline)
+    w = replace(w, timers=(*timers, ctx.arm(TimerKind.DEADLINE, due)))
+    moved = due - deadline.due_at
+    return _trace(w, ctx.now, "rescheduled",
+                  f"deadline {format_utc_ms(deadline.due_at)} -> {format_utc_ms(due)} "
+                  f"({'+' if moved >= 0 else ''}{format_span_ms(moved)}): {why}")
 
 
 def _review(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
@@ -907,8 +1005,9 @@ def _end(
     *,
     winner: str | None = None,
 ) -> Wait:
-    """Rule 5 and 10: one outcome with its reason, then a small row kept for retention."""
+    """Rule 5 and 10: one outcome with its reason, then the finished wait kept for retention."""
     w = _trace(w, ctx.now, "ended", f"{kind.value} ({reason.value})")
+    operator, operator_reason = ctx.by if ctx.by is not None else (None, None)
     ctx.effects.append(EmitOutcome(
         outcome_id=outcome_id(w.key, w.parked_at),
         correlation_key=w.key,
@@ -926,28 +1025,47 @@ def _end(
         parked_at=w.parked_at,
         ended_at=ctx.now,
         trace=emitted_trace(w),
+        operator=operator,
+        operator_reason=operator_reason,
     ))
     if d is not None and d.variant is Variant.FIRST_VALID:
         for p in w.parties:
             if p != winner:
                 _act(ctx, w, d, ActionKind.CLOSE_OUT, party=p, attempt=1, payload=None)
     retention = d.retention_ms if d is not None else DEFAULT_RETENTION_MS
-    # A finished wait only needs to recognise late replies and duplicate requests:
-    # keep identity, outcome and reply ids; drop payload, data and trace (already emitted).
+    # A finished wait recognises late replies and duplicate requests (identity,
+    # reply ids) and shows operators its history until it is purged: what its
+    # Outcome said, and the payload unless it is large.  Timers, held replies
+    # and stage results go; the trace is bounded already (TRACE_HEAD/TAIL).
+    keep_payload = w.payload is None or len(w.payload.encode()) <= KEPT_PAYLOAD_BYTES
     return Wait(
         key=w.key,
         definition=w.definition,
         tenant=w.tenant,
         parked_at=w.parked_at,
         status=WaitStatus.DONE,
+        payload=w.payload if keep_payload else None,
+        payload_dropped=not keep_payload,
         parties=w.parties,
+        deadline_override_ms=w.deadline_override_ms,
         stage=w.stage,
         level=w.level,
         reminders_sent=w.reminders_sent,
+        polls=w.polls,
+        reviews=w.reviews,
+        response_data=w.response_data,
+        response_valid=w.response_valid,
+        validation_issue=w.validation_issue,
+        review_outcome=w.review_outcome,
+        review_note=w.review_note,
         outcome=kind,
         reason=reason,
         ended_at=ctx.now,
         reply_ids=w.reply_ids,
+        trace=w.trace,
+        trace_dropped=w.trace_dropped,
+        operator=operator,
+        operator_reason=operator_reason,
         timers=(ctx.arm(TimerKind.RETENTION, ctx.now + retention),),
     )
 
@@ -1008,7 +1126,8 @@ def _remember_reply_id(w: Wait, reply: Reply) -> Wait:
 
 def _ended(w: Wait) -> str:
     outcome = w.outcome.value if w.outcome is not None else "?"
-    return f"Expected a wait still waiting, but it ended {outcome} at {w.ended_at}"
+    ended = format_utc_ms(w.ended_at) if w.ended_at is not None else "?"
+    return f"Expected a wait still waiting, but it ended {outcome} at {ended}"
 
 
 def _missing_definition(w: Wait) -> str:

@@ -58,7 +58,8 @@ class OutcomeReason(StrEnum):
     INVALID_REPLY_ESCALATED = "invalid_reply_escalated"
     """An invalid reply was routed to escalation and no level was left."""
     CANCELLED_BY_OPERATOR = "cancelled_by_operator"
-    """A CANCEL command; the operator's reason is in the trace."""
+    """A CANCEL command; who and why are the outcome's ``operator`` and
+    ``operator_reason`` (and in the trace)."""
 
 
 class ActionKind(StrEnum):
@@ -100,6 +101,9 @@ class RejectReason(StrEnum):
     OVERFLOW = "overflow"
     """Too many replies held for one key (early or while suspended), or too
     many commands held before their request."""
+    DEADLINE_PASSED = "deadline_passed"
+    """A RESCHEDULE whose new deadline is not after the command's time (or,
+    for a suspended wait, would leave no time when it resumes)."""
 
 
 class DiscardReason(StrEnum):
@@ -141,6 +145,11 @@ class EmitOutcome:
     parked_at: int
     ended_at: int
     trace: tuple[TraceEntry, ...]
+    operator: str | None = None
+    """Who ended the wait by a command (CANCEL, DELIVER, REVIEW); None when a
+    reply or a deadline ended it."""
+    operator_reason: str | None = None
+    """That command's reason, in the operator's words."""
 
 
 @dataclass(frozen=True, slots=True)

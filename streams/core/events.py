@@ -37,6 +37,7 @@ class CommandKind(StrEnum):
     CANCEL = "CANCEL"
     DELIVER = "DELIVER"
     REVIEW = "REVIEW"
+    RESCHEDULE = "RESCHEDULE"
 
 
 class ReviewOutcome(StrEnum):
@@ -104,7 +105,14 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """An operator acts on one wait."""
+    """An operator acts on one wait.
+
+    ``deadline`` and ``move_by`` are for RESCHEDULE (rule 11), exactly one of
+    them: the new deadline as an ISO 8601 duration from the command's time, or
+    a shift of the current one (``-PT30M`` moves it earlier).  They stay text
+    here, like ``StartWait.deadline``, so a malformed one is a named rejection
+    decided by the core, not an exception in the codec.
+    """
 
     correlation_key: str
     command: CommandKind
@@ -114,6 +122,8 @@ class Command:
     response_data: str | None = None
     operator: str | None = None
     origin: Origin | None = None
+    deadline: str | None = None
+    move_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

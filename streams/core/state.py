@@ -5,6 +5,11 @@ and one write per record suffice and a wait cannot drift apart from the
 replies and commands that arrived before its request. A million parked waits
 are normal: fields default to empty values that the codec leaves out, and the
 trace is bounded (see ``TRACE_HEAD``).
+
+A finished wait keeps what an operator needs to read its history until
+retention purges it (rule 10): outcome, response, review, trace, and the
+payload up to ``KEPT_PAYLOAD_BYTES``; its timers, held replies and stage
+results go.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
 from streams.core.events import Command, Reply, TimerKind
 
 __all__ = [
+    "KEPT_PAYLOAD_BYTES",
     "MAX_HELD_REPLIES",
     "MAX_REPLY_IDS",
     "TRACE_HEAD",
@@ -43,6 +49,13 @@ loop, refused as ``overflow`` not stored."""
 
 MAX_REPLY_IDS = 8
 """Reply ids remembered for de-duplication: re-deliveries arrive close together."""
+
+KEPT_PAYLOAD_BYTES = 64 * 1024
+"""A finished wait keeps its request payload (for operators reading its
+history) only up to this size in utf-8.  The row of a finished wait holds its
+response and trace too, and must stay under the processor's record limit
+(900,000 bytes) whatever the payload; a larger payload went out with the
+SEND_REQUEST action and is dropped from the row (``payload_dropped``)."""
 
 
 class WaitStatus(StrEnum):
@@ -72,6 +85,10 @@ class HeldReply:
     seq: int = 0
     """Arrival number among a key's early replies and commands (0: held before
     numbering, or while suspended): several can arrive in one millisecond."""
+    operator: str | None = None
+    """For a DELIVER recorded while suspended: who delivered it, and why
+    (``reason``), so the outcome names them when resume decides it."""
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +148,11 @@ class Wait:
     reply_ids: tuple[str, ...] = ()
     trace: tuple[TraceEntry, ...] = ()
     trace_dropped: int = 0
+    operator: str | None = None
+    """Once done: who ended it by a command, and their reason (as in the Outcome)."""
+    operator_reason: str | None = None
+    payload_dropped: bool = False
+    """Once done: the payload was over KEPT_PAYLOAD_BYTES and is not kept."""
 
 
 @dataclass(frozen=True, slots=True)

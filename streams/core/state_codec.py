@@ -9,14 +9,16 @@ Layout (``v`` 1)::
 
     slot   {"v":1, "w":wait?, "e":[held..]?, "ec":[heldcmd..]?, "et":timer?, "g":next_generation}
     timer  [kind, due_at, generation]          kind: r d p x e (see _KIND)
-    held   [reply, received_at, by_operator?, seq?]     (by_operator 0/1 when seq follows)
+    held   [reply, received_at, by_operator?, seq?, who?]
+           (by_operator 0/1 and seq when more follows; who {"o":operator?, "z":reason?})
     reply  {"c":key, "r":responseData, "t":tenant?, "h":channel?, "i":replyId?, "s":sentAt?}
     heldcmd [command, received_at, seq?]
     command {"c":key, "k":kind, "z":reason?, "ro":reviewOutcome?, "rn":reviewNote?,
-             "r":responseData?, "o":operator?}
+             "r":responseData?, "o":operator?, "dl":deadline?, "mb":moveBy?}
 
-"ec" was added without a version change: rows written before it simply
-hold no early commands.
+"ec", a held reply's "who", a command's "dl"/"mb" and the wait keys "op",
+"or", "pd" were added without a version change: rows written before them
+simply hold none.
     trace  [at, event, detail]
     wait   short keys from _WAIT_KEYS, defaults omitted
 """
@@ -62,7 +64,8 @@ _WAIT_KEYS = {
     "response_data": "rd", "response_valid": "ok", "validation_issue": "vi",
     "review_outcome": "ro", "review_note": "rn", "stage_results": "sx",
     "outcome": "oc", "reason": "rz", "ended_at": "ea", "reply_ids": "ri",
-    "trace": "tr", "trace_dropped": "td",
+    "trace": "tr", "trace_dropped": "td", "operator": "op", "operator_reason": "or",
+    "payload_dropped": "pd",
 }
 _WAIT_NAMES = {v: k for k, v in _WAIT_KEYS.items()}
 _WAIT_DEFAULTS = {
@@ -149,7 +152,7 @@ def _dec_origin(raw: list[Any]) -> Origin:
 
 
 _COMMAND_KEYS = {"reason": "z", "review_outcome": "ro", "review_note": "rn",
-                 "response_data": "r", "operator": "o"}
+                 "response_data": "r", "operator": "o", "deadline": "dl", "move_by": "mb"}
 
 
 def _enc_command(c: Command) -> dict[str, Any]:
@@ -171,17 +174,22 @@ def _dec_command(raw: dict[str, Any]) -> Command:
 
 def _enc_held(h: HeldReply) -> list[Any]:
     out: list[Any] = [_enc_reply(h.reply), h.received_at]
-    if h.by_operator or h.seq:
+    who = {k: v for k, v in (("o", h.operator), ("z", h.reason)) if v is not None}
+    if h.by_operator or h.seq or who:
         out.append(1 if h.by_operator else 0)
-    if h.seq:
+    if h.seq or who:
         out.append(h.seq)
+    if who:
+        out.append(who)
     return out
 
 
 def _dec_held(raw: list[Any]) -> HeldReply:
+    who: dict[str, Any] = raw[4] if len(raw) > 4 else {}
     return HeldReply(reply=_dec_reply(raw[0]), received_at=int(raw[1]),
                      by_operator=len(raw) > 2 and bool(raw[2]),
-                     seq=int(raw[3]) if len(raw) > 3 else 0)
+                     seq=int(raw[3]) if len(raw) > 3 else 0,
+                     operator=who.get("o"), reason=who.get("z"))
 
 
 def _enc_suspension(s: Suspension) -> dict[str, Any]:

@@ -39,7 +39,7 @@ import ssl
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -226,6 +226,9 @@ class Worker:
             web_bind=s.web_host,
             # What peers connect to when the console forwards a request.
             web_host=s.advertised_host,
+            # faust's /table/<name>/<key>/ views would dump raw rows to anyone
+            # who reaches the port; the console's API reads them behind a token.
+            web_tables_enabled=False,
             key_serializer="raw",
             value_serializer="raw",
             autodiscover=False,
@@ -261,6 +264,10 @@ class Worker:
     def read_row(self, key: bytes, partition: int) -> bytes | None:
         """The stored row of a wait key in an owned partition (for the console)."""
         return self.store.get(partition, key)
+
+    def owned_rows(self) -> Iterator[tuple[int, bytes, bytes]]:
+        """Every stored row of the owned partitions (for the console's lists)."""
+        return owned_rows(self.waits, self.owned_partitions(), self.settings.partitions)
 
     # -- the agent: taking records ---------------------------------------------
     async def _process(self, stream: StreamT[bytes]) -> None:

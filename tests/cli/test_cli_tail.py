@@ -24,7 +24,8 @@ def _outcome(key: str) -> dict[str, object]:
             "responseData": None, "responseValid": None, "validationIssue": None,
             "reviewOutcome": None, "reviewNote": None, "remindersSent": 0,
             "escalationLevel": 1, "parkedAt": 1, "endedAt": 2,
-            "trace": [{"at": 1, "event": "requested", "detail": ""}]}
+            "trace": [{"at": 1, "event": "requested", "detail": ""}],
+            "operator": None, "operatorReason": None}
 
 
 def test_tail_prints_one_json_line_per_record_that_reads_back_as_the_record(

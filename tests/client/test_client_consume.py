@@ -33,6 +33,7 @@ OUTCOME: dict[str, Any] = {
     "endedAt": 1_700_000_100_000,
     "trace": [{"at": 1_700_000_000_000, "event": "requested", "detail": "definition x"},
               {"at": 1_700_000_100_000, "event": "reviewed", "detail": ""}],
+    "operator": "rita", "operatorReason": "checked by phone",
 }
 ACTION: dict[str, Any] = {
     "actionId": "a-1", "correlationKey": "w-2", "definition": "first-valid", "tenant": None,
@@ -83,6 +84,7 @@ def test_outcomes_actions_and_rejections_are_read_back_as_typed_frozen_records(
     assert outcome.correlation_key == "w-1" and outcome.reminders_sent == 1
     assert outcome.review_outcome == "Submit Correction" and outcome.response_valid is False
     assert outcome.trace[1] == TraceEntry(at=1_700_000_100_000, event="reviewed", detail="")
+    assert (outcome.operator, outcome.operator_reason) == ("rita", "checked by phone")
     assert outcome.to_record() == OUTCOME
     with pytest.raises(AttributeError):
         outcome.reason = "changed"  # type: ignore[misc]

@@ -62,13 +62,14 @@ def test_each_operator_command_writes_its_fields_keyed_by_the_wait_key(
         client.review(key, "Accept", "looks fine", operator="cy")
         client.review(key, "Submit Correction", "typo in currency",
                       corrected_data='{"amount": 10, "currency": "EUR"}', operator="cy")
+        client.reschedule(key, move_by="-PT30M", reason="customer in a hurry", operator="di")
         client.cancel(key, "order withdrawn")
 
-    msgs = read_raw(topics, "commands", 6)  # one key, one partition: in order
+    msgs = read_raw(topics, "commands", 7)  # one key, one partition: in order
     assert {m.key() for m in msgs} == {key.encode()}
     records = [decoded(RecordType.COMMAND, m) for m in msgs]
     blank = {"correlationKey": key, "reason": None, "reviewOutcome": None, "reviewNote": None,
-             "responseData": None, "operator": None}
+             "responseData": None, "operator": None, "deadline": None, "moveBy": None}
     assert records == [
         {**blank, "command": "SUSPEND", "reason": "vendor on holiday", "operator": "ana"},
         {**blank, "command": "RESUME", "operator": "ana"},
@@ -79,8 +80,23 @@ def test_each_operator_command_writes_its_fields_keyed_by_the_wait_key(
         {**blank, "command": "REVIEW", "reviewOutcome": "Submit Correction",
          "reviewNote": "typo in currency", "responseData": '{"amount": 10, "currency": "EUR"}',
          "operator": "cy"},
+        {**blank, "command": "RESCHEDULE", "moveBy": "-PT30M",
+         "reason": "customer in a hurry", "operator": "di"},
         {**blank, "command": "CANCEL", "reason": "order withdrawn"},
     ]
+
+
+def test_reschedule_arguments_are_checked_before_anything_is_produced(
+    topics: Settings, end_offsets: EndOffsets,
+) -> None:
+    with XwaitClient(topics) as client:
+        for kwargs, message in (({}, "exactly one of deadline"),
+                                ({"deadline": "PT1H", "move_by": "PT1H"}, "exactly one"),
+                                ({"deadline": "-PT1H"}, "deadline: Expected"),
+                                ({"move_by": "P1M"}, "move_by: Expected")):
+            with pytest.raises(InvalidRequest, match=message):
+                client.reschedule("k", **kwargs)  # type: ignore[arg-type]
+    assert end_offsets(topics, "commands") == [0] * topics.partitions
 
 
 def test_review_decisions_are_checked_before_anything_is_produced(

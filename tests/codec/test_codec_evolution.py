@@ -24,10 +24,10 @@ SCHEMAS = CODEC.schemas.directory
 RELEASED_FINGERPRINTS: dict[RecordType, list[str]] = {
     RecordType.START_WAIT: ["20d3d55f0435eb59"],
     RecordType.REPLY: ["5aff4365118dc500", "22f4c09c3eb80e68"],
-    RecordType.COMMAND: ["7f114b6ba1f4b9cc"],
+    RecordType.COMMAND: ["7f114b6ba1f4b9cc", "52804fdb7a4cbc87"],
     RecordType.TIMER: ["c41c8d4cab0d98b3"],
     RecordType.ACTION: ["be4fdbaee90a6422"],
-    RecordType.OUTCOME: ["d04c7320ffe257c4"],
+    RecordType.OUTCOME: ["d04c7320ffe257c4", "70bbe7145b27dfe9"],
     RecordType.REJECTED: ["f67ad6a42b9a4ead"],
 }
 

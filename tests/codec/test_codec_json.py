@@ -137,8 +137,8 @@ def test_unknown_command_symbol_lists_the_valid_ones() -> None:
     data = json.dumps({"correlationKey": "k", "command": "PAUSE"}).encode()
     error = undecodable(RecordType.COMMAND, data)
     assert error.detail == (
-        "JSON field command: expected one of SUSPEND, RESUME, CANCEL, DELIVER, REVIEW, UNKNOWN, "
-        'got string "PAUSE"'
+        "JSON field command: expected one of SUSPEND, RESUME, CANCEL, DELIVER, REVIEW, "
+        'RESCHEDULE, UNKNOWN, got string "PAUSE"'
     )
 
 

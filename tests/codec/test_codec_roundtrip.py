@@ -82,6 +82,8 @@ SAMPLES: dict[RecordType, dict[str, Any]] = {
         "reviewNote": "amount was in cents",
         "responseData": json.dumps({"amount": 12.5}),
         "operator": "jane",
+        "deadline": None,
+        "moveBy": None,
     },
     RecordType.TIMER: {
         "correlationKey": "9b1e4c0d2f7a4e3b8c6d5a4f3e2d1c0b",
@@ -122,6 +124,8 @@ SAMPLES: dict[RecordType, dict[str, Any]] = {
             {"at": NOW, "event": "parked", "detail": ""},
             {"at": NOW + 86_400_000, "event": "escalated", "detail": "level 2 deadline passed"},
         ],
+        "operator": None,
+        "operatorReason": None,
     },
     RecordType.REJECTED: {
         "topic": "xwait.replies",

@@ -40,6 +40,8 @@ CONTRACT: dict[RecordType, list[str]] = {
         "reviewNote",
         "responseData",
         "operator",
+        "deadline",
+        "moveBy",
     ],
     RecordType.TIMER: ["correlationKey", "kind", "dueAt", "generation", "firedAt"],
     RecordType.ACTION: [
@@ -71,6 +73,8 @@ CONTRACT: dict[RecordType, list[str]] = {
         "parkedAt",
         "endedAt",
         "trace",
+        "operator",
+        "operatorReason",
     ],
     RecordType.REJECTED: [
         "topic",
@@ -84,7 +88,7 @@ CONTRACT: dict[RecordType, list[str]] = {
     ],
 }
 ENUMS = {
-    "CommandKind": ["SUSPEND", "RESUME", "CANCEL", "DELIVER", "REVIEW"],
+    "CommandKind": ["SUSPEND", "RESUME", "CANCEL", "DELIVER", "REVIEW", "RESCHEDULE"],
     "ActionKind": [
         "SEND_REQUEST",
         "SEND_REMINDER",

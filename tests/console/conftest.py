@@ -1,8 +1,10 @@
 """One small cluster for the console tests: two real workers sharing 4 partitions.
 
 Package-scoped: every module of tests/console uses the same topics and the
-same two `xwait worker` processes (started with a console token), because
-starting workers costs seconds; each test uses keys and tenants of its own.
+same two `xwait worker` processes (started with a command token and a
+read-only token), because starting workers costs seconds; each test uses
+keys and tenants of its own.  `http` sends the command token unless told
+otherwise: reads need a token on these workers too.
 """
 
 from __future__ import annotations
@@ -27,22 +29,32 @@ from tests.e2e.harness import Client, WorkerProcess, e2e_settings
 from tests.prefixes import unique_prefix
 
 TOKEN = "test-console-token"  # noqa: S105 - the test workers' own token
+READ_TOKEN = "test-read-token"  # noqa: S105 - reads only
 
 
 class ConsoleWorker(WorkerProcess):
     """A worker started with XWAIT_CONSOLE_TOKEN set."""
 
     def __init__(self, settings: Settings, folder: Path, name: str = "w1") -> None:
-        super().__init__(settings, folder, name, env={"XWAIT_CONSOLE_TOKEN": TOKEN})
+        super().__init__(settings, folder, name, env={"XWAIT_CONSOLE_TOKEN": TOKEN,
+                                                      "XWAIT_CONSOLE_READ_TOKEN": READ_TOKEN})
 
     def start(self, wait_owned: bool = True, timeout: float = 90) -> ConsoleWorker:
         super().start(wait_owned, timeout)
         return self
 
 
-def http(method: str, url: str, body: Any = None, token: str | None = None,
+def http(method: str, url: str, body: Any = None, token: str | None = TOKEN,
          timeout: float = 30) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
+    """(status, JSON or text body); with the command token unless `token` says otherwise."""
+    status, _, answer = http_full(method, url, body, token, timeout)
+    return status, answer
+
+
+def http_full(method: str, url: str, body: Any = None, token: str | None = TOKEN,
+              timeout: float = 30, raw: bytes | None = None) -> tuple[int, Any, Any]:
+    """(status, headers, JSON or text body) of one request."""
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"} if data is not None else {}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
@@ -50,11 +62,16 @@ def http(method: str, url: str, body: Any = None, token: str | None = None,
                                  headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback
-            raw = resp.read()
+            got = resp.read()
             ctype = resp.headers.get("Content-Type", "")
-            return resp.status, json.loads(raw) if "json" in ctype else raw.decode()
+            return resp.status, resp.headers, json.loads(got) if "json" in ctype else got.decode()
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+        got = exc.read()
+        try:
+            answer = json.loads(got or b"null")
+        except ValueError:
+            answer = got.decode(errors="replace")
+        return exc.code, exc.headers, answer
 
 
 def eventually(fetch: Any, check: Any, timeout: float = 60, what: str = "") -> Any:
@@ -131,3 +148,32 @@ def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
 
 def new_key() -> str:
     return uuid.uuid4().hex
+
+
+def processor_carries_issue_12_fields() -> bool:
+    """Whether the processor's record mapping passes RESCHEDULE's deadline/moveBy to the core
+    and the outcome's operator/operatorReason to the Outcome record.
+
+    The mapping (streams/processor/records.py) belongs to the processor; issue 12 asked
+    for those few lines (see the issue's report).  Until they are in, the end-to-end tests
+    of those two capabilities are reported as expected failures without running (each
+    would only wait out its timeout); the day the lines land, the marker below stops
+    applying and the tests run and must pass.
+    """
+    from streams.core import Command, EmitOutcome, OutcomeKind, OutcomeReason
+    from streams.processor.model import Role
+    from streams.processor.records import outcome_record, to_event
+
+    event = to_event(Role.COMMANDS, {"correlationKey": "k", "command": "RESCHEDULE",
+                                     "moveBy": "PT1M"})
+    outcome = outcome_record(EmitOutcome(
+        "o", "k", "d", None, OutcomeKind.CANCELLED, OutcomeReason.CANCELLED_BY_OPERATOR, None,
+        False, None, None, None, 0, 0, 0, 0, (), operator="op", operator_reason="why"))
+    return (isinstance(event, Command) and event.move_by == "PT1M"
+            and outcome.get("operatorReason") == "why")
+
+
+needs_processor_mapping = pytest.mark.xfail(
+    not processor_carries_issue_12_fields(), run=False,
+    reason="streams/processor/records.py does not pass Command.deadline/moveBy and "
+           "Outcome.operator/operatorReason yet (asked of the processor's owner in issue 12)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import urllib.parse
 import uuid
 
 import pytest
@@ -81,6 +83,86 @@ def test_list_merges_both_workers_ordered_by_next_due(cluster: Cluster) -> None:
 
 @pytest.mark.parametrize("query", ["state=sleeping", "limit=0", "limit=many", "limit=100000"])
 def test_bad_list_parameters_answer_400(cluster: Cluster, query: str) -> None:
+    status, body = http("GET", f"{cluster.w1.url}/xwait/api/waits?{query}")
+    assert status == 400
+    assert body["error"]
+
+
+def test_finished_waits_are_listed_with_their_outcome_and_searched_by_outcome(
+        cluster: Cluster) -> None:
+    tenant = f"h-{uuid.uuid4().hex[:8]}"
+    parked, cancelled, delivered = new_key(), new_key(), new_key()
+    for key in (parked, cancelled, delivered):
+        cluster.start(key, tenant=tenant)
+    for key in (parked, cancelled, delivered):
+        cluster.wait_state(key, "parked")
+    http("POST", f"{cluster.w2.url}/xwait/api/waits/{cancelled}/cancel",
+         {"reason": "duplicate", "operator": "carl"})
+    http("POST", f"{cluster.w2.url}/xwait/api/waits/{delivered}/deliver",
+         {"responseData": {"decision": "approved"}, "operator": "dora"})
+    cluster.wait_state(cancelled, "done")
+    cluster.wait_state(delivered, "done")
+
+    _, done = http("GET", f"{cluster.w1.url}/xwait/api/waits?tenant={tenant}&state=done")
+    by_key = {w["key"]: w for w in done["waits"]}
+    assert set(by_key) == {cancelled, delivered}
+    assert (by_key[cancelled]["outcome"], by_key[cancelled]["reason"]) == (
+        "CANCELLED", "cancelled_by_operator")
+    assert by_key[delivered]["nextDueAt"] is None
+    assert by_key[delivered]["purgeAt"] > by_key[delivered]["endedAt"]
+    _, only = http("GET", f"{cluster.w1.url}/xwait/api/waits?tenant={tenant}&outcome=CANCELLED")
+    assert [w["key"] for w in only["waits"]] == [cancelled]
+    _, every = http("GET", f"{cluster.w1.url}/xwait/api/waits?tenant={tenant}&state=all")
+    assert {w["key"] for w in every["waits"]} == {parked, cancelled, delivered}
+    _, open_ = http("GET", f"{cluster.w1.url}/xwait/api/waits?tenant={tenant}")
+    assert [w["key"] for w in open_["waits"]] == [parked]
+
+
+def test_search_by_key_prefix_and_park_time_in_pages_that_skip_and_repeat_nothing(
+        cluster: Cluster) -> None:
+    prefix = f"p{uuid.uuid4().hex[:8]}-"
+    keys = [prefix + new_key() for _ in range(5)]
+    for i, key in enumerate(keys):
+        cluster.client.start(key, "slow-approval", deadline=f"PT{10 + i}M")
+    cluster.client.flush()
+    for key in keys:
+        cluster.wait_state(key, "parked")
+    seen: list[str] = []
+    after = ""
+    for _ in range(5):
+        status, page = http("GET", f"{cluster.w1.url}/xwait/api/waits?key={prefix}&limit=2"
+                                   + (f"&after={urllib.parse.quote(after)}" if after else ""))
+        assert status == 200
+        seen += [w["key"] for w in page["waits"]]
+        if not page["next"]:
+            break
+        after = page["next"]
+    assert seen == keys  # ordered by deadline, 10 to 14 minutes
+    now = int(time.time() * 1000)
+    _, later = http("GET", f"{cluster.w1.url}/xwait/api/waits?key={prefix}&parkedFrom={now}")
+    assert later["waits"] == []
+    _, before = http("GET", f"{cluster.w1.url}/xwait/api/waits?key={prefix}"
+                            f"&parkedFrom={now - 600_000}&parkedTo={now}")
+    assert [w["key"] for w in before["waits"]] == keys
+
+
+def test_a_chained_wait_shows_its_current_stage_and_party(cluster: Cluster) -> None:
+    key = new_key()
+    cluster.start(key, "fast-two-stage")
+    w = cluster.wait_state(key, "parked")
+    assert w["stage"] == {"index": 0, "count": 2, "name": "manager", "party": "manager",
+                          "escalatedTo": None, "variant": "chained"}
+    cluster.client.reply(key, {"decision": "approved"})
+    cluster.client.flush()
+    eventually(lambda: cluster.status(key), lambda r: r[1]["stage"]["index"] == 1, 60,
+               "the finance stage")
+    _, listed = http("GET", f"{cluster.w1.url}/xwait/api/waits?key={key}")
+    assert listed["waits"][0]["stage"]["name"] == "finance"
+
+
+@pytest.mark.parametrize("query", ["outcome=MAYBE", "after=garbage", "parkedFrom=yesterday",
+                                   "state=parked&outcome=CANCELLED"])
+def test_bad_search_parameters_answer_400(cluster: Cluster, query: str) -> None:
     status, body = http("GET", f"{cluster.w1.url}/xwait/api/waits?{query}")
     assert status == 400
     assert body["error"]

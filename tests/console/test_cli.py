@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import uuid
 
 import pytest
 
-from tests.console.conftest import Cluster, new_key
+from tests.console.conftest import READ_TOKEN, Cluster, http, new_key
 from tests.e2e.harness import XWAIT, free_port
 
 pytestmark = pytest.mark.kafka
 
 
-def xwait(*args: str) -> subprocess.CompletedProcess[str]:
+def xwait(*args: str, token: str | None = READ_TOKEN,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI as an operator runs it, with the read token in XWAIT_CONSOLE_READ_TOKEN."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("XWAIT_CONSOLE")}
+    if token is not None:
+        environ["XWAIT_CONSOLE_READ_TOKEN"] = token
     return subprocess.run([str(XWAIT), *args], capture_output=True, text=True, timeout=120,
-                          check=False)
+                          check=False, env={**environ, **(env or {})})
 
 
 def test_status_prints_the_wait_as_json_and_as_text(cluster: Cluster) -> None:
@@ -33,6 +39,49 @@ def test_status_prints_the_wait_as_json_and_as_text(cluster: Cluster) -> None:
     assert "state       parked" in text.stdout
     assert "deadline due" in text.stdout
     assert "trace" in text.stdout
+
+
+def test_status_and_list_without_the_token_exit_1_with_the_reason(cluster: Cluster) -> None:
+    done = xwait("status", new_key(), "--console", cluster.w1.url, token=None)
+    assert done.returncode == 1
+    assert "Bearer" in done.stderr
+    done = xwait("list", "--console", cluster.w1.url, token="wrong")  # noqa: S106
+    assert done.returncode == 1
+    assert "token" in done.stderr
+
+
+def test_status_of_a_finished_wait_shows_its_outcome_response_and_trace(
+        cluster: Cluster) -> None:
+    key = new_key()
+    cluster.start(key, tenant="acme", payload='{"expense": 7}')
+    cluster.wait_state(key, "parked")
+    http("POST", f"{cluster.w1.url}/xwait/api/waits/{key}/deliver",
+         {"responseData": {"decision": "approved"}, "reason": "by phone", "operator": "dora"})
+    cluster.wait_state(key, "done")
+    text = xwait("status", key, "--console", cluster.w2.url)
+    assert text.returncode == 0, text.stderr
+    out = text.stdout
+    assert "outcome     RECEIVED (delivered)" in out
+    assert "by          dora: by phone" in out
+    assert 'response    {"decision":"approved"}' in out
+    assert 'payload     {"expense": 7}' in out
+    assert "purged at" in out and "reply_valid" in out and "ended" in out
+    listed = xwait("list", "--state", "done", "--key", key, "--console", cluster.w1.url)
+    assert listed.returncode == 0, listed.stderr
+    assert "ended " in listed.stdout and "RECEIVED (delivered)" in listed.stdout
+    by_outcome = xwait("list", "--outcome", "RECEIVED", "--key", key, "--json",
+                       "--console", cluster.w1.url)
+    assert [w["key"] for w in json.loads(by_outcome.stdout)["waits"]] == [key]
+
+
+def test_reschedule_refuses_bad_arguments_before_producing_anything() -> None:
+    for args, needle in ((("k",), "one of the arguments --deadline --by is required"),
+                         (("k", "--deadline", "PT1H", "--by", "PT1H"), "not allowed with"),
+                         (("k", "--deadline", "soon"), "deadline"),
+                         (("k", "--by=-P1M"), "calendar")):
+        done = xwait("reschedule", *args, "--bootstrap", "127.0.0.1:1")
+        assert done.returncode == 2, (args, done.stderr)
+        assert needle in done.stderr, (args, done.stderr)
 
 
 def test_status_of_an_unknown_key_exits_4_no_such_wait(cluster: Cluster) -> None:
@@ -56,7 +105,7 @@ def test_list_filters_and_orders(cluster: Cluster) -> None:
     assert text.returncode == 0, text.stderr
     assert early in text.stdout and late not in text.stdout
     assert text.stdout.splitlines()[0].split() == ["KEY", "STATE", "DEFINITION", "TENANT",
-                                                   "NEXT", "DUE"]
+                                                   "NEXT", "DUE", "/", "ENDED"]
 
 
 def test_no_worker_answering_exits_3() -> None:

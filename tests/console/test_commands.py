@@ -8,14 +8,17 @@ from typing import Any
 import pytest
 
 from streams.config import Settings
-from streams.console.api import ApiError, Console
+from streams.console.api import Access, ApiError, Console
 from tests.console.conftest import TOKEN, Cluster, eventually, http, new_key
 
 pytestmark = pytest.mark.kafka
 
 
 def post(cluster: Cluster, key: str, action: str, body: dict[str, Any],
-         token: str | None = TOKEN) -> tuple[int, Any]:
+         token: str | None = TOKEN, operator: str | None = "tess") -> tuple[int, Any]:
+    """POST a command to w1, as operator `operator` unless the body names one."""
+    if operator is not None:
+        body = {"operator": operator, **body}
     return http("POST", f"{cluster.w1.url}/xwait/api/waits/{key}/{action}", body, token=token)
 
 
@@ -42,6 +45,7 @@ def test_suspend_then_resume_with_the_token(cluster: Cluster) -> None:
     assert status == 202
     assert body["command"] == {"correlationKey": key, "command": "SUSPEND",
                                "operator": "alice", "reason": "customer on holiday"}
+    assert "by alice" in cluster.wait_state(key, "suspended")["trace"][-1]["detail"]
     w = cluster.wait_state(key, "suspended")
     assert w["suspension"]["reason"] == "customer on holiday"
     assert w["suspension"]["resumeTo"] == "parked"
@@ -67,17 +71,26 @@ def test_a_cancel_sent_before_the_request_is_held_then_ends_the_wait(cluster: Cl
     assert w["outcome"] == "CANCELLED"
 
 
-def test_deliver_ends_the_wait_received(cluster: Cluster) -> None:
+def test_deliver_ends_the_wait_received_and_its_history_stays_readable(
+        cluster: Cluster) -> None:
     key = new_key()
-    cluster.start(key)
+    cluster.start(key, payload='{"expense": 42}')
     cluster.wait_state(key, "parked")
-    status, _ = post(cluster, key, "deliver", {"responseData": {"decision": "approved"}})
+    status, _ = post(cluster, key, "deliver", {"responseData": {"decision": "approved"},
+                                               "reason": "phoned in", "operator": "dora"})
     assert status == 202
     w = cluster.wait_state(key, "done")
-    # A finished wait is trimmed to what recognises late input; its data and
-    # trace went out with the Outcome record.
+    # A finished wait keeps its outcome, response and trace until it is purged.
     assert (w["outcome"], w["reason"]) == ("RECEIVED", "delivered")
+    assert (w["operator"], w["operatorReason"]) == ("dora", "phoned in")
+    assert w["responseData"] == '{"decision":"approved"}'
+    assert w["payload"] == '{"expense": 42}'
+    assert [e["event"] for e in w["trace"]][-2:] == ["reply_valid", "ended"]
+    assert any("by dora" in e["detail"] for e in w["trace"])
     assert w["endedAt"] >= w["parkedAt"]
+    # "Next due" of a finished wait is nothing; its purge time is said as such.
+    assert w["nextDueAt"] is None and w["timers"] == []
+    assert w["purgeAt"] > w["endedAt"]
 
 
 def test_review_queue_lists_an_invalid_reply_and_accept_ends_it(cluster: Cluster) -> None:
@@ -96,6 +109,9 @@ def test_review_queue_lists_an_invalid_reply_and_accept_ends_it(cluster: Cluster
     assert status == 202
     w = cluster.wait_state(key, "done")
     assert (w["outcome"], w["reason"]) == ("RECEIVED", "review_accepted")
+    assert (w["reviewOutcome"], w["reviewNote"], w["operator"]) == ("Accept", "fine by me",
+                                                                   "tess")
+    assert w["validationIssue"] and w["responseData"] == '{"decision": "maybe"}'
 
 
 def test_review_queue_shows_rejected_records_with_their_reason(cluster: Cluster) -> None:
@@ -117,12 +133,21 @@ def test_review_queue_shows_rejected_records_with_their_reason(cluster: Cluster)
     ("review", {"outcome": "Maybe", "note": "n"}),
     ("review", {"outcome": "Accept"}),                 # a note is required
     ("review", {"outcome": "Submit Correction", "note": "n"}),  # corrected data missing
+    ("reschedule", {}),                                # a deadline or a shift is required
+    ("reschedule", {"deadline": "PT1H", "moveBy": "PT1H"}),
+    ("reschedule", {"moveBy": "soon"}),
 ])
 def test_malformed_commands_answer_400(cluster: Cluster, action: str,
                                        body: dict[str, Any]) -> None:
     status, answer = post(cluster, new_key(), action, body)
     assert status == 400
     assert answer["error"]
+
+
+def test_a_command_without_an_operator_answers_400(cluster: Cluster) -> None:
+    status, answer = post(cluster, new_key(), "resume", {}, operator=None)
+    assert status == 400
+    assert "operator" in answer["error"]
 
 
 def test_an_unknown_command_answers_404(cluster: Cluster) -> None:
@@ -138,6 +163,6 @@ class _NoTokenWorker:
 def test_without_a_configured_token_commands_are_disabled() -> None:
     console = Console(_NoTokenWorker(Settings()))  # type: ignore[arg-type]
     with pytest.raises(ApiError) as refused:
-        console.check_token(f"Bearer {TOKEN}")
+        console.authorize(f"Bearer {TOKEN}", Access.COMMAND)
     assert refused.value.status == 503
     assert "XWAIT_CONSOLE_TOKEN" in refused.value.body["error"]

@@ -2,8 +2,9 @@
 
 A random program of operations runs against one wait key with a clock that
 jumps by random amounts; timers fire the way the punctuator would (the clock
-moves to their due time), plus stale and duplicated timer records. After every
-step the invariants of DESIGN.md are checked.
+moves to their due time), plus stale and duplicated timer records, and
+operators reschedule deadlines (rule 11) with good and bad arguments. After
+every step the invariants of DESIGN.md are checked.
 """
 
 from __future__ import annotations
@@ -17,25 +18,31 @@ from hypothesis import strategies as st
 from streams.core import (
     ActionKind,
     ArmTimer,
+    BufferEarlyCommand,
     Command,
     CommandKind,
+    DisarmTimer,
     Discard,
     Effect,
     EmitAction,
     EmitOutcome,
     Event,
     OutcomeReason,
+    Purge,
     Reject,
     Reply,
     Slot,
     StartWait,
     TimerFired,
     TimerKind,
+    Wait,
     WaitStatus,
     catch_up,
     decide,
     decode_slot,
     encode_slot,
+    parse_duration_ms,
+    parse_signed_duration_ms,
 )
 from tests.core.core_harness import DAY, DEFINITIONS, HOUR, KEY, MINUTE, T0
 
@@ -73,10 +80,15 @@ command = st.tuples(st.just("command"),
                                      *[CommandKind.RESUME] * 3, CommandKind.REVIEW]),
                     st.sampled_from(["Accept", "Submit Correction", "Nope"]),
                     st.sampled_from(DATA))
+SHIFTS = ["PT1H", "PT30M", "P2D", "-PT30M", "-PT6H", "-P5D", "PT0S", "P1M", "soon"]
+reschedule = st.tuples(st.just("reschedule"),
+                       st.sampled_from(["deadline", "move_by", "move_by", "both", "neither"]),
+                       st.sampled_from(SHIFTS))
+"""Rule 11 with good and bad arguments: past deadlines, zero, months, nonsense."""
 pause = st.tuples(st.just("pause"), st.integers(0, 5 * DAY), st.none() | reply)
 """Suspend, maybe a reply, time passes, resume: a macro, so resumes are not left to luck."""
 op = st.one_of(advance, start, reply, reply, reply, fire, fire, fire, refire, stale, command,
-               command, pause)
+               command, pause, reschedule, reschedule)
 
 
 def _expand(ops: list[Op]) -> list[Op]:
@@ -150,6 +162,11 @@ class World:
         if kind == "stale":
             _, timer_kind, generation, offset = operation
             return TimerFired(KEY, timer_kind, T0 + int(offset), int(generation))
+        if kind == "reschedule":
+            _, which, amount = operation
+            return Command(KEY, CommandKind.RESCHEDULE, reason="r", operator="op",
+                           deadline=amount if which in ("deadline", "both") else None,
+                           move_by=amount if which in ("move_by", "both") else None)
         _, command, outcome, data = operation
         return Command(KEY, command, reason="r", review_outcome=str(outcome),
                        response_data=str(data), operator="op")
@@ -181,6 +198,70 @@ def _phase_deadline(definition: str, stage: int, level: int, override: int | Non
     return s.escalation[level - 1].deadline_ms
 
 
+def _is_reschedule(event: Event) -> bool:
+    return isinstance(event, Command) and event.command is CommandKind.RESCHEDULE
+
+
+def _paused_deadline(w: Wait) -> int | None:
+    s = w.suspension
+    return next((ms for k, ms in s.remaining if k is TimerKind.DEADLINE), None) if s else None
+
+
+def _armed_deadline(w: Wait) -> int | None:
+    return next((t.due_at for t in w.timers if t.kind is TimerKind.DEADLINE), None)
+
+
+def _check_reschedule(step: Step) -> int:
+    """Rule 11 for one RESCHEDULE step; returns how far it moved the deadline (0: refused).
+
+    The command acts on the wait as the passing of time alone left it at the
+    command's time (`catch_up`); it moves that wait's deadline to what the
+    command asks, or is refused with a named reason and changes nothing more.
+    """
+    event = step.event
+    assert isinstance(event, Command)
+    aged = catch_up(step.before, step.now, DEFINITIONS)
+    timers = (ArmTimer, DisarmTimer, Purge)  # derived from the slots, not the command's
+    by_time = [e for e in aged.effects if not isinstance(e, timers)]
+    own = [e for e in step.effects if not isinstance(e, timers)][len(by_time):]
+    assert [e for e in step.effects if not isinstance(e, timers)][:len(by_time)] == by_time
+    assert not [e for e in own if isinstance(e, EmitOutcome | EmitAction)]
+    w = aged.slot.wait if aged.slot is not None else None
+    if w is None:  # no wait yet: held until its request, like any early command
+        (held,) = own
+        assert isinstance(held, BufferEarlyCommand) or (
+            isinstance(held, Reject) and held.reason.value == "overflow")
+        return 0
+    if own:
+        (refused,) = own
+        assert isinstance(refused, Reject)
+        if w.status is WaitStatus.DONE:
+            assert refused.reason.value == "late"
+        assert step.after == aged.slot
+        return 0
+    assert step.after is not None and step.after.wait is not None
+    new = step.after.wait
+    assert new.status is w.status in (WaitStatus.PARKED, WaitStatus.SUSPENDED)
+    assert new.trace[-1].event == "rescheduled" and "by op" in new.trace[-1].detail
+    assert event.deadline is None or event.move_by is None
+    if w.status is WaitStatus.SUSPENDED:
+        old, moved_to = _paused_deadline(w), _paused_deadline(new)
+        assert old is not None and moved_to is not None
+        assert new.timers == () and moved_to > 0
+        want = (parse_duration_ms(event.deadline) if event.deadline is not None
+                else old + parse_signed_duration_ms(event.move_by or ""))
+    else:
+        old, moved_to = _armed_deadline(w), _armed_deadline(new)
+        assert old is not None and moved_to is not None
+        assert moved_to > step.now
+        assert [t for t in new.timers if t.kind is not TimerKind.DEADLINE] == \
+            [t for t in w.timers if t.kind is not TimerKind.DEADLINE]
+        want = (step.now + parse_duration_ms(event.deadline) if event.deadline is not None
+                else old + parse_signed_duration_ms(event.move_by or ""))
+    assert moved_to == want
+    return moved_to - old
+
+
 SETTINGS = settings(max_examples=400, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
@@ -194,6 +275,7 @@ def test_every_interleaving_keeps_the_invariants(case: tuple[str, list[Op]]) -> 
     phase: tuple[int, int, int] | None = None
     phase_start = 0
     suspended_in_phase = 0
+    moved_in_phase = 0
     suspended_since: int | None = None
 
     for step in world.steps:
@@ -215,6 +297,9 @@ def test_every_interleaving_keeps_the_invariants(case: tuple[str, list[Op]]) -> 
             assert outcomes_per_wait[parked] == 1
         else:
             assert emitted == []
+
+        # Rule 11: a reschedule moves the deadline it was asked to, or changes nothing.
+        moved = _check_reschedule(step) if _is_reschedule(step.event) else 0
 
         # Nothing is decided while suspended (only RESUME or CANCEL leave suspension).
         if before is WaitStatus.SUSPENDED:
@@ -254,16 +339,28 @@ def test_every_interleaving_keeps_the_invariants(case: tuple[str, list[Op]]) -> 
             suspended_since = None
         current = (wait.parked_at, wait.stage, wait.level)
         if current != phase:
-            phase, suspended_in_phase = current, 0
+            phase, suspended_in_phase, moved_in_phase = current, 0, 0
+            if isinstance(step.event, StartWait) and step.before is not None and any(
+                    h.command.command is CommandKind.RESCHEDULE
+                    for h in step.before.early_commands):
+                # Reschedules that overtook the request were applied as it parked
+                # (each checked like any other by test_core_reschedule): measure
+                # the rest of the phase from the deadline they left.
+                full = _phase_deadline(wait.definition, wait.stage, wait.level,
+                                       wait.deadline_override_ms)
+                due, paused = _armed_deadline(wait), _paused_deadline(wait)
+                moved_in_phase = (due - wait.parked_at - full if due is not None
+                                  else paused - full if paused is not None else 0)
             # An escalation that came due before this event started its level at the due time.
             escalations = [e for e in effects if isinstance(e, EmitAction)
                            and e.action is ActionKind.RUN_ESCALATION and e.level == wait.level]
             phase_start = (wait.parked_at if before in (None,)
                            else escalations[-1].at if escalations else step.now)
+        moved_in_phase += moved
         deadlines = [t for t in wait.timers if t.kind is TimerKind.DEADLINE]
         if wait.status is WaitStatus.PARKED:
             assert len(deadlines) == 1
-            expected = phase_start + suspended_in_phase + _phase_deadline(
+            expected = phase_start + suspended_in_phase + moved_in_phase + _phase_deadline(
                 wait.definition, wait.stage, wait.level, wait.deadline_override_ms)
             assert deadlines[0].due_at == expected
 
@@ -296,7 +393,7 @@ def test_suspended_hours_push_the_escalation_back_by_exactly_that_long() -> None
 
 # ---------------------------------------------------------------- the broker's clock decides
 
-visible = st.one_of(advance, start, reply, reply, command, pause)
+visible = st.one_of(advance, start, reply, reply, command, pause, reschedule)
 """Operations without timer records: what the outside world does, at which time."""
 timeless_program = st.tuples(
     st.sampled_from(sorted(VALID)),
