@@ -782,6 +782,7 @@ class Worker:
         for t in failed:
             self.index.requeue(t)
         if failed:
+            self.counters["timers.failed"] += len(failed)
             log.warning("timer records not delivered count=%d: emitted again next tick",
                         len(failed))
         self.counters["timers.emitted"] += len(due) - len(failed)

@@ -101,6 +101,8 @@ def to_event(role: Role, record: Mapping[str, Any], origin: Origin | None = None
             response_data=record.get("responseData"),
             operator=record.get("operator"),
             origin=origin,
+            deadline=record.get("deadline"),
+            move_by=record.get("moveBy"),
         )
     return TimerFired(
         wait_key=record["correlationKey"],
@@ -127,6 +129,7 @@ def outcome_record(e: EmitOutcome) -> dict[str, Any]:
         "remindersSent": e.reminders_sent, "escalationLevel": e.escalation_level,
         "parkedAt": e.parked_at, "endedAt": e.ended_at,
         "trace": [{"at": t.at, "event": t.event, "detail": t.detail} for t in e.trace],
+        "operator": e.operator, "operatorReason": e.operator_reason,
     }
 
 
@@ -151,6 +154,7 @@ def command_record(c: Command) -> dict[str, Any]:
         "correlationKey": c.correlation_key, "command": c.command.value, "reason": c.reason,
         "reviewOutcome": c.review_outcome, "reviewNote": c.review_note,
         "responseData": c.response_data, "operator": c.operator,
+        "deadline": c.deadline, "moveBy": c.move_by,
     }
 
 
