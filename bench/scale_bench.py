@@ -88,8 +88,10 @@ REVIEWABLE: dict[str, tuple[str, dict[str, Any]]] = {
 }
 # The sample's definition: no escalation level, so its deadline ends it ESCALATED.
 SAMPLE_DEFINITION = "first-valid"
-OPEN_STATES = ("parked", "in_review", "suspended")
 STATS_POLL_S = 0.2
+# How long the census may take, once a worker is ready (or its input processed),
+# to count every wait; a wait still missing then is reported as lost.
+COUNT_GRACE_S = 30.0
 # How long a phase may make no progress (counters, ownership) before the run gives up.
 STALL_S = 180.0
 # faust applies standby records to RocksDB a buffer at a time (the table's
@@ -255,9 +257,9 @@ def spread(values: list[float]) -> dict[str, Any]:
             "max": r(max(values, default=None)), "n": len(values)}
 
 
-def open_waits(stats: dict[str, Any] | None) -> int:
-    waits = (stats or {}).get("waits", {})
-    return sum(int(waits.get(s, 0)) for s in OPEN_STATES)
+def all_waits(stats: dict[str, Any] | None) -> int:
+    """Every wait the census counts, done ones included (their rows are kept for days)."""
+    return sum(int(n) for n in (stats or {}).get("waits", {}).values())
 
 
 def stream_time_past(stats: dict[str, Any] | None, partitions: int, wall_ms: int) -> bool:
@@ -357,7 +359,12 @@ class Run:
     workers: list[WorkerProcess] = field(default_factory=list)
     planned_n: int = 0  # waits 0..planned_n-1 produced
     expected: Counter[str] = field(default_factory=Counter)  # open waits by state
-    samples_done: int = 0  # sample waits (ended by their deadline, rows kept)
+    samples_done: int = 0  # sample waits checked (ended by their deadline, rows kept)
+    samples_parked: int = 0  # sample waits parked so far
+
+    def expected_total(self) -> int:
+        """Waits the worker must hold: every wait parked, sample waits included."""
+        return sum(self.expected.values()) + self.samples_parked
     incarnation: int = 0
     delivery_errors: list[str] = field(default_factory=list)
 
@@ -472,9 +479,7 @@ def park_segment(run: Run, n: int) -> dict[str, Any]:
         lambda st: ((st or {}).get("counters", {}).get("processed.replies"),
                     (st or {}).get("counters", {}).get("processed.commands")),
         "the replies and commands to be processed")
-    expected_open = sum(run.expected.values())
-    counted_at = watch(worker, lambda st: open_waits(st) >= expected_open, open_waits,
-                       f"the census to count {expected_open} open waits")
+    counted_at, census = await_census(worker, run.expected_total(), COUNT_GRACE_S)
     stats = worker.stats() or {}
     seconds = parked_at - t0
     return {
@@ -485,7 +490,8 @@ def park_segment(run: Run, n: int) -> dict[str, Any]:
         "produce_per_s": round(size / max(produced - t0, 1e-6), 1),
         "flushed_after_s": round(flushed - t0, 2),
         "inputs_processed_after_s": round(inputs_at - t0, 2),
-        "counted_after_s": round(counted_at - t0, 2),
+        "counted_after_s": None if counted_at is None else round(counted_at - t0, 2),
+        "census": census,
         "records_per_s": round((size + len(follow)) / max(inputs_at - t0, 1e-6), 1),
         "replies": fates["review"], "commands": fates["suspend"],
         "by_definition": dict(sorted(by_definition.items())),
@@ -568,6 +574,7 @@ def park_sample(run: Run, n: int) -> dict[str, Any]:
         send(run, run.settings.topic("requests"),
              key, start_record(key, SAMPLE_DEFINITION, -j, a.sample_deadline))
     flush(run)
+    run.samples_parked += len(keys)
     due = time.time() + parse_duration_ms(a.sample_deadline) / 1000
     watch(worker, lambda st: int((st or {}).get("counters", {}).get("processed.requests", 0))
           >= base + len(keys), lambda st: (st or {}).get("counters", {}).get(
@@ -630,10 +637,35 @@ def check_sample(run: Run, sample: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def timed_ready(run: Run, worker: WorkerProcess, since: float, since_wall_ms: int,
-                expected_open: int) -> dict[str, Any]:
-    """Seconds from `since` until the worker owns every partition, its stream time is
-    past `since_wall_ms` on each, and its census counts every open wait."""
+def await_census(worker: WorkerProcess, expected: int, grace_s: float
+                 ) -> tuple[float | None, dict[str, Any]]:
+    """Wait (at most grace_s) until the census counts `expected` waits, done ones included.
+
+    Returns when it did (None if it did not) and what it counted: a wait the
+    census lacks is a row the worker does not hold, whose timers never fire.
+    """
+    counted: float | None = None
+    end = time.monotonic() + grace_s
+    stats: dict[str, Any] | None = None
+    while True:
+        if worker.proc is not None and worker.proc.poll() is not None:
+            raise BenchError(f"worker {worker.name} exited while its census was awaited")
+        stats = worker.stats()
+        if stats is not None and all_waits(stats) >= expected:
+            counted = time.monotonic()
+            break
+        if time.monotonic() > end:
+            break
+        time.sleep(STATS_POLL_S)
+    total = all_waits(stats)
+    return counted, {"expected": expected, "counted": total,
+                     "missing": max(0, expected - total), "by_state": (stats or {}).get("waits")}
+
+
+def timed_ready(run: Run, worker: WorkerProcess, since: float, since_wall_ms: int
+                ) -> dict[str, Any]:
+    """Seconds from `since` until the worker owns every partition and its stream time is
+    past `since_wall_ms` on each (ready); then until its census counts every wait."""
     p = run.settings.partitions
     marks: dict[str, float] = {}
 
@@ -643,20 +675,20 @@ def timed_ready(run: Run, worker: WorkerProcess, since: float, since_wall_ms: in
             marks.setdefault("owned", now)
         if "owned" in marks and stream_time_past(st, p, since_wall_ms):
             marks.setdefault("stream", now)
-        if "owned" in marks and open_waits(st) >= expected_open:
-            marks.setdefault("counted", now)
-        return len(marks) == 3
+        return len(marks) == 2
 
     def progress(st: dict[str, Any] | None) -> Any:
-        # A restore makes no visible progress in stats: time, not a counter, bounds it.
+        # A restore makes no visible progress in stats: --ready-timeout bounds it.
         return (len(marks), (st or {}).get("ownedPartitions"), time.monotonic() // 60)
 
     watch(worker, done, progress, f"worker {worker.name} to be ready",
           stall_s=run.args.ready_timeout)
+    counted, census = await_census(worker, run.expected_total(), COUNT_GRACE_S)
     return {"owns_every_partition_s": round(marks["owned"] - since, 2),
             "stream_time_moving_s": round(marks["stream"] - since, 2),
-            "counts_every_wait_s": round(marks["counted"] - since, 2),
-            "ready_s": round(max(marks["owned"], marks["stream"]) - since, 2)}
+            "counts_every_wait_s": None if counted is None else round(counted - since, 2),
+            "ready_s": round(max(marks["owned"], marks["stream"]) - since, 2),
+            "census": census}
 
 
 def restart(run: Run) -> dict[str, Any]:
@@ -668,7 +700,7 @@ def restart(run: Run) -> dict[str, Any]:
     wall = int(time.time() * 1000)
     worker.start(wait_owned=False)
     started = worker.started_at or time.monotonic()
-    got = timed_ready(run, worker, started, wall, sum(run.expected.values()))
+    got = timed_ready(run, worker, started, wall)
     got["stop_s"] = round(stopped - stop_began, 2)
     return got
 
@@ -690,8 +722,8 @@ def restore(run: Run) -> dict[str, Any]:
     fresh.start(wait_owned=False)
     started = fresh.started_at or time.monotonic()
     run.active = fresh
-    got = timed_ready(run, fresh, started, wall, sum(run.expected.values()))
-    rows = sum(run.expected.values()) + run.samples_done
+    got = timed_ready(run, fresh, started, wall)
+    rows = run.expected_total()
     got["rows"] = rows
     got["changelog_records"] = sum(e + 1 for e in ends.values())
     got["rows_per_s"] = round(rows / got["ready_s"], 1) if got["ready_s"] else None
@@ -743,7 +775,7 @@ def standby(run: Run) -> dict[str, Any]:
     stop_began = time.monotonic()
     first.stop(120)  # SIGTERM: leaves the group at once
     stopped = time.monotonic()
-    got = timed_ready(run, second, stop_began, wall, sum(run.expected.values()))
+    got = timed_ready(run, second, stop_began, wall)
     got["caught_up"] = settled is not None
     got["catch_up_s"] = None if settled is None else round(settled - joined, 2)
     got["waited_s"] = round(stop_began - joined, 2)
@@ -776,7 +808,7 @@ def checkpoint(run: Run, n: int) -> dict[str, Any]:
     cp["armed_timers"] = (stats or {}).get("armedTimers")
     cp["memory"] = memory(worker)
     disk = du_bytes(worker.data_dir)
-    rows = sum(run.expected.values()) + run.samples_done
+    rows = run.expected_total()
     cp["disk"] = {"bytes": disk, "mib": round(disk / MIB, 1), "rows": rows,
                   "bytes_per_wait": round(disk / max(rows, 1), 1)}
     run.result["_bytes_per_wait"] = max(300.0, disk / max(rows, 1))
@@ -850,9 +882,20 @@ def figure_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             "restore_ready_s": dig(cp, "restore", "ready_s"),
             "standby_takeover_s": dig(cp, "standby", "ready_s"),
             "sample_exactly_once": dig(cp, "sample", "exactly_once"),
+            "lost_waits": lost_waits(cp),
             "loadavg": cp.get("loadavg_measured") or cp.get("loadavg_before"),
         })
     return rows
+
+
+PHASES = ("segment", "restart", "restore", "standby")
+
+
+def lost_waits(cp: dict[str, Any]) -> dict[str, int] | None:
+    """Per phase of a checkpoint: waits the worker should hold and its census lacks."""
+    found = {phase: int(dig(cp, phase, "census", "missing"))
+             for phase in PHASES if dig(cp, phase, "census", "missing") is not None}
+    return found or None
 
 
 def _ratio(a: Any, b: Any) -> float | None:
@@ -912,6 +955,11 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
          "standby_at_n": took and took["n"]},
         None if ok_restore is None and ok_standby is None
         else bool(ok_restore) or bool(ok_standby))
+    counted = [r for r in rows if r["lost_waits"] is not None]
+    lost = {f"{r['n']}/{phase}": k for r in counted for phase, k in r["lost_waits"].items() if k}
+    add("no_lost_waits", "after parking and after each restart and failover the worker holds "
+        "every wait (its census counts them all)", counted[-1] if counted else None, lost,
+        None if not counted else not lost)
     checked = [r for r in rows if r["sample_exactly_once"] is not None]
     add("timers_exactly_once", "every sample wait ends exactly once after each checkpoint's "
         "restart and failovers", checked[-1] if checked else None,
@@ -934,7 +982,7 @@ def table(result: dict[str, Any]) -> str:
     """The figures per checkpoint as a Markdown table, then the targets."""
     head = ("| N | RSS MiB (HWM) | disk B/wait | parks/s | tick p50/p99 ms | scan p50/p99 us | "
             "status p50/p99 ms | list p50/p99 ms | restart s | restore rows/s (s) | "
-            "standby s | sample once | load 1/5/15 |")
+            "standby s | sample once | lost | load 1/5/15 |")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for r in figure_rows(result):
         load = r["loadavg"] or []
@@ -948,6 +996,7 @@ def table(result: dict[str, Any]) -> str:
             f"{_fmt(r['restart_ready_s'], 1)} | "
             f"{_fmt(r['restore_rows_per_s'])} ({_fmt(r['restore_ready_s'], 1)}) | "
             f"{_fmt(r['standby_takeover_s'], 1)} | {_fmt(r['sample_exactly_once'])} | "
+            f"{_fmt(sum((r['lost_waits'] or {}).values()) if r['lost_waits'] else None)} | "
             f"{'/'.join(f'{x:.1f}' for x in load[:3])} |")
     lines.append("")
     for t in result.get("targets") or targets(result):
@@ -1094,8 +1143,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--standby-wait", type=float, default=1800.0,
                    help="most seconds the second worker's standbys get to catch up before "
                         "the first is stopped anyway (1800)")
-    p.add_argument("--ready-timeout", type=float, default=3600.0,
-                   help="seconds a restart, restore or standby may take (3600)")
+    p.add_argument("--ready-timeout", type=float, default=1800.0,
+                   help="seconds a restart, restore or standby may take (1800)")
     p.add_argument("--seed", type=int, default=1, help="seed of the keys and the mix (1)")
     p.add_argument("--workdir", type=Path, default=None,
                    help="folder for the workers' data (default: a new temporary folder)")

@@ -35,7 +35,7 @@ def checkpoint(n: int, *, rss: float = 300.0, parks: float = 2000.0, tick: int =
         "n": n, "skipped": {}, "errors": [], "loadavg_measured": [1.5, 1.2, 1.0],
         "memory": {"rss_mib": rss, "vmhwm_mib": rss + 10},
         "disk": {"bytes_per_wait": 700.0},
-        "segment": {"parks_per_s": parks},
+        "segment": {"parks_per_s": parks, "census": {"missing": 0}},
         "tick_under_load": {"tick_p50_ms": 50, "tick_p99_ms": 500, "scan_us_p50": 900,
                             "scan_us_p99": 2000},
         "tick_idle": {"tick_p50_ms": tick, "tick_p99_ms": tick * 10, "scan_us_p50": scan,
@@ -104,6 +104,20 @@ def test_a_single_checkpoint_cannot_judge_a_ratio_and_a_skipped_phase_is_not_a_m
     assert got["parks_ratio"]["ok"] is None and got["tick_ratio"]["ok"] is None
     assert got["restart"]["ok"] is None and got["failover"]["ok"] is None
     assert got["timers_exactly_once"]["ok"] is None
+
+
+def test_a_wait_the_census_lacks_after_a_takeover_is_reported_lost() -> None:
+    fine = checkpoint(10_000)
+    fine["segment"]["census"] = {"missing": 0}
+    lossy = checkpoint(100_000)
+    lossy["restart"]["census"] = {"missing": 0}
+    lossy["standby"]["census"] = {"missing": 1}
+
+    got = verdicts(result(fine, lossy))
+
+    assert got["no_lost_waits"]["ok"] is False
+    assert got["no_lost_waits"]["value"] == {"100000/standby": 1}
+    assert "| 1 |" in scale.table(result(fine, lossy)).splitlines()[3]
 
 
 def test_the_table_has_a_row_per_checkpoint_and_names_each_verdict() -> None:
