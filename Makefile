@@ -11,7 +11,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv kafka kafka-stop registry registry-stop topics worker bench compare clean browser
+.PHONY: demo test lint venv kafka kafka-stop registry registry-stop topics worker bench compare scale clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -67,6 +67,14 @@ bench: topics
 #   make compare COMPARE_ARGS="--waits 2000 --seconds 30 --rate 200"
 compare: kafka
 	$(BIN)/python bench/compare.py $(COMPARE_ARGS)
+
+# Issue 10's scale bench: figures against the number of parked waits
+# (bench/README.md).  The default stops at 100k (about 10 minutes); the
+# issue's run:
+#   make scale SCALE_ARGS="--checkpoints 10000,100000,1000000,10000000 --publish docs/scale.png"
+SCALE_ARGS ?= --checkpoints 10000,100000
+scale: kafka
+	$(BIN)/python bench/scale_bench.py $(SCALE_ARGS)
 
 clean:
 	-scripts/kafka stop
