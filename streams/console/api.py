@@ -198,8 +198,13 @@ class Console:
                          after: waits.SortKey | None) -> list[dict[str, Any]]:
         h = self.host
         found: list[dict[str, Any]] = []
-        for key, partition, sort in await waits.first_waits(h.owned_rows(), filters, limit,
-                                                             after):
+        owned = h.owned_partitions()
+        start = after[1] if after is not None and after[0] == 0 else 0
+        first = await waits.first_waits_by_due(h.index.armed_in_order(owned, start),
+                                               h.read_row, filters, limit, after)
+        if first is None:
+            first = await waits.first_waits(h.owned_rows(), filters, limit, after)
+        for key, partition, sort in first:
             try:
                 slot = waits.read_slot(h.read_row(key, partition))
             except ValueError:

@@ -33,6 +33,11 @@ class CensusView(Protocol):
 class TimerIndexView(Protocol):
     def count_due(self, now_ms: int, partitions: Iterable[int]) -> int: ...
 
+    def armed_in_order(self, partitions: Iterable[int], start: int = 0
+                       ) -> Iterator[tuple[int, str, int]]:
+        """(due time, wait key, partition) of the armed timers, by due time then key."""
+        ...
+
 
 class ConsoleHost(Protocol):
     """A worker, as the console sees it."""

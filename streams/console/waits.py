@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,8 @@ from streams.processor.model import RowHead
 # Rows read between two yields to the event loop while scanning: a scan of a
 # large table must not stall the agent and the punctuator for its duration.
 SCAN_YIELD_EVERY = 2000
+# Most index entries a page reads before the list falls back to a scan of the table.
+INDEX_BUDGET = 20_000
 
 STATES = tuple(s.value for s in WaitStatus)
 ALL = "all"
@@ -281,6 +283,60 @@ async def first_waits(rows: Iterable[tuple[int, bytes, bytes]], filters: Filters
         else:
             heapq.heapreplace(heap, entry)
     return [(e.key, e.partition, e.sort) for e in sorted(heap, key=lambda e: e.sort)]
+
+
+async def first_waits_by_due(armed: Iterable[tuple[int, str, int]],
+                             read_row: Callable[[bytes, int], bytes | None], filters: Filters,
+                             limit: int, after: SortKey | None = None,
+                             budget: int = INDEX_BUDGET) -> list[tuple[bytes, int, SortKey]] | None:
+    """What `first_waits` answers, read from the timer index when it can: None when not.
+
+    The list's order starts with the waits that have a timer, by their next
+    due time, which is the order of the stored index: a page costs a read of
+    each wait on it (and of those the filters pass over), not a scan of the
+    table, whatever the number of parked waits.  `armed` gives (due time, wait
+    key, partition) by due time then key, from the cursor's due time on.  A
+    wait is taken at its earliest timer only (the one its row head names).
+    None when the index runs out before the page is full (waits with no timer
+    armed, such as suspended ones, come after; only a scan finds them) or the
+    filters pass over more than `budget` entries: the caller then scans.
+    """
+    if after is not None and after[0] != 0:
+        return None
+    found: list[tuple[bytes, int, SortKey]] = []
+    previous: tuple[int, str] | None = None
+    for looked, (due, key, partition) in enumerate(armed, 1):
+        if looked > budget:
+            return None
+        if looked % SCAN_YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+        if (due, key) == previous:  # another kind of timer due at the same instant
+            continue
+        previous = (due, key)
+        sort: SortKey = (0, due, key)
+        if after is not None and sort <= after:
+            continue
+        raw = key.encode()
+        value = read_row(raw, partition)
+        if value is None:
+            continue
+        try:
+            head = read_head(value)
+        except RowDecodeError:
+            continue
+        if head.next_due != due or not filters.match(raw, head):
+            continue
+        if filters.outcome is not None:
+            try:
+                slot = read_slot(value)
+            except ValueError:
+                continue
+            if slot is None or slot.wait is None or not filters.match_wait(slot.wait):
+                continue
+        found.append((raw, partition, sort))
+        if len(found) >= limit:
+            return found
+    return None
 
 
 def sort_key(item: dict[str, Any]) -> SortKey:

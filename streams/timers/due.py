@@ -11,12 +11,13 @@ owner starts with nothing emitted).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from streams.core import ArmedTimer, TimerKind
-from streams.timers.stored import due_entries
+from streams.timers.stored import armed_in_order, due_entries
 
 # Most index entries one tick looks at per partition beyond those it emits:
 # entries emitted and still in flight are skipped, and must not make a tick
@@ -122,6 +123,16 @@ class DueTimers:
             # Nothing is pending before the first entry found; if none, before `until`.
             self._low[p] = first if first is not None else max(self._low[p], until + 1)
         return out
+
+    def armed_in_order(self, partitions: Iterable[int], start: int = 0
+                       ) -> Iterator[tuple[int, str, int]]:
+        """(due time, wait key, partition) of the timers armed from `start` on in the
+        owned ones of `partitions`, by due time then key: the console's list order."""
+        def of(p: int) -> Iterator[tuple[int, str, int]]:
+            for due, key in armed_in_order(self._db_for(p), max(start, self._low[p])):
+                yield due, key, p
+
+        return heapq.merge(*(of(p) for p in sorted(partitions) if p in self._low))
 
     def count_due(self, now_ms: int, partitions: Iterable[int], cap: int = 100_000) -> int:
         """Armed timers due by `now_ms` (emitted or not), counted up to `cap`."""

@@ -108,5 +108,26 @@ def due_entries(db: Any, low: int, until: int) -> Iterator[IndexEntry]:
         yield parse_index(key, value)
 
 
-__all__ = ["INDEX_PREFIX", "SUMMARY_KEY", "CensusKey", "IndexEntry", "Summary", "due_entries",
-           "index_bound", "index_changes", "index_key", "parse_index"]
+def armed_in_order(db: Any, start: int) -> Iterator[tuple[int, str]]:
+    """(due time, wait key) of every timer of `db` armed from `start` on, by due time then key.
+
+    The index orders the timers due at one instant by kind first; the console
+    lists waits by key among equals, so each instant's entries are put in key
+    order here (an instant holds few).
+    """
+    instant: int | None = None
+    keys: list[str] = []
+    for key, _ in db.items(from_key=index_bound(start)):
+        if not isinstance(key, bytes) or not key.startswith(INDEX_PREFIX):
+            break
+        due = _DUE.unpack_from(key, len(INDEX_PREFIX))[0] - _SIGN
+        if due != instant:
+            yield from ((instant, k) for k in sorted(keys) if instant is not None)
+            instant, keys = due, []
+        keys.append(key[len(INDEX_PREFIX) + _DUE.size:].decode())
+    if instant is not None:
+        yield from ((instant, k) for k in sorted(keys))
+
+
+__all__ = ["INDEX_PREFIX", "SUMMARY_KEY", "CensusKey", "IndexEntry", "Summary", "armed_in_order",
+           "due_entries", "index_bound", "index_changes", "index_key", "parse_index"]

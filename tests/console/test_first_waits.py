@@ -4,14 +4,27 @@ pages through them with cursors that neither skip nor repeat a wait."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
-from hypothesis import given, settings
+import rocksdict
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from streams.console.waits import Filters, cursor_of, first_waits, parse_cursor
+from streams.console.waits import (
+    Filters,
+    SortKey,
+    cursor_of,
+    first_waits,
+    first_waits_by_due,
+    parse_cursor,
+)
 from streams.core import ArmedTimer, OutcomeKind, Slot, TimerKind, Wait, WaitStatus, encode_slot
 from streams.processor.envelope import Row, encode_row
 from streams.processor.model import RowHead
+from streams.timers.due import DueTimers
+from streams.timers.stored import index_changes
 
 heads = st.builds(
     RowHead,
@@ -85,3 +98,99 @@ def test_pages_after_a_cursor_cover_every_match_once_in_order(
             break
         after = parse_cursor(cursor_of(got[-1][2]))  # the cursor survives its text form
     assert seen == [f"key-{i:03d}".encode() for i in _expected(found, filters)]
+
+
+timers = st.builds(ArmedTimer, st.sampled_from(list(TimerKind)), st.integers(0, 30),
+                   st.integers(1, 9))
+timed_heads = st.builds(
+    RowHead,
+    st.none() | st.sampled_from(list(WaitStatus)),
+    st.sampled_from(["expense-approval", "vendor-quote"]),
+    st.sampled_from(["acme", "globex", None]),
+    # four in five waits with a timer armed, as in a table of parked waits
+    st.tuples(st.integers(0, 4), st.lists(timers, min_size=1, max_size=2)).map(
+        lambda n_ts: tuple(sorted(n_ts[1], key=lambda t: (t.due_at, t.generation)))
+        if n_ts[0] else ()),
+    st.integers(0, 50),
+)
+
+
+class Indexed:
+    """Rows in four partitions with the timer index the worker keeps beside them."""
+
+    def __init__(self, found: list[RowHead], where: Path) -> None:
+        self.rows = [_row(i, h) for i, h in enumerate(found)]
+        self.by_key = {(k, p): v for p, k, v in self.rows}
+        self.dbs = {p: rocksdict.Rdict(str(where / f"p{p}"),
+                                       options=rocksdict.Options(raw_mode=True))
+                    for p in range(4)}
+        for (p, key, _), head in zip(self.rows, found, strict=True):
+            for k, v in index_changes(key.decode(), (), head.timers)[1]:
+                self.dbs[p].put(k, v)
+        self.index = DueTimers(self.dbs.__getitem__)
+        for p in range(4):
+            self.index.take(p, low=0)
+        self.reads = 0
+
+    def read_row(self, key: bytes, partition: int) -> bytes | None:
+        self.reads += 1
+        return self.by_key.get((key, partition))
+
+    def by_due(self, filters: Filters, limit: int, after: SortKey | None
+               ) -> list[tuple[bytes, int, SortKey]] | None:
+        start = after[1] if after is not None and after[0] == 0 else 0
+        return asyncio.run(first_waits_by_due(self.index.armed_in_order(range(4), start),
+                                              self.read_row, filters, limit, after))
+
+    def close(self) -> None:
+        for db in self.dbs.values():
+            db.close()
+
+
+def indexed(found: list[RowHead]) -> Iterator[Indexed]:
+    with tempfile.TemporaryDirectory() as where:
+        table = Indexed(found, Path(where))
+        try:
+            yield table
+        finally:
+            table.close()
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(timed_heads, min_size=10, max_size=50), st.integers(1, 6), st.sampled_from(FILTERS),
+       st.integers(0, 3))
+def test_a_page_read_from_the_timer_index_is_the_page_a_full_scan_gives(
+    found: list[RowHead], limit: int, filters: Filters, pages_in: int
+) -> None:
+    """Whenever the index answers, its page is the scan's, cursors included; when it
+    cannot (a page reaching the waits with no timer), it says so and the scan answers."""
+    for table in indexed(found):
+        after: SortKey | None = None
+        for _ in range(pages_in + 1):
+            scanned = asyncio.run(first_waits(table.rows, filters, limit, after))
+            from_index = table.by_due(filters, limit, after)
+            if from_index is None:
+                assert len(scanned) < limit or scanned[-1][2][0] == 1
+                event("the scan answers")
+                break
+            event("the index answers")
+            assert from_index == scanned
+            after = scanned[-1][2]
+
+
+def test_the_first_page_reads_the_waits_on_it_not_the_table() -> None:
+    """At a thousand parked waits a page of ten costs about ten row reads; waits due at
+    one instant are listed by key, whatever their timers' kinds."""
+    kinds = [TimerKind.POLL, TimerKind.DEADLINE, TimerKind.REMINDER]
+    found = [RowHead(WaitStatus.PARKED, "vendor-quote", "acme",
+                     (ArmedTimer(kinds[i % 3], 1000 + i % 97, 1),
+                      ArmedTimer(TimerKind.DEADLINE, 5000 + i, 1)), i)
+             for i in range(1000)]
+    for table in indexed(found):
+        page = table.by_due(Filters(), 10, None)
+        assert page is not None
+        assert page == asyncio.run(first_waits(table.rows, Filters(), 10))
+        assert table.reads == 10
+        following = table.by_due(Filters(), 10, page[-1][2])
+        assert following == asyncio.run(first_waits(table.rows, Filters(), 10, page[-1][2]))
+        assert table.reads < 10 + 10 + 20, "the next page seeks to its cursor's due time"
