@@ -200,8 +200,9 @@ class Console:
         found: list[dict[str, Any]] = []
         owned = h.owned_partitions()
         start = after[1] if after is not None and after[0] == 0 else 0
-        first = await waits.first_waits_by_due(h.index.armed_in_order(owned, start),
-                                               h.read_row, filters, limit, after)
+        armed = h.index.armed_in_order(owned, start)
+        first = None if armed is None else await waits.first_waits_by_due(
+            armed, h.read_row, filters, limit, after)
         if first is None:
             first = await waits.first_waits(h.owned_rows(), filters, limit, after)
         for key, partition, sort in first:

@@ -34,8 +34,9 @@ class TimerIndexView(Protocol):
     def count_due(self, now_ms: int, partitions: Iterable[int]) -> int: ...
 
     def armed_in_order(self, partitions: Iterable[int], start: int = 0
-                       ) -> Iterator[tuple[int, str, int]]:
-        """(due time, wait key, partition) of the armed timers, by due time then key."""
+                       ) -> Iterator[tuple[int, str, int]] | None:
+        """(due time, wait key, partition) of the armed timers, by due time then key;
+        None while the index of one of the partitions is not ready."""
         ...
 
 

@@ -125,14 +125,19 @@ class DueTimers:
         return out
 
     def armed_in_order(self, partitions: Iterable[int], start: int = 0
-                       ) -> Iterator[tuple[int, str, int]]:
-        """(due time, wait key, partition) of the timers armed from `start` on in the
-        owned ones of `partitions`, by due time then key: the console's list order."""
+                       ) -> Iterator[tuple[int, str, int]] | None:
+        """(due time, wait key, partition) of the timers armed from `start` on in
+        `partitions`, by due time then key: the console's list order.  None while
+        one of them is not taken yet (a rebalance is under way)."""
+        wanted = sorted(partitions)
+        if any(p not in self._low for p in wanted):
+            return None
+
         def of(p: int) -> Iterator[tuple[int, str, int]]:
             for due, key in armed_in_order(self._db_for(p), max(start, self._low[p])):
                 yield due, key, p
 
-        return heapq.merge(*(of(p) for p in sorted(partitions) if p in self._low))
+        return heapq.merge(*(of(p) for p in wanted))
 
     def count_due(self, now_ms: int, partitions: Iterable[int], cap: int = 100_000) -> int:
         """Armed timers due by `now_ms` (emitted or not), counted up to `cap`."""

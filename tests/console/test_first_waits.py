@@ -139,8 +139,9 @@ class Indexed:
     def by_due(self, filters: Filters, limit: int, after: SortKey | None
                ) -> list[tuple[bytes, int, SortKey]] | None:
         start = after[1] if after is not None and after[0] == 0 else 0
-        return asyncio.run(first_waits_by_due(self.index.armed_in_order(range(4), start),
-                                              self.read_row, filters, limit, after))
+        armed = self.index.armed_in_order(range(4), start)
+        assert armed is not None
+        return asyncio.run(first_waits_by_due(armed, self.read_row, filters, limit, after))
 
     def close(self) -> None:
         for db in self.dbs.values():
@@ -194,3 +195,5 @@ def test_the_first_page_reads_the_waits_on_it_not_the_table() -> None:
         following = table.by_due(Filters(), 10, page[-1][2])
         assert following == asyncio.run(first_waits(table.rows, Filters(), 10, page[-1][2]))
         assert table.reads < 10 + 10 + 20, "the next page seeks to its cursor's due time"
+        table.index.drop(3)
+        assert table.index.armed_in_order(range(4)) is None, "a partition not taken yet: scan"
