@@ -243,6 +243,17 @@ class _Latest:
         return self.sort > other.sort
 
 
+def _outcome_matches(value: bytes, filters: Filters) -> bool:
+    """The outcome filter, the one that needs the wait decoded (read last, when needed)."""
+    if filters.outcome is None:
+        return True
+    try:
+        slot = read_slot(value)
+    except ValueError:
+        return False
+    return slot is not None and slot.wait is not None and filters.match_wait(slot.wait)
+
+
 async def first_waits(rows: Iterable[tuple[int, bytes, bytes]], filters: Filters,
                       limit: int, after: SortKey | None = None
                       ) -> list[tuple[bytes, int, SortKey]]:
@@ -270,13 +281,8 @@ async def first_waits(rows: Iterable[tuple[int, bytes, bytes]], filters: Filters
             continue
         if len(heap) >= limit and sort >= heap[0].sort:
             continue
-        if filters.outcome is not None:
-            try:
-                slot = read_slot(value)
-            except ValueError:
-                continue
-            if slot is None or slot.wait is None or not filters.match_wait(slot.wait):
-                continue
+        if not _outcome_matches(value, filters):
+            continue
         entry = _Latest(sort, key, partition)
         if len(heap) < limit:
             heapq.heappush(heap, entry)
@@ -326,13 +332,8 @@ async def first_waits_by_due(armed: Iterable[tuple[int, str, int]],
             continue
         if head.next_due != due or not filters.match(raw, head):
             continue
-        if filters.outcome is not None:
-            try:
-                slot = read_slot(value)
-            except ValueError:
-                continue
-            if slot is None or slot.wait is None or not filters.match_wait(slot.wait):
-                continue
+        if not _outcome_matches(value, filters):
+            continue
         found.append((raw, partition, sort))
         if len(found) >= limit:
             return found
