@@ -2,14 +2,17 @@
 
 Run: ``.venv/bin/python bench/crash_bench.py [--waits 100000] [--rate 400] [--kills 20]
 [--empty-disk 4] [--joins 5] [--broker-restarts 3] [--guarantee at_least_once|exactly_once|both]
-[--port 19092] [--out bench/results/crash-<ts>.json]``
+[--port 19092] [--out bench/results/crash-<ts>.json] [--publish README.md]``
+or ``bench/crash_bench.py --render bench/results/crash-<ts>.json --publish README.md``
 
 It starts a broker of its own (``scripts/kafka start --port``; it restarts it
 mid-run, so it must not be a broker anything else uses) and runs
 `streams.testing.chaos.run_chaos` once per guarantee: every wait judged
 against the broker's clock (lost, conflicting, wrong), duplicate outcome and
 action ids counted.  It writes the JSON, and ``bench/results/crash-latest.md``
-with the table the README's "Processing guarantees" shows.  Exit status 1 if
+with the table; ``--publish`` puts its counts in the README's "Processing
+guarantees" table (the rows that start "| long run"), so the README shows the
+last long run as it was measured, never a tally copied by hand.  Exit status 1 if
 any wait was lost, conflicting or wrong (or duplicated under exactly_once).
 """
 
@@ -65,6 +68,42 @@ def table(reports: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+LONG_RUN = "| long run, "
+GUARANTEES_HEADER = "| run | guarantee |"
+
+
+def measured_on(result: Path, data: dict[str, Any]) -> str:
+    """The day of a run: recorded in its JSON, or in the name of an older one."""
+    if "measured" in data:
+        return str(data["measured"])[:10]
+    stamp = result.stem.removeprefix("crash-")
+    return datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").strftime("%Y-%m-%d")
+
+
+def readme_rows(reports: list[dict[str, Any]], day: str) -> list[str]:
+    rows = []
+    for r in reports:
+        plan = r["plan"]
+        rows.append(
+            f"{LONG_RUN}{day} | `{r['guarantee']}` | {r['waits']:,} | {plan['kills']} "
+            f"({plan['empty_disk']}) | {plan['broker_restarts']} | {plan['joins']} "
+            f"| {r['lost']} | {r['conflicting']} | {r['wrong']} | {r['duplicate_outcomes']:,} "
+            f"| {r['duplicate_actions']:,} |")
+    return rows
+
+
+def publish(readme: Path, rows: list[str]) -> None:
+    """Replace the long-run rows of the README's guarantees table with `rows`."""
+    lines = [line for line in readme.read_text().splitlines()
+             if not line.startswith(LONG_RUN)]
+    header = next((i for i, line in enumerate(lines) if line.startswith(GUARANTEES_HEADER)),
+                  None)
+    if header is None:
+        raise SystemExit(f"{readme} has no table starting {GUARANTEES_HEADER!r}")
+    lines[header + 2:header + 2] = rows  # below the header and its separator
+    readme.write_text("\n".join(lines) + "\n")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--waits", type=int, default=100_000)
@@ -80,11 +119,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path,
                    default=RESULTS / f"crash-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json")
+    p.add_argument("--publish", type=Path, metavar="README",
+                   help="put the run's counts in this README's guarantees table")
+    p.add_argument("--render", type=Path, metavar="JSON",
+                   help="run nothing: print (and --publish) the table of an earlier run")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render is not None:
+        data = json.loads(args.render.read_text())
+        print(table(data["runs"]))
+        if args.publish is not None:
+            publish(args.publish, readme_rows(data["runs"], measured_on(args.render, data)))
+        return 0
     guarantees = list(Guarantee) if args.guarantee == "both" else [Guarantee(args.guarantee)]
     RESULTS.mkdir(parents=True, exist_ok=True)
     kafka(args.port, "start")
@@ -108,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                 reports.append(report.as_dict())
                 print(json.dumps({k: v for k, v in report.as_dict().items() if k != "events"}),
                       flush=True)
-                args.out.write_text(json.dumps({"machine": {"start": started,
+                args.out.write_text(json.dumps({"measured": datetime.now(UTC).isoformat(),
+                                                "machine": {"start": started,
                                                             "end": machine()},
                                                 "runs": reports}, indent=2) + "\n")
     finally:
@@ -118,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {started['loadavg'][0]:.2f} at the start): `{args.out.name}`\n\n"
         + table(reports) + "\n")
     print(table(reports))
+    if args.publish is not None:
+        publish(args.publish, readme_rows(reports, f"{datetime.now(UTC):%Y-%m-%d}"))
     bad = [r for r in reports if r["lost"] or r["conflicting"] or r["wrong"]
            or (r["guarantee"] == "exactly_once" and r["duplicate_outcomes"])]
     return 1 if bad else 0
