@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import faust
@@ -196,12 +197,12 @@ class Worker:
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
         tails = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
 
-        async def data_end(topic: str, partition: int, end: int) -> int:
+        async def data_ends(topic: str, ends: dict[int, int]) -> dict[int, int]:
             loop = asyncio.get_running_loop()
-            found: int = await loop.run_in_executor(None, tails.data_end, topic, partition, end)
+            found: dict[int, int] = await loop.run_in_executor(None, tails.data_ends, topic, ends)
             return found
 
-        faust_glue.restore_to_last_data_record(self.app, {changelog}, data_end)
+        faust_glue.restore_to_last_data_record(self.app, {changelog}, data_ends)
 
     # -- faust wiring --------------------------------------------------------
     def _build_app(self) -> faust.App:
@@ -583,7 +584,12 @@ class Worker:
         if gone:
             self._forget(gone)
         tps = [TP(self.topic_names[r], p) for p in sorted(owned) for r in INPUT_ROLES]
-        earliest = await faust_glue.earliest_offsets(self.app, tps)
+        # On connections of its own: on faust's, the request would wait behind a
+        # fetch long-polling for new records (1.5 s of every takeover).
+        got = await asyncio.get_running_loop().run_in_executor(
+            self._probe_thread, partial(self.end_offsets.get, [(tp.topic, tp.partition)
+                                                               for tp in tps], earliest=True))
+        earliest = {tp: got[(tp.topic, tp.partition)] for tp in tps}
         committed = await faust_glue.committed_offsets(self.app, tps)
         for p in sorted(owned):
             stored = self.store.positions(p)

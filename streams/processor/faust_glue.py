@@ -65,27 +65,30 @@ def after_seek_to_committed(app: faust.App, hook: Callable[[], Awaitable[None]])
     consumer.perform_seek = perform_seek
 
 
-def restore_to_last_data_record(app: faust.App, changelogs: set[str],
-                                data_end: Callable[[str, int, int], Awaitable[int]]) -> None:
+def restore_to_last_data_record(
+        app: faust.App, changelogs: set[str],
+        data_ends: Callable[[str, dict[int, int]], Awaitable[dict[int, int]]]) -> None:
     """Make faust's restore wait for a changelog's last data record, not its end offset.
 
     faust's recovery asks `Consumer.highwaters` for the end offsets of the
     changelog partitions and restores until it has seen the record at end - 1.
     The worker's exactly_once transactions leave a commit marker there, which
     no consumer sees (faust copes only under its own exactly_once, with 5 s
-    timeouts); `data_end` returns the offset after the last data record.
+    timeouts); `data_ends` returns, per partition of a topic, the offset after
+    its last data record.
     """
     consumer: Any = app.consumer
     highwaters = consumer.highwaters
 
     async def data_highwaters(*partitions: TP) -> dict[TP, int]:
         got: Mapping[TP, int] = await highwaters(*partitions)
-        out: dict[TP, int] = {}
-        for tp, end in got.items():
-            if tp.topic in changelogs and end is not None and end > 0:
-                out[tp] = await data_end(tp.topic, tp.partition, int(end))
-            else:
-                out[tp] = end
+        out: dict[TP, int] = dict(got)
+        for topic in changelogs:
+            ends = {tp.partition: int(end) for tp, end in got.items()
+                    if tp.topic == topic and end is not None and end > 0}
+            if ends:
+                for partition, end in (await data_ends(topic, ends)).items():
+                    out[TP(topic, partition)] = end
         return out
 
     consumer.highwaters = data_highwaters
@@ -106,12 +109,6 @@ async def committed_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int | Non
         offset = await thread.call_thread(aiokafka_consumer.committed, tp)
         out[tp] = offset if isinstance(offset, int) and offset >= 0 else None
     return out
-
-
-async def earliest_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int]:
-    consumer: Any = app.consumer
-    got: Mapping[TP, int] = await consumer.earliest_offsets(*tps)
-    return {tp: int(got.get(tp) or 0) for tp in tps}
 
 
 async def end_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int]:
@@ -147,5 +144,5 @@ def active_partitions(app: faust.App, topic: str) -> set[int]:
 
 
 __all__ = ["active_partitions", "after_seek_to_committed", "commit_group_offsets",
-           "committed_offsets", "earliest_offsets", "end_offsets", "read_committed_consumers",
+           "committed_offsets", "end_offsets", "read_committed_consumers",
            "restore_to_last_data_record", "seek"]

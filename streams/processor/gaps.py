@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import (
@@ -81,52 +82,64 @@ class GapReader:
             consumer.close()
 
     def data_end(self, topic: str, partition: int, end: int) -> int:
-        """The offset after the last record below `end` that is data, not a transaction marker.
+        """The offset after the last record below `end` that is data (see `data_ends`)."""
+        return self.data_ends(topic, {partition: end})[partition]
+
+    def data_ends(self, topic: str, ends: Mapping[int, int]) -> dict[int, int]:
+        """Per partition, the offset after the last record below its end that is data,
+        not a transaction marker.
 
         faust restores a changelog partition until it has seen the record at
         its end offset - 1.  Behind a committed transaction that offset is the
         commit marker, which no consumer ever sees, so the restore would wait
-        forever; it must wait for the last data record instead.  The tail is
-        read backwards in growing windows: after crashes it may hold whole
-        aborted transactions, which read_committed consumers skip.
-        (Blocking: run it in a thread.)
+        forever; it must wait for the last data record instead.  The tails are
+        read backwards in growing windows: after crashes they may hold whole
+        aborted transactions, which read_committed consumers skip.  All the
+        partitions on one consumer: one at a time cost a takeover half a second
+        each.  (Blocking: run it in a thread.)
         """
+        out = {p: 0 for p, end in ends.items() if end <= 0}
+        pending = {p: end for p, end in ends.items() if end > 0}
         window = 256
-        while True:
-            start = max(0, end - window)
-            last = self._last_data_offset(topic, partition, start, end)
-            if last >= 0 or start == 0:
-                return last + 1
+        while pending:
+            starts = {p: max(0, end - window) for p, end in pending.items()}
+            for p, last in self._last_data_offsets(topic, starts, pending).items():
+                if last >= 0 or starts[p] == 0:
+                    out[p] = last + 1
+                    del pending[p]
             window *= 16
+        return out
 
-    def _last_data_offset(self, topic: str, partition: int, start: int, end: int) -> int:
+    def _last_data_offsets(self, topic: str, starts: Mapping[int, int],
+                           ends: Mapping[int, int]) -> dict[int, int]:
         # A consumer of its own each time: a reused one reports the position of
         # its previous assignment until it has fetched again.
         consumer = Consumer(self._conf)
-        last = -1
+        last = dict.fromkeys(ends, -1)
         give_up = time.monotonic() + READ_TIMEOUT_S
+        where = [TopicPartition(topic, p) for p in ends]
         try:
-            consumer.assign([TopicPartition(topic, partition, start)])
+            consumer.assign([TopicPartition(topic, p, start) for p, start in starts.items()])
             while True:
-                for msg in consumer.consume(500, timeout=0.5):
-                    offset = msg.offset()
-                    if msg.error() is None and offset is not None and offset < end:
-                        last = max(last, offset)
-                got = consumer.position([TopicPartition(topic, partition)])[0].offset
-                if got >= end:
+                for msg in consumer.consume(500, timeout=0.1):
+                    p, offset = msg.partition(), msg.offset()
+                    if (msg.error() is None and p is not None and p in ends
+                            and offset is not None and offset < ends[p]):
+                        last[p] = max(last[p], offset)
+                if all(tp.offset >= ends[tp.partition] for tp in consumer.position(where)):
                     return last
                 if time.monotonic() > give_up:
-                    raise GapReadFailed(f"{topic}[{partition}]: the end offset {end} was not "
-                                        f"reached within {READ_TIMEOUT_S:.0f}s")
+                    raise GapReadFailed(f"{topic} partitions {sorted(ends)}: the end offsets "
+                                        f"were not reached within {READ_TIMEOUT_S:.0f}s")
         except KafkaException as exc:
-            raise GapReadFailed(f"{topic}[{partition}]: {exc}") from exc
+            raise GapReadFailed(f"{topic}: {exc}") from exc
         finally:
             consumer.close()
 
 
-
 class EndOffsets:
-    """End offsets (last stable offsets) of partitions, on connections of its own.
+    """End offsets (last stable offsets) or earliest offsets of partitions, on
+    connections of its own.
 
     faust's consumer could ask too, but on the connection of its fetch: the
     broker answers a connection's requests in order, so the answer would wait
@@ -137,14 +150,16 @@ class EndOffsets:
         self._conf = conf
         self._admin: AdminClient | None = None
 
-    def get(self, partitions: list[tuple[str, int]], timeout: float = 10.0
-            ) -> dict[tuple[str, int], int]:
-        """(topic, partition) -> end offset (blocking: run it in a thread)."""
+    def get(self, partitions: list[tuple[str, int]], timeout: float = 10.0,
+            earliest: bool = False) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> end offset, or with `earliest` the offset of the
+        earliest record kept (blocking: run it in a thread)."""
         if self._admin is None:
             self._admin = AdminClient(self._conf)
         spec: Any = OffsetSpec  # its class methods are not typed
         futures = self._admin.list_offsets(
-            {TopicPartition(t, p): spec.latest() for t, p in partitions},
+            {TopicPartition(t, p): spec.earliest() if earliest else spec.latest()
+             for t, p in partitions},
             isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
         out: dict[tuple[str, int], int] = {}
         for tp, future in futures.items():
