@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench.loading import load_bench
 
-
-def load_compare() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compare", REPO / "bench" / "compare.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["compare"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-compare = load_compare()
+compare = load_bench("compare")
 
 
 def run(rnd: int, workload: str, system: str, **figures: float) -> dict[str, Any]:

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench.loading import REPO, load_bench
 
-
-def load_crash_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("crash_bench", REPO / "bench" / "crash_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["crash_bench"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-crash_bench = load_crash_bench()
+crash_bench = load_bench("crash_bench")
 
 
 def report(guarantee: str, lost: int, duplicates: int) -> dict[str, Any]:

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench.loading import load_bench
 
-
-def load_scale_bench() -> ModuleType:
-    sys.path.insert(0, str(REPO / "bench"))  # it imports its sibling park_bench
-    spec = importlib.util.spec_from_file_location("scale_bench", REPO / "bench" / "scale_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scale_bench"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-scale = load_scale_bench()
+scale = load_bench("scale_bench")
 
 
 def checkpoint(n: int, *, rss: float = 300.0, parks: float = 2000.0, tick: int = 4,
