@@ -132,15 +132,6 @@ async def committed_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int | Non
     return out
 
 
-async def end_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int]:
-    """The end offsets the broker reports now (the last stable offset: read_committed)."""
-    consumer: Any = app.consumer
-    thread: Any = consumer._thread  # noqa: SLF001
-    aiokafka_consumer = thread._ensure_consumer()  # noqa: SLF001
-    got: Mapping[Any, int] = await thread.call_thread(aiokafka_consumer.end_offsets, tps)
-    return {TP(tp.topic, tp.partition): int(v) for tp, v in got.items()}
-
-
 async def commit_group_offsets(app: faust.App, offsets: Mapping[TP, int]) -> None:
     """Commit the consumer group's offsets; a failure is logged, never fatal.
 
@@ -165,5 +156,5 @@ def active_partitions(app: faust.App, topic: str) -> set[int]:
 
 
 __all__ = ["active_partitions", "after_seek_to_committed", "commit_group_offsets",
-           "committed_offsets", "end_offsets", "read_committed_consumers",
+           "committed_offsets", "read_committed_consumers",
            "restore_to_last_data_record", "seek"]

@@ -81,10 +81,6 @@ class GapReader:
         finally:
             consumer.close()
 
-    def data_end(self, topic: str, partition: int, end: int) -> int:
-        """The offset after the last record below `end` that is data (see `data_ends`)."""
-        return self.data_ends(topic, {partition: end})[partition]
-
     def data_ends(self, topic: str, ends: Mapping[int, int]) -> dict[int, int]:
         """Per partition, the offset after the last record below its end that is data,
         not a transaction marker.

@@ -45,7 +45,7 @@ def test_the_restore_waits_for_the_last_committed_record_not_for_markers_or_abor
     end = EndOffsets(conf).get([(topic, 0)])[(topic, 0)]
     assert end == 3 + 1 + 2 * 301
 
-    assert GapReader(conf).data_end(topic, 0, end) == 3
+    assert GapReader(conf).data_ends(topic, {0: end}) == {0: 3}
 
 
 def test_the_tails_of_several_partitions_are_read_at_once(kafka_bootstrap: str) -> None:
