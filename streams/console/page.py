@@ -228,7 +228,6 @@ let current = null;
 let pages = [null];           // cursors of the pages seen: pages[i] is what page i starts after
 let nextCursor = null;
 let autoTimer = null;
-const reviewDrafts = new Map();
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -472,38 +471,44 @@ async function command(action, body, key) {
   } catch (e) { fail(`${action} refused: ${e.message}`); }
 }
 
+function reviewRow(w) {
+  const note = el("input", {"aria-label": "Review note for " + w.key, size: "18",
+                            "class": "review-note", placeholder: "note"});
+  const fix = el("input", {"aria-label": "Corrected data for " + w.key, size: "22",
+                           "class": "review-data", placeholder: '{"decision": "approved"}'});
+  const decide = (outcome) => async () => {
+    if (!note.value.trim()) { fail("A review needs a note"); return; }
+    const payload = {outcome, note: note.value};
+    if (outcome === "Submit Correction") payload.responseData = fix.value;
+    current = w.key;
+    await command("review", payload, w.key);
+    setTimeout(loadReview, 1500);
+  };
+  return el("tr", {"data-key": w.key},
+    el("td", {}, el("button", {"class": "link mono", type: "button",
+                               onclick: () => openWait(w.key)}, w.key)),
+    el("td", {}, w.definition), el("td", {"class": "issue"}, ""),
+    el("td", {}, note, " ", el("button", {type: "button", "class": "review-accept",
+                                          onclick: decide("Accept")}, "Accept"),
+       " ", fix, " ", el("button", {type: "button", "class": "review-correct",
+                                    onclick: decide("Submit Correction")},
+                         "Submit Correction")));
+}
+
 async function loadReview() {
   try {
     const data = await call("GET", "/review");
-    const body = $("in-review"); body.replaceChildren();
+    const body = $("in-review");
+    // A row already shown is kept, not rebuilt: a refresh must not take the
+    // focus or the half-typed note away from an operator who is answering it.
+    // Kept rows are not even moved: a node taken out of the page loses the focus.
+    const wanted = new Set(data.inReview.map((w) => w.key));
+    for (const r of [...body.querySelectorAll("tr")]) {
+      if (!wanted.has(r.dataset.key)) r.remove();
+    }
+    const shown = new Set([...body.querySelectorAll("tr")].map((r) => r.dataset.key));
+    for (const w of data.inReview) if (!shown.has(w.key)) body.append(reviewRow(w));
     for (const w of data.inReview) {
-      const note = el("input", {"aria-label": "Review note for " + w.key, size: "18",
-                                "class": "review-note", placeholder: "note"});
-      const fix = el("input", {"aria-label": "Corrected data for " + w.key, size: "22",
-                               "class": "review-data", placeholder: '{"decision": "approved"}'});
-      // What the operator typed survives a refresh of the queue.
-      const drafts = reviewDrafts.get(w.key) || {note: "", fix: ""};
-      reviewDrafts.set(w.key, drafts);
-      note.value = drafts.note; fix.value = drafts.fix;
-      note.oninput = () => { drafts.note = note.value; };
-      fix.oninput = () => { drafts.fix = fix.value; };
-      const decide = (outcome) => async () => {
-        if (!note.value.trim()) { fail("A review needs a note"); return; }
-        const payload = {outcome, note: note.value};
-        if (outcome === "Submit Correction") payload.responseData = fix.value;
-        current = w.key;
-        await command("review", payload, w.key);
-        setTimeout(loadReview, 1500);
-      };
-      body.append(el("tr", {"data-key": w.key},
-        el("td", {}, el("button", {"class": "link mono", type: "button",
-                                   onclick: () => openWait(w.key)}, w.key)),
-        el("td", {}, w.definition), el("td", {"class": "issue"}, ""),
-        el("td", {}, note, " ", el("button", {type: "button", "class": "review-accept",
-                                              onclick: decide("Accept")}, "Accept"),
-           " ", fix, " ", el("button", {type: "button", "class": "review-correct",
-                                        onclick: decide("Submit Correction")},
-                             "Submit Correction"))));
       call("GET", "/waits/" + encodeURIComponent(w.key)).then((s) => {
         const row = [...body.querySelectorAll("tr")].find((r) => r.dataset.key === w.key);
         if (row) row.querySelector(".issue").textContent = s.validationIssue || "";

@@ -147,7 +147,13 @@ def test_list_open_suspend_resume_and_review_in_the_browser(cluster: Cluster,
     pg.click("#review-refresh")
     row = pg.locator(f'#in-review tr[data-key="{reviewed}"]')
     expect(row).to_be_visible()
-    row.locator(".review-note").fill("checked with the manager")
+    note = row.locator(".review-note")
+    note.fill("checked with the manager")
+    # The queue refreshes itself after every answer (and on the token, the
+    # button): a refresh while the operator types keeps the field and its focus.
+    pg.evaluate("loadReview()")
+    expect(note).to_be_focused()
+    expect(note).to_have_value("checked with the manager")
     row.locator(".review-accept").click()
     expect(pg.locator("#message")).to_contain_text("review accepted")
     # The review opened the wait; done, it leaves the list of waits not done.
