@@ -1,13 +1,16 @@
-"""xwait, the raw pipe and the bench kit's peers side by side on one broker; JSON, PNG and a table.
+"""xwait, the raw and faust pipes and the bench kit's peers side by side on one broker.
 
 Run: ``make compare`` or ``.venv/bin/python bench/compare.py [--rounds 2] [--waits 20000]
-[--rate 500] [--seconds 120] [--systems xwait,rawpipe,pypeer,kstreams]
+[--rate 500] [--seconds 120] [--systems xwait,rawpipe,faustpipe,pypeer,kstreams]
 [--workloads drain,storm,open] [--kit ../shared/bench-kit]``. See bench/README.md.
 
 The yardstick is the bench kit (``--kit``, by default ``../shared/bench-kit`` beside the
 repository), used as it is: its ``loadgen.py`` drives and measures every system from outside,
 ``rawpipe.py`` is the floor a Kafka client can move, ``pypeer.py`` and ``kstreams/`` are the same
-rules in plain Python and in Kafka Streams.  One run of this script:
+rules in plain Python and in Kafka Streams.  Beside them, ``bench/faustpipe.py`` does the raw
+pipe's work but takes its records through faust the way the worker does: the floor of xwait's
+own frame, so that the gap to the raw pipe splits into the frame's share and the worker's.
+One run of this script:
 
 1. builds the Kafka Streams peer once (``mvn -q package`` on a copy of ``kstreams/`` in
    ``--cache``, outside git), or skips it with a note when Java or Maven is missing;
@@ -85,9 +88,12 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_KIT = REPO.parent / "shared" / "bench-kit"
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xwait-bench"
 RESULTS = REPO / "bench" / "results"
-SYSTEMS = ("xwait", "rawpipe", "pypeer", "kstreams")
+SYSTEMS = ("xwait", "rawpipe", "faustpipe", "pypeer", "kstreams")
+# Systems that only move preloaded records (records/s, no outcomes): the floors.
+PIPES = ("rawpipe", "faustpipe")
 WORKLOADS = ("drain", "storm", "open")
-LABELS = {"xwait": "xwait", "rawpipe": "raw pipe", "pypeer": "Python peer",
+LABELS = {"xwait": "xwait", "rawpipe": "raw pipe", "faustpipe": "faust pipe",
+          "pypeer": "Python peer",
           "kstreams": "Kafka Streams peer"}
 AVRO_MAGIC = b"\xc3\x01"  # Avro single-object encoding; the peers write JSON
 STATS_POLL_S = 0.5  # how often xwait's /xwait/stats is read during a run (its last answer counts)
@@ -135,8 +141,8 @@ RATIO_FIGURES: dict[str, list[tuple[str, bool]]] = {
 
 
 def applies(system: str, workload: Workload) -> bool:
-    """The raw pipe only moves preloaded records: it has no open-loop figure."""
-    return not (system == "rawpipe" and workload.mode == "open")
+    """The pipes only move preloaded records: they have no open-loop figure."""
+    return not (system in PIPES and workload.mode == "open")
 
 
 def schedule(systems: list[str], workloads: list[str], rounds: int
@@ -619,7 +625,8 @@ def run_peer(ctx: Context, plan: RunPlan, record: dict[str, Any],
     return result
 
 
-def run_rawpipe(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, Any]:
+def run_pipe(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, Any]:
+    """The raw pipe (the kit's) or the faust pipe (ours) over the preloaded records."""
     mktopics(ctx, plan)
     run_tool(loadgen_argv(ctx, plan, preload_only=True), plan.folder / "loadgen.log",
              loadgen_timeout(ctx, plan.workload), plan.prefix)
@@ -627,13 +634,17 @@ def run_rawpipe(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str
     sent = preload.get("sent", {})
     expect = int(sent.get("requests", 0)) + int(sent.get("replies", 0))
     record["preload"] = preload
-    record["log"] = plan.folder / "rawpipe.log"
-    out = plan.folder / "rawpipe.json"
-    run_tool([ctx.python, str(ctx.kit / "rawpipe.py"), "--bootstrap", ctx.bootstrap,
+    name = plan.system
+    record["log"] = plan.folder / f"{name}.log"
+    out = plan.folder / f"{name}.json"
+    script = ctx.kit / "rawpipe.py" if name == "rawpipe" else REPO / "bench" / "faustpipe.py"
+    timeout = max(300.0, expect / 100)
+    run_tool([ctx.python, str(script), "--bootstrap", ctx.bootstrap,
               "--prefix", plan.prefix, "--expect", str(expect), "--partitions",
-              str(ctx.partitions), "--out", str(out)], plan.folder / "rawpipe.log",
-             max(300.0, expect / 100), plan.prefix)
-    record["rawpipe_groups_deleted"] = delete_rawpipe_group(ctx, plan.prefix)
+              str(ctx.partitions), "--timeout-s", f"{timeout:.0f}", "--out", str(out)],
+             plan.folder / f"{name}.log", timeout + 60, plan.prefix)
+    if name == "rawpipe":  # the faust pipe's group starts with the prefix: deleted with it
+        record["rawpipe_groups_deleted"] = delete_rawpipe_group(ctx, plan.prefix)
     return read_json(out)
 
 
@@ -659,7 +670,7 @@ def delete_rawpipe_group(ctx: Context, prefix: str) -> list[str]:
 
 def figures(plan: RunPlan, result: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
     """The run's figures under one set of names, whichever tool measured them."""
-    if plan.system == "rawpipe":
+    if plan.system in PIPES:
         consumed = int(result.get("consumed") or 0)
         return {"events_per_s": result.get("records_per_s"),
                 "escalations_per_s": None,
@@ -721,8 +732,8 @@ def run_one(ctx: Context, plan: RunPlan, admin: AdminClient) -> dict[str, Any]:
     try:
         if plan.system == "xwait":
             result = run_xwait(ctx, plan, record)
-        elif plan.system == "rawpipe":
-            result = run_rawpipe(ctx, plan, record)
+        elif plan.system in PIPES:
+            result = run_pipe(ctx, plan, record)
         else:
             result = run_peer(ctx, plan, record, admin)
         record["figures"] = figures(plan, result, record)
@@ -799,7 +810,7 @@ def ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for figure, higher in RATIO_FIGURES[workload]:
             a = mine["figures"].get(figure)
             b = run["figures"].get(figure)
-            if figure == "escalations_per_s" and system == "rawpipe":
+            if figure == "escalations_per_s" and system in PIPES:
                 b = run["figures"].get("events_per_s")  # a request record per escalation
             if not a or not b:
                 continue
@@ -898,12 +909,12 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
         elif name == "storm":
             lines += [f"**(b) Timer storm, {p['waits']:,} waits** (`--definition bench --mix "
                       "silent --deadline-s 3`, every deadline due when the processor starts): "
-                      "escalations/s, higher is better (the raw pipe: request records/s).", "",
+                      "escalations/s, higher is better (the pipes: request records/s).", "",
                       "| system | escalations/s | xwait ÷ system | first escalation (s) | timer "
                       "records | timers fired | peak RSS (MiB) | outcomes |",
                       "| --- | --- | --- | --- | --- | --- | --- | --- |"]
             for s in here:
-                fig = "events_per_s" if s == "rawpipe" else "escalations_per_s"
+                fig = "events_per_s" if s in PIPES else "escalations_per_s"
                 lines.append(
                     f"| {LABELS[s]} | {per_round(values(runs, name, s, fig))} | "
                     f"{'–' if s == 'xwait' else ratio(name, 'escalations_per_s', s)} | "
@@ -933,7 +944,7 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for i, r in enumerate(runs, 1):
         w = BY_NAME[r["workload"]]
-        head = w.headline if not (r["system"] == "rawpipe") else "events_per_s"
+        head = w.headline if r["system"] not in PIPES else "events_per_s"
         value = r["figures"].get(head) if r["figures"] else None
         lines.append(f"| {i} | {r['round']} | {r['workload']} | {LABELS[r['system']]} | "
                      f"{head} {fmt(value)} | {r['loadavg_before'][0]:.2f} → "
@@ -975,7 +986,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         top: list[float] = []
         for j, (figure, label) in enumerate(figs):
             for i, s in enumerate(here):
-                key = "events_per_s" if (s == "rawpipe" and workload == "storm") else figure
+                key = "events_per_s" if (s in PIPES and workload == "storm") else figure
                 mine = [r for r in sorted(runs, key=lambda r: r["round"])
                         if r["workload"] == workload and r["system"] == s
                         and r["figures"].get(key) is not None]
@@ -988,7 +999,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
                                color=["black" if r["ok"] else "red" for r in mine])
                     top += got
         ax.set_xticks(range(len(here)), [
-            LABELS[s] + ("\n(records/s)" if s == "rawpipe" and workload == "storm" else "")
+            LABELS[s] + ("\n(records/s)" if s in PIPES and workload == "storm" else "")
             for s in here], rotation=15)
         ax.set_title(title, fontsize=10)
         positive = [v for v in top if v > 0]
@@ -1009,7 +1020,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
 def summary_lines(runs: list[dict[str, Any]]) -> Iterator[str]:
     for r in runs:
         f = r["figures"]
-        head = BY_NAME[r["workload"]].headline if r["system"] != "rawpipe" else "events_per_s"
+        head = BY_NAME[r["workload"]].headline if r["system"] not in PIPES else "events_per_s"
         yield (f"  round {r['round']} {r['workload']:5} {r['system']:8} {head}="
                f"{f.get(head) if f else None} load {r['loadavg_before'][0]:.2f}->"
                f"{r['loadavg_after'][0]:.2f} {'ok' if r['ok'] else r['error']}")

@@ -39,14 +39,22 @@ def test_a_ratio_divides_runs_of_the_same_round_only() -> None:
     assert got == [(1, 0.25), (2, 0.5)]
 
 
-def test_in_the_storm_the_raw_pipe_is_measured_by_its_request_records() -> None:
+def test_in_the_storm_the_pipes_are_measured_by_their_request_records() -> None:
     runs = [run(1, "storm", "xwait", escalations_per_s=200.0, events_per_s=200.0),
-            run(1, "storm", "rawpipe", events_per_s=20000.0)]
+            run(1, "storm", "rawpipe", events_per_s=20000.0),
+            run(1, "storm", "faustpipe", events_per_s=4000.0)]
 
-    (ratio,) = [r for r in compare.ratios(runs) if r["figure"] == "escalations_per_s"]
+    got = {r["over"]: r["ratio"] for r in compare.ratios(runs)
+           if r["figure"] == "escalations_per_s"}
 
-    assert ratio["over"] == "rawpipe" and ratio["ratio"] == 0.01
-    assert ratio["higher_is_better"] is True
+    assert got == {"rawpipe": 0.01, "faustpipe": 0.05}
+
+
+def test_the_faust_pipe_like_the_raw_pipe_has_no_open_loop_run() -> None:
+    plan = compare.schedule(["xwait", "faustpipe"], ["drain", "open"], 1)
+
+    assert plan == [(1, 1, "drain", "xwait"), (1, 2, "drain", "faustpipe"),
+                    (1, 1, "open", "xwait")]
 
 
 def test_the_table_shows_every_round_and_a_failed_run() -> None:
