@@ -2,8 +2,11 @@
 
 What is in memory is bounded by what is in flight, not by how many waits
 are parked: per owned partition, the lowest due time that may still be
-pending (`low`); and the timers emitted whose record has not been processed
-yet (`emitted`), so that a tick does not emit them again.  A timer is emitted
+pending (`low`) and the earliest due time the last read saw beyond what it
+read (`next`: a tick whose time has not reached it reads nothing, so an idle
+tick costs no RocksDB seek however large the table); and the timers emitted
+whose record has not been processed yet (`emitted`), so that a tick does not
+emit them again.  A timer is emitted
 once per arming; it is emitted again only when its record was not delivered
 or was found not yet due (`requeue`), or when its partition moved (a new
 owner starts with nothing emitted).
@@ -23,6 +26,8 @@ from streams.timers.stored import armed_in_order, due_entries
 # entries emitted and still in flight are skipped, and must not make a tick
 # walk the whole backlog of a lagging partition.
 SCAN_SLACK = 10_000
+# `next` of a partition whose index holds nothing after what was read.
+NOTHING_LATER = 2**63
 
 Emitted = dict[tuple[str, TimerKind], tuple[int, int]]  # (wait key, kind) -> (due, generation)
 
@@ -42,15 +47,21 @@ class DueTimers:
     def __init__(self, db_for: Callable[[int], Any]) -> None:
         self._db_for = db_for
         self._low: dict[int, int] = {}
+        # No index entry of the partition that is not in flight is due before
+        # this, beyond what the last read covered: every entry put since was
+        # announced by `changed` (the worker's own writes) or `requeue`.
+        self._next: dict[int, int] = {}
         self._emitted: dict[int, Emitted] = {}
 
     def take(self, partition: int, low: int) -> None:
         """Own a partition whose index starts at `low`; nothing of it is emitted yet."""
         self._low[partition] = low
+        self._next[partition] = low  # not read yet
         self._emitted[partition] = {}
 
     def drop(self, partition: int) -> None:
         self._low.pop(partition, None)
+        self._next.pop(partition, None)
         self._emitted.pop(partition, None)
 
     def low(self, partition: int) -> int:
@@ -75,8 +86,11 @@ class DueTimers:
                 for kind in marks:
                     del emitted[(wait_key, kind)]
         for t in after:
-            if partition in self._low and t.due_at < self._low[partition]:
-                self._low[partition] = t.due_at
+            if partition in self._low:
+                if t.due_at < self._low[partition]:
+                    self._low[partition] = t.due_at
+                if t.due_at < self._next[partition]:
+                    self._next[partition] = t.due_at
 
     def requeue(self, timer: DueTimer) -> None:
         emitted = self._emitted.get(timer.partition)
@@ -87,6 +101,8 @@ class DueTimers:
         low = self._low.get(timer.partition)
         if low is not None and timer.due_at < low:
             self._low[timer.partition] = timer.due_at
+        if timer.partition in self._next and timer.due_at < self._next[timer.partition]:
+            self._next[timer.partition] = timer.due_at
 
     def pop_due(self, due_by: Mapping[int, int], limit: int) -> list[DueTimer]:
         """Timers due by their partition's time and not emitted yet, earliest first per partition.
@@ -96,16 +112,18 @@ class DueTimers:
         """
         out: list[DueTimer] = []
         for p, until in due_by.items():
-            if p not in self._low or len(out) >= limit:
+            if p not in self._low or len(out) >= limit or until < self._next[p]:
                 continue
             emitted = self._emitted[p]
             first: int | None = None
             looked = 0
+            beyond: list[int] = []
+            whole = True
             # One record per wait: the last of its due timers.  Deciding it fires
             # the earlier ones first, at their own due times (the core catches up),
             # so a wait with three timers due costs one record, not three.
             latest: dict[str, DueTimer] = {}
-            for entry in due_entries(self._db_for(p), self._low[p], until):
+            for entry in due_entries(self._db_for(p), self._low[p], until, beyond):
                 if first is None:
                     first = entry.due_at
                 looked += 1
@@ -116,12 +134,17 @@ class DueTimers:
                     latest[entry.wait_key] = DueTimer(p, entry.wait_key, entry.kind.value,
                                                       entry.due_at, entry.generation)
                     if len(out) + len(latest) >= limit:
+                        whole = False
                         break
                 if looked >= limit + SCAN_SLACK:
+                    whole = False
                     break
             out += sorted(latest.values(), key=lambda t: t.due_at)
             # Nothing is pending before the first entry found; if none, before `until`.
             self._low[p] = first if first is not None else max(self._low[p], until + 1)
+            # Read to the end: nothing new until the first entry after `until`.
+            # Stopped short: the rest of what is due is read next tick.
+            self._next[p] = (beyond[0] if beyond else NOTHING_LATER) if whole else self._low[p]
         return out
 
     def armed_in_order(self, partitions: Iterable[int], start: int = 0

@@ -99,11 +99,20 @@ class Summary:
         return Summary(Counter(self.waits), self.armed, self.low)
 
 
-def due_entries(db: Any, low: int, until: int) -> Iterator[IndexEntry]:
-    """Index entries of `db` due from `low` up to `until`, earliest first (lazily)."""
+def due_entries(db: Any, low: int, until: int, beyond: list[int] | None = None
+                ) -> Iterator[IndexEntry]:
+    """Index entries of `db` due from `low` up to `until`, earliest first (lazily).
+
+    Read to the end, it appends to `beyond` the due time of the first entry
+    after `until`, if there is one (the read has seen it anyway).
+    """
     upper = index_bound(until + 1)
     for key, value in db.items(from_key=index_bound(low)):
-        if not isinstance(key, bytes) or key >= upper or not key.startswith(INDEX_PREFIX):
+        if not isinstance(key, bytes) or not key.startswith(INDEX_PREFIX):
+            return
+        if key >= upper:
+            if beyond is not None:
+                beyond.append(parse_index(key, value).due_at)
             return
         yield parse_index(key, value)
 

@@ -187,3 +187,82 @@ def test_when_the_timer_emitted_for_a_wait_goes_its_others_are_emitted_again(
         db.put(k, v)
     due.changed(0, "w", (reminder, deadline), (reminder, moved))
     assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "w", "reminder", 1_000, 1)]
+
+
+class _CountingDb:
+    """A RocksDB handle that counts the reads a tick makes."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.reads = 0
+
+    def items(self, from_key: bytes) -> Any:
+        self.reads += 1
+        return self.db.items(from_key=from_key)
+
+
+def test_an_idle_tick_reads_nothing_until_the_next_timer_is_due(tmp_path: Path) -> None:
+    db = _CountingDb(rdict(tmp_path))
+    arm(db.db, "a", ArmedTimer(TimerKind.DEADLINE, 1_000, 1))
+    arm(db.db, "b", ArmedTimer(TimerKind.DEADLINE, 9_000, 1))
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=10)] == ["a"]
+    reads = db.reads
+    for until in range(2_100, 9_000, 500):  # ticks while nothing falls due
+        assert due.pop_due({0: until}, limit=10) == []
+    assert db.reads == reads, "the read before saw that nothing is due before 9,000"
+    early = ArmedTimer(TimerKind.REMINDER, 5_000, 2)  # armed meanwhile, before 9,000
+    arm(db.db, "c", early)
+    due.changed(0, "c", (), (early,))
+    assert [t.wait_key for t in due.pop_due({0: 9_000}, limit=10)] == ["c", "b"]
+
+
+_KEYS = st.sampled_from(["a", "b", "c", "d"])
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("arm"), _KEYS, st.sampled_from(list(TimerKind)), st.integers(0, 60)),
+    st.tuples(st.just("disarm"), _KEYS, st.sampled_from(list(TimerKind)), st.just(0)),
+    st.tuples(st.just("requeue"), st.just(""), st.just(TimerKind.DEADLINE), st.integers(0, 9)),
+    st.tuples(st.just("tick"), st.just(""), st.just(TimerKind.DEADLINE), st.integers(0, 12)),
+), max_size=40)
+
+
+@given(_OPS, st.integers(1, 4))
+@settings(max_examples=150, deadline=None)
+def test_skipping_idle_reads_emits_exactly_what_reading_every_tick_emits(
+    tmp_path_factory: Any, ops: list[tuple[str, str, TimerKind, int]], limit: int
+) -> None:
+    db = rdict(tmp_path_factory.mktemp("skip"))
+    fast, every = DueTimers(lambda p: db), DueTimers(lambda p: db)
+    fast.take(0, low=0)
+    every.take(0, low=0)
+    armed: dict[str, dict[TimerKind, ArmedTimer]] = {}
+    popped: list[DueTimer] = []
+    until, generation = 0, 0
+    for op, key, kind, n in ops:
+        if op in ("arm", "disarm"):
+            before = tuple(armed.get(key, {}).values())
+            timers = dict(armed.get(key, {}))
+            if op == "arm":
+                generation += 1
+                timers[kind] = ArmedTimer(kind, until + n * 10, generation)
+            else:
+                timers.pop(kind, None)
+            armed[key] = timers
+            deletes, puts = index_changes(key, before, tuple(timers.values()))
+            for k in deletes:
+                db.delete(k)
+            for k, v in puts:
+                db.put(k, v)
+            for due in (fast, every):
+                due.changed(0, key, before, tuple(timers.values()))
+        elif op == "requeue" and popped:
+            timer = popped[n % len(popped)]
+            fast.requeue(timer)
+            every.requeue(timer)
+        elif op == "tick":
+            until += n * 10
+            every._next[0] = -(2**63)  # the reference reads at every tick
+            got = fast.pop_due({0: until}, limit)
+            assert got == every.pop_due({0: until}, limit)
+            popped += got
