@@ -6,10 +6,9 @@ pending (`low`) and the earliest due time the last read saw beyond what it
 read (`next`: a tick whose time has not reached it reads nothing, so an idle
 tick costs no RocksDB seek however large the table); and the timers emitted
 whose record has not been processed yet (`emitted`), so that a tick does not
-emit them again.  A timer is emitted
-once per arming; it is emitted again only when its record was not delivered
-or was found not yet due (`requeue`), or when its partition moved (a new
-owner starts with nothing emitted).
+emit them again.  A timer is emitted once per arming; it is emitted again
+only when its record was not delivered or was found not yet due (`requeue`),
+or when its partition moved (a new owner starts with nothing emitted).
 """
 
 from __future__ import annotations
