@@ -93,8 +93,7 @@ SYSTEMS = ("xwait", "rawpipe", "faustpipe", "pypeer", "kstreams")
 PIPES = ("rawpipe", "faustpipe")
 WORKLOADS = ("drain", "storm", "open")
 LABELS = {"xwait": "xwait", "rawpipe": "raw pipe", "faustpipe": "faust pipe",
-          "pypeer": "Python peer",
-          "kstreams": "Kafka Streams peer"}
+          "pypeer": "Python peer", "kstreams": "Kafka Streams peer"}
 AVRO_MAGIC = b"\xc3\x01"  # Avro single-object encoding; the peers write JSON
 STATS_POLL_S = 0.5  # how often xwait's /xwait/stats is read during a run (its last answer counts)
 READY_SETTLE_S = 1.0  # after the processor answered its probes, before open load starts
