@@ -36,14 +36,7 @@ from faust.types import StreamT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from streams.processor import faust_glue  # noqa: E402 - the worker's consumer settings
-
-
-def vmhwm_mib() -> float | None:
-    with open(f"/proc/{os.getpid()}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return None
+from streams.testing.workers import proc_status_kib  # noqa: E402
 
 
 def main() -> None:
@@ -86,13 +79,14 @@ def main() -> None:
         producer.flush(30)
         first = times.get("first")
         secs = times["last_delivery"] - first if first and "last_delivery" in times else None
+        hwm = proc_status_kib(os.getpid(), "VmHWM")
         res = {"system": "faustpipe", "expect": a.expect, "consumed": tally["consumed"],
                "delivered": tally["delivered"], "delivery_errors": tally["errors"],
                "seconds": round(secs, 3) if secs else None,
                "records_per_s": round(a.expect / secs, 1) if secs else None,
                "first_consumed_after_start_s":
                    round(first - times["start"], 2) if first else None,
-               "peak_rss_mib": vmhwm_mib()}
+               "peak_rss_mib": None if hwm is None else round(hwm / 1024, 1)}
         text = json.dumps(res, indent=2)
         if a.out:
             Path(a.out).write_text(text)
