@@ -38,10 +38,19 @@ class GapReadFailed(XwaitError):
     """The offsets of a gap could not be read."""
 
 
+# What one of these consumers fetches ahead of the records it hands over.
+# librdkafka's defaults (100,000 records or 64 MiB per partition) would fetch
+# far past a range of a few thousand records behind a deep backlog, and leave
+# tens of megabytes of allocations to the worker's heap each time.
+PREFETCH = {"queued.min.messages": 2000, "queued.max.messages.kbytes": 4096,
+            "fetch.max.bytes": 4 * 1024 * 1024}
+
+
 class GapReader:
     def __init__(self, conf: dict[str, Any]) -> None:
         self._conf = {**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                      "isolation.level": "read_committed", "enable.partition.eof": False}
+                      "isolation.level": "read_committed", "enable.partition.eof": False,
+                      **PREFETCH}
 
     def read(self, role: Role, topic: str, partition: int, start: int, stop: int,
              limit: int | None = None) -> list[InputRecord]:
