@@ -11,7 +11,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv kafka kafka-stop registry registry-stop topics worker bench compare scale clean browser
+.PHONY: demo test lint venv kafka kafka-stop registry registry-stop topics worker bench compare scale flood clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -75,6 +75,13 @@ compare: kafka
 SCALE_ARGS ?= --checkpoints 10000,100000
 scale: kafka
 	$(BIN)/python bench/scale_bench.py $(SCALE_ARGS)
+
+# The hostile-record flood of the open issue (bench/README.md): 5,000 parked
+# waits, then 100,000 hostile records with valid replies among them; a few
+# minutes.  A quick look:
+#   make flood FLOOD_ARGS="--waits 500 --hostile 5000"
+flood: kafka
+	$(BIN)/python bench/flood_bench.py $(FLOOD_ARGS)
 
 clean:
 	-scripts/kafka stop
