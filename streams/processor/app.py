@@ -176,7 +176,6 @@ class Worker:
         self._last_group_commit = 0.0
         self._wake = asyncio.Event()  # something may be releasable: the applier looks
         self._paused: set[TP] = set()  # input partitions paused because too much is held
-        self._to_pause: set[TP] = set()  # of those, the ones whose fetch is not paused yet
         # (role, partition) behind its end -> (next offset, since when it has not moved)
         self._stuck_since: dict[tuple[Role, int], tuple[int, float]] = {}
         self._last_probe = 0.0
@@ -312,42 +311,36 @@ class Worker:
             tp = TP(rec.topic, rec.partition)
             if tp not in self._paused:
                 self._paused.add(tp)
-                self._to_pause.add(tp)  # by the applier: it takes a call to the fetch's thread
+                self.app.consumer.pause_partitions([tp])
                 self.counters["inputs.paused"] += 1
 
-    async def _pause_held(self) -> None:
-        """Pause the fetch of the inputs `_take` found holding too much (HELD_MAX).
-
-        The pause is aiokafka's, which fetches again from the first record it
-        did not hand over: faust's own would drop the rest of the batch it is
-        going through (`faust_glue.pause_fetch`).  The records already handed
-        over still arrive, a fetch's worth at most above HELD_MAX.
-        """
-        async with self._lock:  # not while partitions are taken over or revoked
-            tps = sorted(self._to_pause & self._paused)
-            self._to_pause.clear()
-            if tps:
-                try:
-                    await faust_glue.pause_fetch(self.app, tps)
-                except Exception as exc:  # noqa: BLE001 - a partition gone since: nothing held
-                    log.info("pausing the fetch failed partitions=%s: %r", tps, exc)
-
     async def _resume_drained(self) -> None:
-        """Resume a paused input once half of what it held is decided."""
+        """Resume a paused input once half of what it held is decided.
+
+        faust drops the records of a partition paused in the middle of a
+        fetched batch, and the fetch position has already passed them.  So
+        the partition is first sought back to the next offset the worker
+        expects: the fetch delivers those records again, instead of the
+        agent finding a gap and reading it from the broker on a consumer of
+        its own (a few thousand records read twice per pause, and a
+        warning, under every backlog).  Records delivered twice are passed
+        over as duplicates; any gap left is still read (`_read_gap`).
+        """
         for tp in list(self._paused):
             role = self.role_by_topic[tp.topic]
             if self.sequencer.held(tp.partition, role) >= HELD_MAX // 2:
                 continue
-            async with self._lock:
-                if tp not in self._paused:
+            async with self._lock:  # not while partitions are taken over or revoked
+                expected = self.gate.expected(role, tp.partition)
+                if tp not in self._paused or expected is None:
                     continue
                 self._paused.discard(tp)
-                self._to_pause.discard(tp)
                 try:
-                    await faust_glue.resume_fetch(self.app, [tp])
-                except Exception as exc:  # noqa: BLE001 - revoked since: its next owner fetches
-                    log.info("resuming the fetch failed topic=%s partition=%d: %r",
+                    await faust_glue.seek(self.app, tp.topic, tp.partition, expected)
+                except Exception as exc:  # noqa: BLE001 - the gate still reads any gap
+                    log.info("seeking a paused input back failed topic=%s partition=%d: %r",
                              tp.topic, tp.partition, exc)
+                self.app.consumer.resume_partitions([tp])
                 self.counters["inputs.resumed"] += 1
 
     async def _read_gap(self, role: Role, partition: int, offset: int
@@ -414,8 +407,6 @@ class Worker:
             elif not self._staged and self.sequencer.wants_probe() and self.ready.is_set() \
                     and await self._probe_now():
                 self._wake.set()
-            if self._to_pause:
-                await self._pause_held()
             if time.monotonic() - last_housekeeping > HOUSEKEEPING_S:
                 last_housekeeping = time.monotonic()
                 await self._unstick()
@@ -429,11 +420,8 @@ class Worker:
         the offsets may hold no records (the commit markers of a
         transactional producer), or the fetch skipped them (issue 8): the
         range is read from the broker, whatever it holds is taken, and the
-        offsets without records are passed.  Only a topic whose fetch has gone
-        past the offset it is stuck at: one whose fetch has not reached it is
-        waiting its turn behind the other partitions' records (under a deep
-        backlog, for many seconds), and reading it directly would read it
-        twice.  A topic paused because too much of it is held is left alone.
+        offsets without records are passed.  A topic paused because too much
+        of it is held is not behind for want of fetching; it is left alone.
         """
         now = time.monotonic()
         behind = {(role, p): (start, stop) for role, p, start, stop in self.sequencer.behind()
@@ -442,10 +430,6 @@ class Worker:
             if key not in behind or behind[key][0] != self._stuck_since[key][0]:
                 del self._stuck_since[key]
         for key, (start, stop) in behind.items():
-            fetched_to = faust_glue.fetch_position(self.app, self.topic_names[key[0]], key[1])
-            if fetched_to is not None and fetched_to <= start:
-                self._stuck_since[key] = (start, now)
-                continue
             _, since = self._stuck_since.setdefault(key, (start, now))
             if now - since < STUCK_S:
                 continue
@@ -653,13 +637,7 @@ class Worker:
         await self.committer.assign(owned)
         for p in sorted(owned):
             await self._take_index(p)
-        # A new assignment starts unpaused in aiokafka; resuming makes sure.
-        self._paused.clear()
-        self._to_pause.clear()
-        try:
-            await faust_glue.resume_fetch(self.app, tps)
-        except Exception as exc:  # noqa: BLE001 - assigned a moment ago; revoked again since
-            log.info("resuming the inputs failed: %r", exc)
+        self._paused.clear()  # faust resumes every partition it assigns
         self.ready.set()
         self._wake.set()
         log.info("partitions taken over partitions=%s positions=%s seconds=%.2f", sorted(owned),
@@ -681,7 +659,6 @@ class Worker:
         self.gate.revoke(partitions)
         self._staged = [r for r in self._staged if r.partition not in partitions]
         self._paused = {tp for tp in self._paused if tp.partition not in partitions}
-        self._to_pause = {tp for tp in self._to_pause if tp.partition not in partitions}
         for p in partitions:
             self.sequencer.drop(p)
             self.positions.pop(p, None)

@@ -120,55 +120,11 @@ async def seek(app: faust.App, topic: str, partition: int, offset: int) -> None:
     await consumer.seek(TP(topic, partition), offset)
 
 
-def _fetcher(app: faust.App) -> tuple[Any, Any]:
-    """faust's consumer thread and the aiokafka consumer that fetches in it."""
-    consumer: Any = app.consumer
-    thread: Any = consumer._thread  # noqa: SLF001 - aiokafka's consumer lives there
-    return thread, thread._ensure_consumer()  # noqa: SLF001
-
-
-async def pause_fetch(app: faust.App, tps: list[TP]) -> None:
-    """Stop fetching these partitions, in aiokafka, keeping its position.
-
-    faust's own `pause_partitions` only hides a partition from its fetch
-    loop: the records of the batch it is going through are dropped while
-    aiokafka's position has passed them, and they are missing when the
-    partition resumes.  aiokafka's pause drops only what it has not handed
-    over yet and fetches again from there.  It runs in the consumer's thread:
-    aiokafka makes the future a resume completes on the loop it is called on.
-    """
-    thread, consumer = _fetcher(app)
-    await thread.call_thread(consumer.pause, *(TopicPartition(tp.topic, tp.partition)
-                                               for tp in tps))
-
-
-async def resume_fetch(app: faust.App, tps: list[TP]) -> None:
-    thread, consumer = _fetcher(app)
-    await thread.call_thread(consumer.resume, *(TopicPartition(tp.topic, tp.partition)
-                                                for tp in tps))
-
-
-def fetch_position(app: faust.App, topic: str, partition: int) -> int | None:
-    """The offset of the next record aiokafka will hand to faust (None: none known).
-
-    Records below it have been fetched and handed over, or were never
-    records (transaction markers); records at or above it are still to come.
-    A plain read of one attribute, safe from the event loop's thread.
-    """
-    _, consumer = _fetcher(app)
-    subscription = consumer._subscription.subscription  # noqa: SLF001
-    assignment = None if subscription is None else subscription.assignment
-    state = None if assignment is None else assignment.state_value(
-        TopicPartition(topic, partition))
-    if state is None or not state.has_valid_position:
-        return None
-    position: int = state.position
-    return position
-
-
 async def committed_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int | None]:
     """The consumer group's committed offsets (None: none committed)."""
-    thread, aiokafka_consumer = _fetcher(app)
+    consumer: Any = app.consumer
+    thread: Any = consumer._thread  # noqa: SLF001 - aiokafka's consumer lives there
+    aiokafka_consumer = thread._ensure_consumer()  # noqa: SLF001
     out: dict[TP, int | None] = {}
     for tp in tps:
         offset = await thread.call_thread(aiokafka_consumer.committed, tp)

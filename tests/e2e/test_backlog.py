@@ -3,11 +3,11 @@
 A worker starting behind holds a topic that is ahead by the broker's clock
 (here the replies, appended after every request) until the topics before it
 are decided, and pauses its fetching beyond a few thousand records held.
-With faust's pause, every pause dropped the rest of the fetched batch and
-left thousands of records that the worker read again from the broker on a
-consumer of its own, with a warning; and a topic waiting its turn behind the
-other partitions' records looked stuck and was read directly too.  Nothing
-is lost either way; what a user notices is the work and the warnings.
+faust drops the records of a partition paused in the middle of a fetched
+batch; before the worker sought a resumed partition back, every pause left a
+gap of thousands of records that it read again from the broker on a consumer
+of its own, with a warning.  Here nothing is lost either way; what a user
+notices is the work and the warnings.
 """
 
 from __future__ import annotations
