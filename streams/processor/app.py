@@ -314,34 +314,12 @@ class Worker:
                 self.app.consumer.pause_partitions([tp])
                 self.counters["inputs.paused"] += 1
 
-    async def _resume_drained(self) -> None:
-        """Resume a paused input once half of what it held is decided.
-
-        faust drops the records of a partition paused in the middle of a
-        fetched batch, and the fetch position has already passed them.  So
-        the partition is first sought back to the next offset the worker
-        expects: the fetch delivers those records again, instead of the
-        agent finding a gap and reading it from the broker on a consumer of
-        its own (a few thousand records read twice per pause, and a
-        warning, under every backlog).  Records delivered twice are passed
-        over as duplicates; any gap left is still read (`_read_gap`).
-        """
+    def _resume_drained(self) -> None:
         for tp in list(self._paused):
             role = self.role_by_topic[tp.topic]
-            if self.sequencer.held(tp.partition, role) >= HELD_MAX // 2:
-                continue
-            async with self._lock:  # not while partitions are taken over or revoked
-                expected = self.gate.expected(role, tp.partition)
-                if tp not in self._paused or expected is None:
-                    continue
+            if self.sequencer.held(tp.partition, role) < HELD_MAX // 2:
                 self._paused.discard(tp)
-                try:
-                    await faust_glue.seek(self.app, tp.topic, tp.partition, expected)
-                except Exception as exc:  # noqa: BLE001 - the gate still reads any gap
-                    log.info("seeking a paused input back failed topic=%s partition=%d: %r",
-                             tp.topic, tp.partition, exc)
                 self.app.consumer.resume_partitions([tp])
-                self.counters["inputs.resumed"] += 1
 
     async def _read_gap(self, role: Role, partition: int, offset: int
                         ) -> list[InputRecord] | None:
@@ -410,7 +388,7 @@ class Worker:
             if time.monotonic() - last_housekeeping > HOUSEKEEPING_S:
                 last_housekeeping = time.monotonic()
                 await self._unstick()
-                await self._resume_drained()
+                self._resume_drained()
 
     async def _unstick(self) -> None:
         """Read directly what a topic behind its end offset does not deliver.
