@@ -92,6 +92,8 @@ HELD_MAX = 5000
 STUCK_S = 2.0
 # Most records one such direct read takes (the rest come through the fetch).
 STALLED_READ_MAX = 1000
+# Changelog records read at a time below where a restore began (`_fill_restore`).
+FILL_CHUNK = 10_000
 # How long the applier lets the agent take records before it stages the
 # first of a batch: a millisecond of latency for batches of more than one.
 BATCH_LINGER_S = 0.001
@@ -186,7 +188,7 @@ class Worker:
         self.store = TableStore(self.waits)
         self.store.maintain_index_on_restore()
         self.index = DueTimers(self.store.db)
-        changelog = f"{settings.app_id}-{TABLE_WAITS}-changelog"
+        changelog = self.changelog = f"{settings.app_id}-{TABLE_WAITS}-changelog"
         conf = settings.confluent(**{"partitioner": "murmur2_random", "linger.ms": 5})
         self.committer: Committer = (
             ExactlyOnce(conf, self.topic_names, changelog, settings.app_id, settings.partitions)
@@ -614,6 +616,7 @@ class Worker:
             self.sequencer.assign(p, starts, stream_time)
         await self.committer.assign(owned)
         for p in sorted(owned):
+            await self._fill_restore(p)
             await self._take_index(p)
         self._paused.clear()  # faust resumes every partition it assigns
         self.ready.set()
@@ -644,6 +647,55 @@ class Worker:
             self.index.drop(p)
             self.census.drop_partition(p)
             self.summaries.pop(p, None)
+
+    async def _fill_restore(self, p: int) -> None:
+        """Read what lies below where a restore of this partition began, if anything does.
+
+        A restore into an empty database (from a standby's first fetch, or
+        an empty disk) remembers its first changelog offset
+        (`TableStore.restored_from`).  faust may have dropped the records
+        before it: they are read from the broker and applied under the
+        newer ones (`TableStore.fill_below`) before the partition's rows are
+        trusted.  Usually there is nothing below and this is one request.
+        """
+        first = self.store.restored_from(p)
+        if first is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            got = await loop.run_in_executor(
+                self._probe_thread, partial(self.end_offsets.get, [(self.changelog, p)],
+                                            earliest=True))
+            start = got[(self.changelog, p)]
+            filled, read = await loop.run_in_executor(None, self._fill_below, p, start, first)
+        except Exception as exc:  # noqa: BLE001 - rows may be missing: never take it over so
+            await self._fail(exc, f"reading {self.changelog}[{p}] below offset {first}")
+            return
+        self.counters["restore.filled_rows"] += filled
+        if start >= first:
+            return  # the restore began at the changelog's first record
+        log.log(logging.WARNING if filled else logging.INFO,
+                "changelog below the restore read topic=%s partition=%d offsets=%d..%d "
+                "records=%d rows_filled=%d%s", self.changelog, p, start, first - 1, read,
+                filled, " (the restore had skipped them)" if filled else "")
+
+    def _fill_below(self, p: int, start: int, stop: int) -> tuple[int, int]:
+        """Blocking: read changelog offsets [start, stop) in chunks and fill them in."""
+        read = 0
+
+        def records() -> Iterator[tuple[bytes | None, bytes | None]]:
+            nonlocal read
+            at = start
+            while at < stop:
+                chunk = self.gaps.read(Role.REQUESTS, self.changelog, p, at, stop,
+                                       FILL_CHUNK)  # the role only labels the records
+                read += len(chunk)
+                yield from ((r.key, r.value) for r in chunk)
+                if len(chunk) < FILL_CHUNK:
+                    return
+                at = chunk[-1].offset + 1
+
+        return self.store.fill_below(p, records()), read
 
     async def _take_index(self, p: int) -> None:
         """Take a partition's timer index and census from its database.

@@ -5,6 +5,8 @@
         positions.POSITIONS_KEY         -> positions.Positions
         b"\\x00t" due kind key            -> the timer index (streams.timers.stored)
         b"\\x00c"                         -> the partition's Summary (census, armed timers)
+        RESTORED_FROM_KEY               -> first changelog offset a restore into an
+                                           empty database applied (until checked)
         faust's b"__faust\\0offset__"    -> last changelog offset this database holds
 
 faust writes a table key by key: each `table[key] = value` sends a changelog
@@ -49,6 +51,10 @@ log = logging.getLogger(__name__)
 
 # Keys of the worker's own records start with NUL; no wait key does.
 OWN_PREFIX = b"\x00"
+# Where a restore into an empty database began (see `TableStore.restored_from`),
+# and, until that is checked, the keys the restore deleted.
+RESTORED_FROM_KEY = b"\x00xwait.restored_from"
+GONE_PREFIX = b"\x00xwait.gone."
 
 
 def head_or_none(value: bytes | None) -> RowHead:
@@ -194,6 +200,7 @@ class TableStore:
         summaries: dict[int, Summary | None] = {}
         overlay: dict[int, dict[bytes, bytes | None]] = {}
         offsets: dict[Any, int] = {}
+        marked: dict[int, bool] = {}
         for event in batch:
             msg = event.message
             p, key, value = msg.partition, msg.key, msg.value
@@ -202,26 +209,16 @@ class TableStore:
                 batches[p] = rocksdict.WriteBatch(raw_mode=True)
                 overlay[p] = {}
                 stored = self.summary(p)
-                summaries[p] = stored if stored is not None or self.has_rows(p) else Summary()
-            wb = batches[p]
-            if not isinstance(key, bytes):
-                continue
-            summary = summaries[p]
-            if summary is not None and not key.startswith(OWN_PREFIX):
-                old = overlay[p][key] if key in overlay[p] else self.get(p, key)
-                before, after = head_or_none(old), head_or_none(value)
-                wait_key = key.decode(errors="replace")
-                deletes, puts = index_changes(wait_key, before.timers, after.timers)
-                for k in deletes:
-                    wb.delete(k)
-                for k, v in puts:
-                    wb.put(k, v)
-                summary_move(summary, wait_key, before, after, deletes, puts)
-            overlay[p][key] = value
-            if value is None:
-                wb.delete(key)
-            else:
-                wb.put(key, value)
+                marked[p] = self.get(p, RESTORED_FROM_KEY) is not None
+                if stored is None and not self.has_rows(p):
+                    stored = Summary()  # an empty database: its first restored record
+                    batches[p].put(RESTORED_FROM_KEY, str(msg.offset).encode())
+                    marked[p] = True
+                summaries[p] = stored
+            if isinstance(key, bytes):
+                self._apply(p, batches[p], overlay[p], summaries[p], key, value)
+                if value is None and marked[p]:
+                    batches[p].put(GONE_PREFIX + key, b"")
         for tp, offset in offsets.items():
             batches[tp.partition].put(store.offset_key, str(offset).encode())
         for p, wb in batches.items():
@@ -230,5 +227,69 @@ class TableStore:
                 wb.put(SUMMARY_KEY, summary.encode())
             self.db(p).write(wb)
 
+    def _apply(self, p: int, wb: Any, overlay: dict[bytes, bytes | None],
+               summary: Summary | None, key: bytes, value: bytes | None) -> None:
+        """One changelog record into a write batch, with its index and census changes."""
+        if summary is not None and not key.startswith(OWN_PREFIX):
+            old = overlay[key] if key in overlay else self.get(p, key)
+            before, after = head_or_none(old), head_or_none(value)
+            wait_key = key.decode(errors="replace")
+            deletes, puts = index_changes(wait_key, before.timers, after.timers)
+            for k in deletes:
+                wb.delete(k)
+            for k, v in puts:
+                wb.put(k, v)
+            summary_move(summary, wait_key, before, after, deletes, puts)
+        overlay[key] = value
+        if value is None:
+            wb.delete(key)
+        else:
+            wb.put(key, value)
 
-__all__ = ["OWN_PREFIX", "TableStore", "head_or_none", "summary_move"]
+    def restored_from(self, partition: int) -> int | None:
+        """The changelog offset a restore into this empty database began at, until checked.
+
+        faust may drop the first records it fetched for a changelog partition
+        (a partition left out of its "active" set for a moment, while
+        aiokafka's position moves past them: issue 8's first cause, here on
+        a standby's or a restore's changelog), and then restores from the
+        next ones as if the changelog began there.  The worker takes over
+        such a partition only after `fill_below` has read what lies below.
+        """
+        raw = self.get(partition, RESTORED_FROM_KEY)
+        try:
+            return None if raw is None else int(raw)
+        except ValueError:
+            return 0
+
+    def fill_below(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]
+                   ) -> int:
+        """Apply changelog records older than everything restored: a key the database
+        already holds keeps its (newer) value; the others take the latest of these.
+
+        Clears the `restored_from` mark; returns how many keys were filled.
+        """
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        summary = self.summary(partition) or Summary()
+        overlay: dict[bytes, bytes | None] = {}
+        held: set[bytes] = set()  # written or deleted by the restore: newer than these
+        for key, value in records:
+            if not isinstance(key, bytes):
+                continue
+            if key not in overlay and (self.get(partition, key) is not None
+                                       or self.get(partition, GONE_PREFIX + key) is not None):
+                held.add(key)
+            if key in held:
+                continue
+            self._apply(partition, wb, overlay, summary, key, value)
+        wb.put(SUMMARY_KEY, summary.encode())
+        wb.delete(RESTORED_FROM_KEY)
+        for key in self.db(partition).keys(from_key=GONE_PREFIX):
+            if not (isinstance(key, bytes) and key.startswith(GONE_PREFIX)):
+                break
+            wb.delete(key)
+        self.db(partition).write(wb)
+        return sum(1 for v in overlay.values() if v is not None)
+
+
+__all__ = ["OWN_PREFIX", "RESTORED_FROM_KEY", "TableStore", "head_or_none", "summary_move"]
