@@ -593,6 +593,8 @@ class Worker:
                                                                for tp in tps], earliest=True))
         earliest = {tp: got[(tp.topic, tp.partition)] for tp in tps}
         committed = await faust_glue.committed_offsets(self.app, tps)
+        for p in sorted(owned):  # before anything of the partition is read
+            await self._fill_restore(p)
         for p in sorted(owned):
             stored = self.store.positions(p)
             starts: dict[Role, int] = {}
@@ -616,7 +618,6 @@ class Worker:
             self.sequencer.assign(p, starts, stream_time)
         await self.committer.assign(owned)
         for p in sorted(owned):
-            await self._fill_restore(p)
             await self._take_index(p)
         self._paused.clear()  # faust resumes every partition it assigns
         self.ready.set()
