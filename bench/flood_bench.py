@@ -71,14 +71,16 @@ from park_bench import (  # noqa: E402 - the sibling module, importable once on 
     BenchError,
     RssSampler,
     check_alive,
+    check_broker,
     delete_topics,
     machine,
     percentile,
     rnd,
+    start_worker,
     versions,
 )
 
-from streams import codec, topics  # noqa: E402
+from streams import codec  # noqa: E402
 from streams.codec import RecordType  # noqa: E402
 from streams.config import Settings  # noqa: E402
 from streams.core.durations import parse_duration_ms  # noqa: E402
@@ -1281,23 +1283,10 @@ def main(argv: list[str] | None = None) -> int:
     deleted: list[str] = []
     log_tail: list[str] = []
     try:
-        try:
-            admin.list_topics(timeout=10)
-        except KafkaException as exc:
-            raise BenchError(f"the broker at {args.bootstrap} did not answer a metadata "
-                             "request; is it running (scripts/kafka start)?") from exc
+        check_broker(admin, args.bootstrap)
         reachable = True
-        topics.create(settings, topics.load_specs(settings))
-        worker.start(wait_owned=False)
-        assert worker.pid is not None
-        rss = RssSampler(worker.pid)
-        rss.start()
+        rss = start_worker(settings, worker)
         run = Run(args, settings, worker, Producers(settings), Watch(settings))
-        deadline = time.monotonic() + 180
-        while len(run.stats().get("ownedPartitions", [])) < args.partitions:
-            if time.monotonic() > deadline:
-                raise BenchError("the worker did not own every partition within 180 s")
-            time.sleep(PARK_POLL_S)
         say(f"worker up (pid {worker.pid}); parking {args.waits} waits")
         park(run)
         say(f"parked at {run.parks_per_s}/s; planning the flood")

@@ -273,6 +273,28 @@ class Sender:
             raise BenchError(f"{len(self.errors)} records failed: {self.errors[0]}")
 
 
+def check_broker(admin: AdminClient, bootstrap: str) -> None:
+    """Fail with a hint unless the broker answers a metadata request."""
+    try:
+        admin.list_topics(timeout=10)
+    except KafkaException as exc:
+        raise BenchError(f"the broker at {bootstrap} did not answer a metadata "
+                         "request; is it running (scripts/kafka start)?") from exc
+
+
+def start_worker(settings: Settings, worker: WorkerProcess) -> RssSampler:
+    """Create the run's topics, start its worker, sample its RSS, and wait until the
+    worker owns every partition.  The sampler is the caller's to stop."""
+    topics.create(settings, topics.load_specs(settings))
+    worker.start(wait_owned=False)
+    assert worker.pid is not None
+    rss = RssSampler(worker.pid)
+    rss.start()
+    wait_for(lambda: len((worker.stats() or {}).get("ownedPartitions", []))
+             == settings.partitions, 180, "the worker to own every partition", worker)
+    return rss
+
+
 def wait_for(check: Callable[[], bool], timeout: float, what: str, worker: WorkerProcess,
              watch: OutcomeWatch | None = None, interval: float = STATS_POLL_S) -> float:
     """Poll ``check`` until true; returns the monotonic time it became true."""
@@ -664,19 +686,9 @@ def main(argv: list[str] | None = None) -> int:
     deleted: list[str] = []
     reachable = False
     try:
-        try:
-            admin.list_topics(timeout=10)
-        except KafkaException as exc:
-            raise BenchError(f"the broker at {args.bootstrap} did not answer a metadata "
-                             "request; is it running (scripts/kafka start)?") from exc
+        check_broker(admin, args.bootstrap)
         reachable = True
-        topics.create(settings, topics.load_specs(settings))
-        worker.start(wait_owned=False)
-        assert worker.pid is not None
-        rss = RssSampler(worker.pid)
-        rss.start()
-        wait_for(lambda: len((worker.stats() or {}).get("ownedPartitions", []))
-                 == settings.partitions, 180, "the worker to own every partition", worker)
+        rss = start_worker(settings, worker)
         watch = OutcomeWatch(settings)
         sender = Sender(settings)
         run.rss_at_park_start_kib = worker.rss_kib()
