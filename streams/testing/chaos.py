@@ -71,7 +71,7 @@ class Plan:
     joins: int = 1  # a second worker joins, then leaves (SIGTERM)
     broker_restarts: int = 0  # needs `broker` callbacks
     down_s: tuple[float, float] = (1.0, 4.0)  # how long a killed worker stays down
-    kill_backlog: int = 300  # a kill waits up to 5 s for the worker to be this far behind
+    kill_backlog: int = 300  # each kill finds the worker at least this far behind
     # (kills come right after a restart too, while the worker catches up)
     settle_s: float = 180.0  # how long to wait for the last outcomes
     seed: int = 1
@@ -289,15 +289,33 @@ def _backlog(load: Load, worker: WorkerProcess) -> int | None:
     return max(0, offered - applied)
 
 
-def _behind(load: Load, worker: WorkerProcess, wanted: int, patience_s: float = 5.0
-            ) -> int | None:
-    """Wait (a little) until `worker` is at least `wanted` records behind; its backlog then."""
-    give_up = time.monotonic() + patience_s
-    while True:
-        backlog = _backlog(load, worker)
-        if (backlog is not None and backlog >= wanted) or time.monotonic() > give_up:
-            return backlog
-        time.sleep(0.05)
+def _behind(load: Load, worker: WorkerProcess, wanted: int, rng: random.Random,
+            freeze_s: float = 4.0) -> int | None:
+    """Put `worker` at least `wanted` records behind; its backlog just before the kill.
+
+    A worker that keeps up with the load (the usual case: it drains faster than the run
+    offers) is frozen with SIGSTOP while the load piles up twice that, then thawed and
+    killed a moment later, in the middle of catching up: the kill then finds fetched,
+    undecided and uncommitted input. The freeze stays well under the session timeout, so
+    the group does not move the partitions meanwhile.
+    """
+    backlog = _backlog(load, worker)
+    if backlog is not None and backlog >= wanted:
+        return backlog
+    stats = worker.stats() or {}
+    applied = sum(o for part in stats.get("positions", {}).values()
+                  for role, o in part.items() if role != "timers")
+    worker.freeze()
+    try:
+        thaw_at = time.monotonic() + freeze_s
+        while time.monotonic() < thaw_at:
+            if sum(load.produced.values()) - applied >= 2 * wanted:
+                break
+            load.pump(0.05) if load.requests_done.is_set() else time.sleep(0.05)
+    finally:
+        worker.thaw()
+    time.sleep(rng.uniform(0.02, 0.15))  # it fetches and starts deciding
+    return _backlog(load, worker)
 
 
 def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | None = None,
@@ -337,7 +355,7 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
                 time.sleep(rng.uniform(0.5 * gap, gap))
             just_restarted = action == "kill"
             if action == "kill":
-                backlog = _behind(load, w1, plan.kill_backlog)
+                backlog = _behind(load, w1, plan.kill_backlog, rng)
                 w1.kill9()
                 empty = empty_left > 0
                 if empty:

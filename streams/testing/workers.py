@@ -157,6 +157,15 @@ class WorkerProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
 
+    def freeze(self) -> None:
+        """SIGSTOP: the worker holds still (no fetch, no heartbeat) while input piles up."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def wipe(self) -> None:
         """Forget the worker's disk: the next start restores from the changelog."""
         shutil.rmtree(self.data_dir, ignore_errors=True)
