@@ -250,6 +250,7 @@ class Worker:
         app.agent(self.inputs, name="xwait-processor", concurrency=1)(self._process)
         app.timer(interval=s.timer_tick, name="xwait-punctuator")(self._punctuate)
         faust_glue.after_seek_to_committed(app, self._take_over)
+        faust_glue.deliver_what_was_fetched(app)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         worker = self
 
@@ -322,6 +323,7 @@ class Worker:
             if self.sequencer.held(tp.partition, role) < HELD_MAX // 2:
                 self._paused.discard(tp)
                 self.app.consumer.resume_partitions([tp])
+                self.counters["inputs.resumed"] += 1
 
     async def _read_gap(self, role: Role, partition: int, offset: int
                         ) -> list[InputRecord] | None:

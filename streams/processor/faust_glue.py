@@ -115,6 +115,44 @@ def restore_to_last_data_record(
     consumer.highwaters = data_highwaters
 
 
+def deliver_what_was_fetched(app: faust.App) -> None:
+    """Fetch for the active partitions as they are when the fetch begins, and deliver
+    every record fetched for them, even if one was paused while the fetch waited.
+
+    faust hands its live set of active partitions to aiokafka's fetch, which
+    waits for records in the consumer's thread, and afterwards drops each
+    record whose partition is no longer in that set, while aiokafka's position
+    has moved past it.  Two things go wrong.  A set that empties meanwhile
+    (the recovery pauses the changelog partitions it has restored) reads as
+    "every partition" to aiokafka, which then hands over records faust never
+    asked for, and faust drops them: a standby's changelog partitions, just
+    sought to their beginning, lost everything they held when it started (the
+    restore guard, `TableStore.restored_from`, filled it back at takeover;
+    seen in half of the scale bench's standby phases).  And an input paused
+    for holding too much lost the rest of its fetched records, which the
+    worker then read again directly.  With a copy taken when the fetch begins,
+    the fetch asks for what was active and every record it returns is
+    delivered (the worker's gate takes each input offset once; a changelog
+    record is applied by offset).
+    """
+    consumer: Any = app.consumer
+    getmany = consumer._getmany  # noqa: SLF001 - the call into the consumer thread
+    wait_next_records = consumer._wait_next_records  # noqa: SLF001
+    asked: list[set[TP] | None] = [None]
+
+    async def getmany_asked(active_partitions: set[TP] | None, timeout: float) -> Any:
+        asked[0] = None if active_partitions is None else set(active_partitions)
+        return await getmany(active_partitions=asked[0], timeout=timeout)
+
+    async def wait_next_records_asked(timeout: float) -> tuple[Any, set[TP] | None]:
+        asked[0] = None
+        records, active = await wait_next_records(timeout)
+        return records, active if asked[0] is None else asked[0]
+
+    consumer._getmany = getmany_asked  # noqa: SLF001
+    consumer._wait_next_records = wait_next_records_asked  # noqa: SLF001
+
+
 async def seek(app: faust.App, topic: str, partition: int, offset: int) -> None:
     consumer: Any = app.consumer
     await consumer.seek(TP(topic, partition), offset)
@@ -156,5 +194,5 @@ def active_partitions(app: faust.App, topic: str) -> set[int]:
 
 
 __all__ = ["active_partitions", "after_seek_to_committed", "commit_group_offsets",
-           "committed_offsets", "read_committed_consumers",
+           "committed_offsets", "deliver_what_was_fetched", "read_committed_consumers",
            "restore_to_last_data_record", "seek"]

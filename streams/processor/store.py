@@ -249,12 +249,13 @@ class TableStore:
     def restored_from(self, partition: int) -> int | None:
         """The changelog offset a restore into this empty database began at, until checked.
 
-        faust may drop the first records it fetched for a changelog partition
-        (a partition left out of its "active" set for a moment, while
-        aiokafka's position moves past them: issue 8's first cause, here on
-        a standby's or a restore's changelog), and then restores from the
-        next ones as if the changelog began there.  The worker takes over
-        such a partition only after `fill_below` has read what lies below.
+        faust 0.15 dropped the first records a standby fetched of its changelog
+        partitions (a fetch drained them for an emptied "active" set while
+        aiokafka's position moved past them: issue 8's first cause, here on a
+        changelog) and then restored from the next ones as if the changelog
+        began there.  `faust_glue.deliver_what_was_fetched` stops that drop;
+        this stays as the check of it: the worker takes over such a partition
+        only after `fill_below` has read what lies below.
         """
         raw = self.get(partition, RESTORED_FROM_KEY)
         try:
