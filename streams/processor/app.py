@@ -250,7 +250,7 @@ class Worker:
         app.agent(self.inputs, name="xwait-processor", concurrency=1)(self._process)
         app.timer(interval=s.timer_tick, name="xwait-punctuator")(self._punctuate)
         faust_glue.after_seek_to_committed(app, self._take_over)
-        faust_glue.deliver_what_was_fetched(app)
+        faust_glue.deliver_what_was_fetched(app, [self.topic_names[r] for r in INPUT_ROLES])
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         worker = self
 

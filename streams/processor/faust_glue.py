@@ -11,7 +11,7 @@ one file to check.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import faust
@@ -115,39 +115,57 @@ def restore_to_last_data_record(
     consumer.highwaters = data_highwaters
 
 
-def deliver_what_was_fetched(app: faust.App) -> None:
-    """Fetch for the active partitions as they are when the fetch begins, and deliver
-    every record fetched for them, even if one was paused while the fetch waited.
+class _Deliverable:
+    """What faust's fetch loop may deliver: its live active set, and the inputs
+    the fetch asked for even if paused since."""
+
+    def __init__(self, live: set[TP], inputs: set[TP]) -> None:
+        self.live = live
+        self.inputs = inputs
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self.live or tp in self.inputs
+
+
+def deliver_what_was_fetched(app: faust.App, inputs: Collection[str]) -> None:
+    """Fetch for the active partitions as they are when the fetch begins, and
+    deliver the records fetched for an input even if it was paused meanwhile.
 
     faust hands its live set of active partitions to aiokafka's fetch, which
     waits for records in the consumer's thread, and afterwards drops each
     record whose partition is no longer in that set, while aiokafka's position
-    has moved past it.  Two things go wrong.  A set that empties meanwhile
+    has moved past it.  Two things went wrong.  A set that empties meanwhile
     (the recovery pauses the changelog partitions it has restored) reads as
-    "every partition" to aiokafka, which then hands over records faust never
-    asked for, and faust drops them: a standby's changelog partitions, just
+    "every partition" to aiokafka, which then handed over records faust never
+    asked for, and faust dropped them: a standby's changelog partitions, just
     sought to their beginning, lost everything they held when it started (the
-    restore guard, `TableStore.restored_from`, filled it back at takeover;
-    seen in half of the scale bench's standby phases).  And an input paused
-    for holding too much lost the rest of its fetched records, which the
-    worker then read again directly.  With a copy taken when the fetch begins,
-    the fetch asks for what was active and every record it returns is
-    delivered (the worker's gate takes each input offset once; a changelog
-    record is applied by offset).
+    restore guard, `TableStore.restored_from`, filled it back at takeover; seen
+    in half of the scale bench's standby phases).  And an input paused for
+    holding too much lost the rest of its fetched records, which the worker
+    then read again directly.  Now the fetch asks for a copy of the set taken
+    when it begins, and the records of an input topic (`inputs`) it returns
+    are delivered (the worker's gate takes each offset once).  A changelog
+    partition paused meanwhile still has its records dropped, as faust does:
+    the recovery pauses an active one once restored, and records arriving
+    after that are the worker's own writes, never to be restored over newer
+    rows.
     """
     consumer: Any = app.consumer
     getmany = consumer._getmany  # noqa: SLF001 - the call into the consumer thread
     wait_next_records = consumer._wait_next_records  # noqa: SLF001
+    input_topics = set(inputs)
     asked: list[set[TP] | None] = [None]
 
     async def getmany_asked(active_partitions: set[TP] | None, timeout: float) -> Any:
         asked[0] = None if active_partitions is None else set(active_partitions)
         return await getmany(active_partitions=asked[0], timeout=timeout)
 
-    async def wait_next_records_asked(timeout: float) -> tuple[Any, set[TP] | None]:
+    async def wait_next_records_asked(timeout: float) -> tuple[Any, Any]:
         asked[0] = None
         records, active = await wait_next_records(timeout)
-        return records, active if asked[0] is None else asked[0]
+        if asked[0] is None or active is None:
+            return records, active
+        return records, _Deliverable(active, {tp for tp in asked[0] if tp.topic in input_topics})
 
     consumer._getmany = getmany_asked  # noqa: SLF001
     consumer._wait_next_records = wait_next_records_asked  # noqa: SLF001

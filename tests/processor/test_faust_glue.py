@@ -1,9 +1,10 @@
 """faust's fetch against a consumer thread that keeps aiokafka's rules.
 
 The stand-in thread below answers like aiokafka's `Fetcher.fetched_records`:
-records of the partitions asked for, and of *every* assigned partition when
-the set asked for is empty.  faust's own `Consumer.getmany` runs unchanged
-on top of it, so the tests show what faust delivers to the agents.
+the buffered records of the partitions asked for, and of *every* assigned
+partition when the set asked for is empty; what it hands over, its position
+has passed.  faust's own `Consumer.getmany` runs unchanged on top of it, so
+the tests show what faust delivers and what it loses.
 """
 
 from __future__ import annotations
@@ -20,39 +21,56 @@ from faust.types import TP
 
 from streams.processor import faust_glue
 
-CHANGELOG = "app-waits-changelog"
-ACTIVE, STANDBY = TP(CHANGELOG, 0), TP(CHANGELOG, 4)
+REQUESTS = "x.requests"
+REQUEST_0 = TP(REQUESTS, 0)
+CHANGELOG_0, CHANGELOG_4 = TP("x-waits-changelog", 0), TP("x-waits-changelog", 4)
 
 
 class PausingThread:
     """Waits for records like aiokafka, while the worker pauses partitions meanwhile."""
 
-    def __init__(self, paused_while_waiting: set[TP]) -> None:
+    def __init__(self, consumer: Any, paused_while_waiting: set[TP]) -> None:
+        self.consumer = consumer
         self.paused_while_waiting = paused_while_waiting
-        self.consumer: Any = None
+        self.handed_over: set[TP] = set()
 
     async def getmany(self, active_partitions: set[TP], timeout: float) -> dict[TP, list[Any]]:
         await asyncio.sleep(0)  # the fetch waits in the consumer's thread ...
-        self.consumer.pause_partitions(self.paused_while_waiting)  # ... the recovery pauses
+        self.consumer.pause_partitions(self.paused_while_waiting)  # ... the worker pauses
         buffered = {tp: [SimpleNamespace(offset=o, timestamp=0) for o in range(3)]
-                    for tp in (ACTIVE, STANDBY)}
-        return {tp: records for tp, records in buffered.items()
-                if not active_partitions or tp in active_partitions}
+                    for tp in (REQUEST_0, CHANGELOG_0, CHANGELOG_4)}
+        out = {tp: records for tp, records in buffered.items()
+               if not active_partitions or tp in active_partitions}
+        self.handed_over |= set(out)
+        return out
 
     def highwater(self, tp: TP) -> int:
         return 3
 
 
-async def _delivered(app: faust.App, paused_while_waiting: set[TP]) -> list[tuple[TP, int]]:
+def _fetch(app: faust.App, active: set[TP], paused_while_waiting: set[TP],
+           paused_on_first: set[TP] | None = None) -> tuple[list[tuple[TP, int]], set[TP]]:
+    """(records faust delivered, partitions whose records aiokafka handed over).
+
+    `paused_on_first` are paused when the first record is delivered, as the
+    worker pauses an input whose held records reach HELD_MAX.
+    """
     consumer: Any = app.consumer
-    thread = PausingThread(paused_while_waiting)
-    thread.consumer = consumer
     consumer._thread.thread_loop.close()  # faust's own thread is never started here
+    thread = PausingThread(consumer, paused_while_waiting)
     consumer._thread = thread
     consumer._to_message = lambda tp, record: SimpleNamespace(tp=tp, offset=record.offset)
-    consumer._set_active_tps({ACTIVE})  # restoring ACTIVE; STANDBY waits for its seek
+    consumer._set_active_tps(active)
     consumer.resume_flow()
-    return [(tp, message.offset) async for tp, message in consumer.getmany(timeout=0.1)]
+
+    async def delivered() -> list[tuple[TP, int]]:
+        out = []
+        async for tp, m in consumer.getmany(timeout=0.1):
+            out.append((tp, m.offset))
+            consumer.pause_partitions(paused_on_first or set())
+        return out
+
+    return app.loop.run_until_complete(delivered()), thread.handed_over
 
 
 @pytest.fixture
@@ -67,16 +85,37 @@ def app(tmp_path: Path) -> Iterator[faust.App]:
         loop.close()
 
 
-def test_a_partition_paused_while_the_fetch_waits_still_gets_the_records_fetched_for_it(
+def test_an_input_paused_as_its_records_arrive_gets_the_rest_of_them(app: faust.App) -> None:
+    faust_glue.deliver_what_was_fetched(app, [REQUESTS])
+    delivered, handed_over = _fetch(app, {REQUEST_0, CHANGELOG_0}, set(), {REQUEST_0})
+    assert sorted(delivered) == sorted([(REQUEST_0, 0), (REQUEST_0, 1), (REQUEST_0, 2),
+                                        (CHANGELOG_0, 0), (CHANGELOG_0, 1), (CHANGELOG_0, 2)])
+    assert handed_over == {REQUEST_0, CHANGELOG_0}  # the standby's partition was not asked
+
+
+def test_a_fetch_whose_partitions_were_all_paused_takes_no_others_records(
         app: faust.App) -> None:
-    faust_glue.deliver_what_was_fetched(app)
-    delivered = app.loop.run_until_complete(_delivered(app, paused_while_waiting={ACTIVE}))
-    # The recovery paused the last active changelog partition: the fetch still asked
-    # for it alone (not "every partition"), and what it got is delivered, not dropped.
-    assert delivered == [(ACTIVE, 0), (ACTIVE, 1), (ACTIVE, 2)]
+    """The recovery pauses the last changelog partition it restored while the fetch waits.
+
+    The fetch still asks for that partition alone (not "every partition"), so the
+    standby partition's records stay where they are; the restored partition's are
+    dropped as faust drops them (they would be the worker's own writes).
+    """
+    faust_glue.deliver_what_was_fetched(app, [REQUESTS])
+    delivered, handed_over = _fetch(app, {CHANGELOG_0}, {CHANGELOG_0})
+    assert delivered == []
+    assert handed_over == {CHANGELOG_0}
 
 
-def test_without_the_glue_faust_loses_both_partitions_records(app: faust.App) -> None:
-    """What the glue is for: faust 0.15 drops all six records while the fetch moved past
-    (if this fails after an upgrade, faust has fixed it and the glue can go)."""
-    assert app.loop.run_until_complete(_delivered(app, paused_while_waiting={ACTIVE})) == []
+def test_without_the_glue_faust_loses_what_it_fetched(app: faust.App) -> None:
+    """What the glue is for (if this fails after an upgrade, faust has fixed it and the
+    glue can go): the emptied set fetches every partition, and all of it is dropped."""
+    delivered, handed_over = _fetch(app, {CHANGELOG_0}, {CHANGELOG_0})
+    assert delivered == []
+    assert handed_over == {REQUEST_0, CHANGELOG_0, CHANGELOG_4}
+
+
+def test_without_the_glue_a_paused_input_loses_the_rest_of_its_fetch(app: faust.App) -> None:
+    delivered, handed_over = _fetch(app, {REQUEST_0}, set(), {REQUEST_0})
+    assert delivered == [(REQUEST_0, 0)]
+    assert REQUEST_0 in handed_over  # records 1 and 2: passed by aiokafka, never delivered
