@@ -24,15 +24,19 @@ def e2e_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("e2e")
 
 
-@pytest.fixture(scope="module")
-def e2e(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
+def new_e2e(bootstrap: str, folder: Path, tag: str = "e", partitions: int = 4) -> Settings:
     """Settings with topics of their own and the fast definitions of tests/e2e/waits."""
-    prefix = unique_prefix("e")
-    base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
-                    partitions=4, console_url=NO_CONSOLE)
-    s = e2e_settings(base, e2e_folder)
+    prefix = unique_prefix(tag)
+    base = Settings(bootstrap=bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
+                    partitions=partitions, console_url=NO_CONSOLE)
+    s = e2e_settings(base, folder)
     topics.create(s, topics.load_specs(s))
     return s
+
+
+@pytest.fixture(scope="module")
+def e2e(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
+    return new_e2e(kafka_bootstrap, e2e_folder)
 
 
 @pytest.fixture(scope="module")

@@ -14,17 +14,15 @@ warnings.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from streams import topics
 from streams.config import Settings
 from streams.processor.app import HELD_MAX
-from tests.conftest import NO_CONSOLE
-from tests.e2e.harness import Client, Watcher, WorkerProcess, e2e_settings, new_key
-from tests.prefixes import unique_prefix
+from tests.e2e.conftest import new_e2e
+from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -35,24 +33,7 @@ REPLIES = HELD_MAX + 2000  # more than a paused topic holds, all in one partitio
 @pytest.fixture(scope="module")
 def e2e(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
     """One partition, so that the replies pile up behind the requests of one partition."""
-    prefix = unique_prefix("b")
-    base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
-                    partitions=1, console_url=NO_CONSOLE)
-    s = e2e_settings(base, e2e_folder)
-    topics.create(s, topics.load_specs(s))
-    return s
-
-
-@pytest.fixture(scope="module")
-def client(e2e: Settings) -> Client:
-    return Client(e2e)
-
-
-@pytest.fixture(scope="module")
-def watcher(e2e: Settings) -> Iterator[Watcher]:
-    w = Watcher(e2e)
-    yield w
-    w.close()
+    return new_e2e(kafka_bootstrap, e2e_folder, "b", partitions=1)
 
 
 def test_a_backlog_that_pauses_the_fetch_is_read_once_and_every_reply_wins(
