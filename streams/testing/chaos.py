@@ -277,16 +277,19 @@ def make_waits(n: int, rng: random.Random) -> list[Wait]:
     return waits
 
 
+def _applied(stats: dict[str, Any]) -> int:
+    """Input records the worker has applied (its stored positions, timers aside)."""
+    positions: dict[str, dict[str, int]] = stats.get("positions", {})
+    return sum(o for part in positions.values() for role, o in part.items() if role != "timers")
+
+
 def _backlog(load: Load, worker: WorkerProcess) -> int | None:
     """Input records produced but not yet applied by `worker`, or None if it does not answer."""
     stats = worker.stats()
     if stats is None:
         return None
-    positions: dict[str, dict[str, int]] = stats.get("positions", {})
-    applied = sum(o for part in positions.values() for role, o in part.items()
-                  if role != "timers")
     offered = sum(n for (topic, _), n in load.produced.items())
-    return max(0, offered - applied)
+    return max(0, offered - _applied(stats))
 
 
 def _behind(load: Load, worker: WorkerProcess, wanted: int, rng: random.Random,
@@ -302,9 +305,7 @@ def _behind(load: Load, worker: WorkerProcess, wanted: int, rng: random.Random,
     backlog = _backlog(load, worker)
     if backlog is not None and backlog >= wanted:
         return backlog
-    stats = worker.stats() or {}
-    applied = sum(o for part in stats.get("positions", {}).values()
-                  for role, o in part.items() if role != "timers")
+    applied = _applied(worker.stats() or {})
     worker.freeze()
     try:
         thaw_at = time.monotonic() + freeze_s
