@@ -251,6 +251,7 @@ class Worker:
         app.timer(interval=s.timer_tick, name="xwait-punctuator")(self._punctuate)
         faust_glue.after_seek_to_committed(app, self._take_over)
         faust_glue.deliver_what_was_fetched(app, [self.topic_names[r] for r in INPUT_ROLES])
+        faust_glue.keep_paused_through_flow_control(app)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         worker = self
 

@@ -48,6 +48,12 @@ class PausingThread:
         return 3
 
 
+def _consumer(app: faust.App) -> Any:
+    consumer: Any = app.consumer
+    consumer._thread.thread_loop.close()  # faust's own thread is never started here
+    return consumer
+
+
 def _fetch(app: faust.App, active: set[TP], paused_while_waiting: set[TP],
            paused_on_first: set[TP] | None = None) -> tuple[list[tuple[TP, int]], set[TP]]:
     """(records faust delivered, partitions whose records aiokafka handed over).
@@ -55,8 +61,7 @@ def _fetch(app: faust.App, active: set[TP], paused_while_waiting: set[TP],
     `paused_on_first` are paused when the first record is delivered, as the
     worker pauses an input whose held records reach HELD_MAX.
     """
-    consumer: Any = app.consumer
-    consumer._thread.thread_loop.close()  # faust's own thread is never started here
+    consumer = _consumer(app)
     thread = PausingThread(consumer, paused_while_waiting)
     consumer._thread = thread
     consumer._to_message = lambda tp, record: SimpleNamespace(tp=tp, offset=record.offset)
@@ -119,3 +124,35 @@ def test_without_the_glue_a_paused_input_loses_the_rest_of_its_fetch(app: faust.
     delivered, handed_over = _fetch(app, {REQUEST_0}, set(), {REQUEST_0})
     assert delivered == [(REQUEST_0, 0)]
     assert REQUEST_0 in handed_over  # records 1 and 2: passed by aiokafka, never delivered
+
+
+def _flow_control_with_pause_between(app: faust.App) -> set[TP]:
+    """The buffer of REQUEST_0 fills, the worker pauses it, the buffer drains."""
+    consumer = _consumer(app)
+    consumer._set_active_tps({REQUEST_0, CHANGELOG_0})
+    consumer.on_buffer_full(REQUEST_0)
+    consumer.pause_partitions({REQUEST_0})
+    consumer.on_buffer_drop(REQUEST_0)
+    return set(consumer._get_active_partitions())
+
+
+def test_a_paused_input_stays_paused_when_its_buffer_drains(app: faust.App) -> None:
+    faust_glue.keep_paused_through_flow_control(app)
+    assert _flow_control_with_pause_between(app) == {CHANGELOG_0}
+    app.consumer.resume_partitions({REQUEST_0})
+    assert app.consumer._get_active_partitions() == {REQUEST_0, CHANGELOG_0}
+
+
+def test_flow_control_still_resumes_a_partition_nobody_paused(app: faust.App) -> None:
+    consumer = _consumer(app)
+    faust_glue.keep_paused_through_flow_control(app)
+    consumer._set_active_tps({REQUEST_0, CHANGELOG_0})
+    consumer.on_buffer_full(REQUEST_0)
+    assert consumer._get_active_partitions() == {CHANGELOG_0}
+    consumer.on_buffer_drop(REQUEST_0)
+    assert consumer._get_active_partitions() == {REQUEST_0, CHANGELOG_0}
+
+
+def test_without_the_glue_faust_undoes_a_pause_when_the_buffer_drains(app: faust.App) -> None:
+    """Canary: if this fails after an upgrade, faust keeps pauses itself."""
+    assert _flow_control_with_pause_between(app) == {REQUEST_0, CHANGELOG_0}
