@@ -64,6 +64,7 @@ from streams.console.host import ConsoleHost
 from streams.core import (
     ActionKind,
     ArmedTimer,
+    EmitOutcome,
     OutcomeReason,
     RejectReason,
     TimerKind,
@@ -149,21 +150,16 @@ class Observations:
         if rec.timestamp is not None:
             self.latency.labels(rec.role.value).observe(
                 max(0.0, time.time() - rec.timestamp / 1000))
-        for out in handled.out:
-            if out.role is Role.OUTCOMES:
-                self._outcome(out.value)
+        for outcome in handled.outcomes:
+            self._outcome(outcome)
         if rec.role is Role.TIMERS and handled.timers_before:
             self._lateness(rec, handled, now_ms)
 
-    def _outcome(self, value: bytes) -> None:
-        try:
-            o = codec.decode(RecordType.OUTCOME, value)
-        except UndecodableRecord:
-            return
-        outcome, definition = str(o["outcome"]), str(o["definition"])
-        self.outcomes[(outcome, str(o["reason"]), definition)] += 1
+    def _outcome(self, o: EmitOutcome) -> None:
+        outcome, definition = o.outcome.value, o.definition
+        self.outcomes[(outcome, o.reason.value, definition)] += 1
         self.duration.labels(outcome, definition).observe(
-            max(0.0, (int(o["endedAt"]) - int(o["parkedAt"])) / 1000))
+            max(0.0, (o.ended_at - o.parked_at) / 1000))
 
     def _lateness(self, rec: InputRecord, handled: Handled, now_ms: int) -> None:
         """Only a timer whose arming was still armed counts: duplicates and stale armings

@@ -636,7 +636,7 @@ def _catch_up(slot: Slot | None, until: int, ctx: _Ctx) -> Slot | None:
     """
     fired = 0
     while slot is not None and fired < MAX_CATCH_UP:
-        timers = slot.armed_timers()
+        timers = slot.armed_in_any_order()
         if not timers:
             break
         first = min(timers, key=_timer_order)
@@ -647,7 +647,7 @@ def _catch_up(slot: Slot | None, until: int, ctx: _Ctx) -> Slot | None:
         fired += 1
         if slot is None:
             ctx.generation = 1  # a purged key starts afresh, as if decided after the purge
-        if slot is not None and first in slot.armed_timers():
+        if slot is not None and first in slot.armed_in_any_order():
             break  # it could not fire (its definition is gone): rejected, left armed
     return slot
 

@@ -171,7 +171,9 @@ class Slot:
     early_commands: tuple[HeldCommand, ...] = ()
 
     def armed_timers(self) -> frozenset[ArmedTimer]:
-        timers: set[ArmedTimer] = set(self.wait.timers) if self.wait is not None else set()
-        if self.early_timer is not None:
-            timers.add(self.early_timer)
-        return frozenset(timers)
+        return frozenset(self.armed_in_any_order())
+
+    def armed_in_any_order(self) -> tuple[ArmedTimer, ...]:
+        """The armed timers without building a set (a decision asks many times)."""
+        timers = self.wait.timers if self.wait is not None else ()
+        return timers if self.early_timer is None else (*timers, self.early_timer)

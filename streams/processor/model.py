@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from streams.codec import RecordType
-from streams.core import ArmedTimer, Slot, WaitStatus
+from streams.core import ArmedTimer, EmitOutcome, Slot, WaitStatus
 
 
 class Role(StrEnum):
@@ -124,6 +124,8 @@ class Handled:
     head_after: RowHead = NO_WAIT
     out: list[OutRecord] = field(default_factory=list)
     counters: list[str] = field(default_factory=list)
+    # The outcomes in `out`, as decided: observers read them without decoding.
+    outcomes: list[EmitOutcome] = field(default_factory=list)
     # A timer record ignored because its partition's stream time has not
     # reached it: (wait key, kind, due_at, generation), to be emitted again.
     not_due: tuple[str, str, int, int] | None = None

@@ -310,6 +310,7 @@ class RecordHandler:
                 handled.out.append(OutRecord(Role.OUTCOMES, key, codec.encode(
                     RecordType.OUTCOME, outcome_record(effect))))
                 handled.counters.append(f"outcomes.{effect.reason.value}")
+                handled.outcomes.append(effect)
             elif isinstance(effect, EmitAction):
                 handled.out.append(OutRecord(Role.ACTIONS, key, codec.encode(
                     RecordType.ACTION, action_record(effect))))

@@ -80,7 +80,8 @@ class DueTimers:
         emitted = self._emitted.get(partition)
         if emitted is not None:
             now_armed = {(t.kind, t.due_at, t.generation) for t in after}
-            marks = [kind for (key, kind) in emitted if key == wait_key] if emitted else []
+            # A look-up per kind: a scan of every mark made a timer storm quadratic.
+            marks = [kind for kind in TimerKind if (wait_key, kind) in emitted] if emitted else []
             if any((kind, *emitted[(wait_key, kind)]) not in now_armed for kind in marks):
                 for kind in marks:
                     del emitted[(wait_key, kind)]
