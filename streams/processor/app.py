@@ -168,6 +168,8 @@ class Worker:
         self.durable: dict[int, Positions] = {}
         self._committing: asyncio.Future[None] | None = None
         self._staged: list[InputRecord] = []  # released, to be decided in the next batch
+        # Per partition: batches taken from `_staged` and not stored yet.
+        self._unstored: Counter[int] = Counter()
         self._pending_rows: dict[int, Mapping[bytes, bytes | None]] = {}
         self.topic_names = {role: settings.topic(role.value) for role in Role}
         self.role_by_topic = {name: role for role, name in self.topic_names.items()}
@@ -491,16 +493,49 @@ class Worker:
             records, self._staged = self._staged, []
             if self.failure is not None or not records:
                 return
+            parts = {r.partition for r in records}
+            self._unstored.update(parts)
             batch = self._decide(records)
             await self._finish_commit()
             if batch is None:
+                self._stored(parts)  # unreleased: staged again
                 await asyncio.sleep(REGISTRY_RETRY_S)
                 return
             if self.failure is None:
                 for p, part in batch.parts.items():
                     self._pending_rows[p] = part.rows
-                self._committing = asyncio.ensure_future(self._commit(batch))
+                self._committing = asyncio.ensure_future(self._commit(batch, parts))
                 self._committing.add_done_callback(lambda _f: self._wake.set())
+
+    def _stored(self, parts: set[int]) -> None:
+        self._unstored.subtract(parts)
+        for p in parts:
+            if self._unstored[p] <= 0:
+                del self._unstored[p]
+
+    def _decided_times(self, owned: set[int]) -> dict[int, int]:
+        """Per owned partition, a time before which every input record is decided and stored.
+
+        The timer index knows only what is stored.  A timer emitted once the
+        stream time passed it, while records released before it were still
+        being decided or committed, was often stale by the time its record
+        came back (a reply in those records had ended the wait): 42,163 of
+        87,211 timer records at 500 waits/s, each one more record to read and
+        decide while behind.  So while a partition has records in flight the
+        punctuator goes by the stream time of its last stored batch.
+        """
+        staged = {r.partition for r in self._staged}
+        out: dict[int, int] = {}
+        for p, t in self.sequencer.times().items():
+            if p not in owned:
+                continue
+            if p in staged or p in self._unstored:
+                stored = self.durable.get(p)
+                if stored is None:
+                    continue
+                t = min(t, stored.stream_time)
+            out[p] = t
+        return out
 
     def _decide(self, records: list[InputRecord]) -> Batch | None:
         stream_times = self.sequencer.times()
@@ -539,7 +574,7 @@ class Worker:
             part.summary = summary.copy()
         return batch
 
-    async def _commit(self, batch: Batch) -> None:
+    async def _commit(self, batch: Batch, parts: set[int]) -> None:
         started = now_ms()
         try:
             offsets = await self.committer.commit(batch)
@@ -554,6 +589,7 @@ class Worker:
         self.latency.add_all("durable", (done - rec.timestamp for rec, _, _ in batch.decided
                                          if rec.log_append_time and rec.timestamp))
         self._remember(batch)
+        self._stored(parts)
 
     async def _finish_commit(self) -> None:
         """Wait for the batch being committed, if any: its rows are in RocksDB after this."""
@@ -683,6 +719,8 @@ class Worker:
         self.gate.revoke(partitions)
         self._read_owned_inputs()
         self._staged = [r for r in self._staged if r.partition not in partitions]
+        for p in partitions:
+            self._unstored.pop(p, None)
         self._paused = {tp for tp in self._paused if tp.partition not in partitions}
         for p in partitions:
             self.sequencer.drop(p)
@@ -852,7 +890,7 @@ class Worker:
         return lag
 
     async def _emit_due(self, owned: set[int]) -> None:
-        times = {p: t for p, t in self.sequencer.times().items() if p in owned}
+        times = self._decided_times(owned)
         scan = time.perf_counter()
         due = self.index.pop_due(times, self.settings.timer_batch)
         self.latency.add("scan_us", round((time.perf_counter() - scan) * 1e6))

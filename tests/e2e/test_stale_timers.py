@@ -1,0 +1,55 @@
+"""A worker catching up emits no timer for a wait its backlog has already ended.
+
+Every reply here is appended before its wait's deadline, and the worker
+starts only once every deadline has passed, so its inputs' stream time runs
+past all of them while it works through the backlog.  A timer is emitted
+only once the records before its due time are decided and stored: the reply
+ends its wait first and the timer is gone.  Emitting on the stream time
+alone sent a deadline record for waits whose reply was released but not yet
+stored, each read back and discarded as stale (the worker's counters say
+so: `discarded.stale_timer`), thousands of them under a real backlog.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from streams.config import Settings
+from tests.e2e.conftest import new_e2e
+from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+WAITS = 3000
+DEADLINE_S = 2.0  # the "race" definition
+
+
+@pytest.fixture(scope="module")
+def e2e(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
+    return new_e2e(kafka_bootstrap, e2e_folder, "st", partitions=2)
+
+
+def test_no_timer_is_emitted_for_a_wait_its_backlog_ended(
+    workers: Callable[..., WorkerProcess], client: Client, watcher: Watcher
+) -> None:
+    keys = [new_key() for _ in range(WAITS)]
+    for key in keys:
+        client.start(key, "race")
+    client.flush()
+    for key in keys:
+        client.reply(key, {"ok": True})
+    client.flush()  # appended within the 2 s deadline
+    time.sleep(DEADLINE_S + 1.0)  # every deadline has passed when the worker starts
+
+    worker = workers("w1")
+    seen = watcher.until(lambda s: len(s.outcomes) >= WAITS, 120, "an outcome for every wait")
+    assert {o["outcome"] for o in seen.outcomes} == {"RECEIVED"}
+    time.sleep(1.0)  # a tick or two of the punctuator after the last outcome
+    counters = (worker.stats() or {}).get("counters") or {}
+    assert counters.get("processed.replies") == WAITS, counters
+    assert counters.get("timers.emitted", 0) == 0, counters
+    assert counters.get("discarded.stale_timer", 0) == 0, counters
