@@ -64,7 +64,7 @@ from streams.processor.census import Census, census_key
 from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
 from streams.processor.envelope import RowDecodeError, read_head
 from streams.processor.gaps import EndOffsets, GapReader
-from streams.processor.inputs import InputGate, Verdict
+from streams.processor.inputs import Gap, InputGate, Verdict
 from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role
 from streams.processor.positions import Positions
@@ -324,13 +324,16 @@ class Worker:
         epoch = self.gate.epoch
         verdict = self.gate.check(rec.role, rec.partition, rec.offset)
         if verdict is Verdict.GAP:
-            filled = await self._read_gap(rec.role, rec.partition, rec.offset)
+            gap = self.gate.gap(rec.role, rec.partition, rec.offset)
+            filled = await self._read_gap(gap)
             if filled is None or self.gate.epoch != epoch:
                 return
-            for early in filled:
+            # Another taker (the stall reader, faust's fetch) may have moved on meanwhile:
+            # take what is still expected, then `rec` if it is next.
+            for early in self.gate.read_directly(rec.role, rec.partition, gap.start,
+                                                 rec.offset, filled) or ():
                 self._take(early)
-            self.gate.advance(rec.role, rec.partition, rec.offset - 1)
-            verdict = Verdict.APPLY
+            verdict = self.gate.check(rec.role, rec.partition, rec.offset)
         if verdict is Verdict.APPLY:
             self._take(rec)
         else:
@@ -358,10 +361,9 @@ class Worker:
                 self.reader.resume(tp.topic, tp.partition)
                 self.counters["inputs.resumed"] += 1
 
-    async def _read_gap(self, role: Role, partition: int, offset: int
-                        ) -> list[InputRecord] | None:
-        """The records the fetch passed over below `offset` (streams.processor.gaps)."""
-        gap = self.gate.gap(role, partition, offset)
+    async def _read_gap(self, gap: Gap) -> list[InputRecord] | None:
+        """The records the fetch passed over below `gap.stop` (streams.processor.gaps)."""
+        role, partition = gap.role, gap.partition
         loop = asyncio.get_running_loop()
         try:
             found = await loop.run_in_executor(None, self.gaps.read, role,
@@ -462,14 +464,16 @@ class Worker:
             log.warning("reading a stalled input range failed topic=%s partition=%d: %s",
                         self.topic_names[role], p, exc)
             return
-        expected = self.gate.expected(role, p)
-        if self.gate.epoch != epoch or expected is None:
-            return
-        for rec in found:
-            if rec.offset >= expected:
-                self._take(rec)
         covered = stop if len(found) < STALLED_READ_MAX else found[-1].offset + 1
-        self.gate.advance(role, p, covered - 1)
+        taken = None if self.gate.epoch != epoch else self.gate.read_directly(
+            role, p, start, covered, found)
+        if taken is None:
+            # `start` came from an older state: taking this would skip what lies
+            # below it (a whole range was lost that way in a crash run).
+            self.counters["inputs.stall_reads_dropped"] += 1
+            return
+        for rec in taken:
+            self._take(rec)
         self.sequencer.skipped(role, p, covered)
         self.counters["inputs.stalls_read"] += 1
         self.counters["inputs.stall_records"] += len(found)
@@ -722,6 +726,7 @@ class Worker:
         for p in partitions:
             self._unstored.pop(p, None)
         self._paused = {tp for tp in self._paused if tp.partition not in partitions}
+        self._stuck_since = {k: v for k, v in self._stuck_since.items() if k[1] not in partitions}
         for p in partitions:
             self.sequencer.drop(p)
             self.positions.pop(p, None)

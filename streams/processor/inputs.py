@@ -18,10 +18,11 @@ records never applied (issue 8; `/work/notes` and the README say how).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from streams.processor.model import INPUT_ROLES, Role
+from streams.processor.model import INPUT_ROLES, InputRecord, Role
 
 
 class Verdict(Enum):
@@ -76,6 +77,24 @@ class InputGate:
     def gap(self, role: Role, partition: int, offset: int) -> Gap:
         want = self._expected[(role, partition)]
         return Gap(role, partition, want, offset)
+
+    def read_directly(self, role: Role, partition: int, start: int, covered: int,
+                      records: Sequence[InputRecord]) -> list[InputRecord] | None:
+        """What to take of a direct read of offsets [start, covered): `records`, the
+        records found there, from the expected offset on.
+
+        None when the read began above the expected offset: taking it would
+        pass over the offsets in between, never read.  That happens when the
+        range was chosen from an older state (a read decided before a
+        takeover, or while another taker moved on); the range is simply read
+        again later.  The gate then expects `covered` (or the first record
+        after the ones taken, if the caller takes them in turn).
+        """
+        want = self._expected.get((role, partition))
+        if want is None or start > want:
+            return None
+        self.advance(role, partition, covered - 1)
+        return [r for r in records if r.offset >= want]
 
     def advance(self, role: Role, partition: int, offset: int) -> None:
         """The record at `offset` is taken: expect the one after it."""
