@@ -3,12 +3,11 @@
 faust is the frame: group membership and partition assignment, the RocksDB
 waits table with its changelog (restores, standby copies), the web server and
 the timer.  The worker owns the rest, because that is where records were
-lost (issue 8), and where the time went (issue 9):
+lost (issue 8):
 
-* input positions and fetching: after every assignment its own consumer
-  (`reader`) reads each input partition from the position stored with its
-  state (`positions`), and a record is taken only if it is the next one
-  expected (`inputs`); faust's input partitions stay paused, and faust never
+* input positions: after every assignment it seeks each input partition to
+  the position stored with its state (`positions`), and the agent applies a
+  record only if it is the next one expected (`inputs`); faust never
   commits input offsets (the input topics are subscribed without acks);
 * the commit order: the records taken are decided as one batch (`batch`),
   then made durable in the order `commit` writes down - outputs
@@ -21,10 +20,9 @@ lost (issue 8), and where the time went (issue 9):
   partition's stream time has passed it, so a reply appended before its
   deadline wins however far behind the worker is.
 
-Two coroutines share the work.  The taker (`_read_inputs`, started by the
-faust agent, concurrency 1: faust issue #606 loses events at higher
-concurrency) only takes records: it checks each against the expected offset
-and hands it to the sequencer.  The applier
+Two coroutines share the work.  The faust agent (concurrency 1: faust issue
+#606 loses events at higher concurrency) only takes records: it checks each
+against the expected offset and hands it to the sequencer.  The applier
 takes what the sequencer releases, decides it as a batch and commits it.
 The applier, the assignment hook and the revocation handler take one lock,
 so a batch is never cut by a change of ownership: a revocation waits for the
@@ -68,7 +66,6 @@ from streams.processor.inputs import Gap, InputGate, Verdict
 from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role
 from streams.processor.positions import Positions
-from streams.processor.reader import InputReader
 from streams.processor.records import RecordHandler, timer_record
 from streams.processor.sequencer import Sequencer
 from streams.processor.store import TableStore
@@ -200,8 +197,6 @@ class Worker:
             if settings.guarantee is Guarantee.EXACTLY_ONCE
             else AtLeastOnce(conf, self.topic_names, changelog))
         self.gaps = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
-        self.reader = InputReader(settings.confluent(**{"group.id": f"{settings.app_id}-inputs"}),
-                                  {self.topic_names[r]: r for r in INPUT_ROLES})
         self.end_offsets = EndOffsets(settings.confluent())
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
         tails = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
@@ -283,15 +278,8 @@ class Worker:
 
     # -- the agent: taking records ---------------------------------------------
     async def _process(self, stream: StreamT[bytes]) -> None:
-        """Start the applier and the input reader; offer what faust's fetch delivers.
-
-        The inputs are read by the worker's own consumer (`reader`): faust's
-        input partitions stay paused once taken over, so faust delivers input
-        records only where it resumes a partition itself; they are offered
-        like the reader's, and the gate takes each offset once.
-        """
+        """Take each record the fetch delivers, if it is the next one expected."""
         applier = asyncio.ensure_future(self._applier(stream.channel))
-        reading = asyncio.ensure_future(self._read_inputs())
         try:
             async for event in stream.events():
                 msg = event.message
@@ -304,20 +292,6 @@ class Worker:
                     None if ts is None else round(ts * 1000), msg.timestamp_type == 1))
         finally:
             applier.cancel()
-            reading.cancel()
-            self.reader.stop()
-
-    async def _read_inputs(self) -> None:
-        """Offer each batch the input reader fetched, then let it fetch the next."""
-        self.reader.start()
-        while self.failure is None:
-            records = await self.reader.next_batch()
-            if self.reader.failure is not None:
-                await self._fail(self.reader.failure, "reading the input topics")
-                return
-            for rec in records:
-                await self._offer(rec)
-            self.reader.taken()
 
     async def _offer(self, rec: InputRecord) -> None:
         """Take a fetched record if it is the next one expected of its partition."""
@@ -350,7 +324,7 @@ class Worker:
             tp = TP(rec.topic, rec.partition)
             if tp not in self._paused:
                 self._paused.add(tp)
-                self.reader.pause(tp.topic, tp.partition)
+                self.app.consumer.pause_partitions([tp])
                 self.counters["inputs.paused"] += 1
 
     def _resume_drained(self) -> None:
@@ -358,7 +332,7 @@ class Worker:
             role = self.role_by_topic[tp.topic]
             if self.sequencer.held(tp.partition, role) < HELD_MAX // 2:
                 self._paused.discard(tp)
-                self.reader.resume(tp.topic, tp.partition)
+                self.app.consumer.resume_partitions([tp])
                 self.counters["inputs.resumed"] += 1
 
     async def _read_gap(self, gap: Gap) -> list[InputRecord] | None:
@@ -692,10 +666,7 @@ class Worker:
         await self.committer.assign(owned)
         for p in sorted(owned):
             await self._take_index(p)
-        self._paused.clear()
-        self._read_owned_inputs()
-        # faust resumed them when the recovery completed; the reader reads them.
-        self.app.consumer.pause_partitions(tps)
+        self._paused.clear()  # faust resumes every partition it assigns
         self.ready.set()
         self._wake.set()
         log.info("partitions taken over partitions=%s positions=%s seconds=%.2f", sorted(owned),
@@ -713,15 +684,8 @@ class Worker:
                 self._forget(gone)
                 await self.committer.revoke(gone)
 
-    def _read_owned_inputs(self) -> None:
-        """Have the input reader read the owned partitions from the next offsets expected."""
-        self.reader.assign({(self.topic_names[role], p): expected
-                            for p in self.gate.owned() for role in INPUT_ROLES
-                            if (expected := self.gate.expected(role, p)) is not None})
-
     def _forget(self, partitions: set[int]) -> None:
         self.gate.revoke(partitions)
-        self._read_owned_inputs()
         self._staged = [r for r in self._staged if r.partition not in partitions]
         for p in partitions:
             self._unstored.pop(p, None)
