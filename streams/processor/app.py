@@ -687,11 +687,10 @@ class Worker:
     def _forget(self, partitions: set[int]) -> None:
         self.gate.revoke(partitions)
         self._staged = [r for r in self._staged if r.partition not in partitions]
-        for p in partitions:
-            self._unstored.pop(p, None)
         self._paused = {tp for tp in self._paused if tp.partition not in partitions}
         self._stuck_since = {k: v for k, v in self._stuck_since.items() if k[1] not in partitions}
         for p in partitions:
+            self._unstored.pop(p, None)
             self.sequencer.drop(p)
             self.positions.pop(p, None)
             self.durable.pop(p, None)

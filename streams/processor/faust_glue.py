@@ -238,5 +238,4 @@ def active_partitions(app: faust.App, topic: str) -> set[int]:
 
 __all__ = ["active_partitions", "after_seek_to_committed", "commit_group_offsets",
            "committed_offsets", "deliver_what_was_fetched", "keep_paused_through_flow_control",
-           "read_committed_consumers",
-           "restore_to_last_data_record", "seek"]
+           "read_committed_consumers", "restore_to_last_data_record", "seek"]
