@@ -186,6 +186,7 @@ class Worker:
         self._probing = asyncio.Lock()
         self.ends: dict[TP, int] = {}  # input end offsets seen by the last probe
         self.failure: BaseException | None = None
+        self._stopping = False  # partitions given up for good: the worker is stopping
         self.app = self._build_app()
         self.store = TableStore(self.waits)
         self.store.maintain_index_on_restore()
@@ -199,7 +200,8 @@ class Worker:
         self.gaps = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
         self.end_offsets = EndOffsets(settings.confluent())
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
-        tails = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
+        self.tails = tails = GapReader(settings.confluent(
+            **{"group.id": f"{settings.app_id}-gaps"}))
 
         async def data_ends(topic: str, ends: dict[int, int]) -> dict[int, int]:
             loop = asyncio.get_running_loop()
@@ -254,6 +256,7 @@ class Worker:
         faust_glue.after_seek_to_committed(app, self._take_over)
         faust_glue.deliver_what_was_fetched(app, [self.topic_names[r] for r in INPUT_ROLES])
         faust_glue.keep_paused_through_flow_control(app)
+        faust_glue.before_stopping(app, self._on_stopping)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         worker = self
 
@@ -620,6 +623,8 @@ class Worker:
         earliest record left, with a warning.
         """
         async with self._lock:
+            if self._stopping:
+                return
             try:
                 await self._finish_commit()
                 await self._take_over_locked()
@@ -640,6 +645,10 @@ class Worker:
                                                                for tp in tps], earliest=True))
         earliest = {tp: got[(tp.topic, tp.partition)] for tp in tps}
         committed = await faust_glue.committed_offsets(self.app, tps)
+        # Fence the previous owners first (exactly_once), then read what they
+        # committed after faust's restore, and only then trust rows and positions.
+        await self.committer.assign(owned)
+        await self._read_changelog_tail(owned)
         for p in sorted(owned):  # before anything of the partition is read
             await self._fill_restore(p)
         for p in sorted(owned):
@@ -663,7 +672,6 @@ class Worker:
             self.positions[p] = self.durable[p] = Positions(starts, stream_time)
             self.gate.assign(p, starts)
             self.sequencer.assign(p, starts, stream_time)
-        await self.committer.assign(owned)
         for p in sorted(owned):
             await self._take_index(p)
         self._paused.clear()  # faust resumes every partition it assigns
@@ -675,14 +683,34 @@ class Worker:
 
     async def _on_revoked(self, sender: Any, revoked: set[TP], **kwargs: Any) -> None:
         """faust revokes partitions: wait for the batch in flight, then let them go."""
+        topic = self.topic_names[Role.REQUESTS]
+        await self._give_up({tp.partition for tp in revoked if tp.topic == topic})
+
+    async def _on_stopping(self) -> None:
+        """The worker stops: give every partition up before faust leaves the group.
+
+        Otherwise the applier went on deciding what it held and committing it
+        after faust had left the group, while the next owner restored the
+        changelog without those commits and decided the same inputs again:
+        2,809 duplicate outcomes under exactly_once in one long crash run, all
+        from a second worker stopped with SIGTERM (its last transactions
+        committed up to 4 s after it left).  A worker that fails gives nothing
+        up here: it commits nothing more anyway, and the failing commit may be
+        the one this would wait for.
+        """
+        if self.failure is not None:
+            return
+        await self._give_up(self.gate.owned())
+        self._stopping = True
+        log.info("stopping: the batch in flight is committed, every partition given up")
+
+    async def _give_up(self, partitions: set[int]) -> None:
         async with self._lock:
             await self._finish_commit()
             self.ready.clear()
-            topic = self.topic_names[Role.REQUESTS]
-            gone = {tp.partition for tp in revoked if tp.topic == topic}
-            if gone:
-                self._forget(gone)
-                await self.committer.revoke(gone)
+            if partitions:
+                self._forget(partitions)
+                await self.committer.revoke(partitions)
 
     def _forget(self, partitions: set[int]) -> None:
         self.gate.revoke(partitions)
@@ -697,6 +725,60 @@ class Worker:
             self.index.drop(p)
             self.census.drop_partition(p)
             self.summaries.pop(p, None)
+
+    async def _read_changelog_tail(self, owned: set[int]) -> None:
+        """Apply what the changelog holds beyond the last record the restore applied.
+
+        faust restores a partition before the worker takes it over, and only
+        the take-over fences the previous owner (`committer.assign`).  An owner
+        that went on committing in between (one stopping, or paused past its
+        session timeout) left rows and positions the restore never saw, and
+        the inputs behind them would be decided again.  After the fence
+        nothing more arrives, so what is there now is read and applied on top,
+        in order, as the restore would have.  Usually there is nothing: one
+        request for the end offsets.
+        """
+        if not owned:
+            return
+        loop = asyncio.get_running_loop()
+        ends = await loop.run_in_executor(
+            self._probe_thread, partial(self.end_offsets.get,
+                                        [(self.changelog, p) for p in sorted(owned)]))
+        # The changelog's end is a transaction marker after every exactly_once batch:
+        # compare with its last data record, not with its end offset.
+        beyond = {p: end for p in sorted(owned)
+                  if (end := ends[(self.changelog, p)]) > self._changelog_next(p)}
+        if not beyond:
+            return
+        data_ends = await loop.run_in_executor(None, self.tails.data_ends, self.changelog,
+                                               beyond)
+        for p, end in sorted(data_ends.items()):
+            start = self._changelog_next(p)
+            if start >= end:
+                continue
+            records = await loop.run_in_executor(None, self._read_changelog, p, start, end)
+            self.store.apply_changelog((p, r.offset, r.key, r.value) for r in records)
+            self.counters["restore.tail_records"] += len(records)
+            log.warning("changelog read past the restore topic=%s partition=%d offsets=%d..%d "
+                        "records=%d (committed by the previous owner after the restore: "
+                        "applied now)", self.changelog, p, start, end - 1, len(records))
+
+    def _changelog_next(self, p: int) -> int:
+        last = self.store.changelog_offset(p)
+        return 0 if last is None else last + 1
+
+    def _read_changelog(self, p: int, start: int, stop: int) -> list[InputRecord]:
+        """Blocking: changelog offsets [start, stop), in chunks."""
+        out: list[InputRecord] = []
+        at = start
+        while at < stop:
+            chunk = self.gaps.read(Role.REQUESTS, self.changelog, p, at, stop,
+                                   FILL_CHUNK)  # the role only labels the records
+            out += chunk
+            if len(chunk) < FILL_CHUNK:
+                break
+            at = chunk[-1].offset + 1
+        return out
 
     async def _fill_restore(self, p: int) -> None:
         """Read what lies below where a restore of this partition began, if anything does.

@@ -86,6 +86,25 @@ def after_seek_to_committed(app: faust.App, hook: Callable[[], Awaitable[None]])
     consumer.perform_seek = perform_seek
 
 
+def before_stopping(app: faust.App, hook: Callable[[], Awaitable[None]]) -> None:
+    """Run `hook` when the app begins to stop, before faust touches its consumer.
+
+    faust stops the fetch and closes the tables first (`App._stop_consumer`),
+    then its agents, and leaves the consumer group last; nothing tells the
+    worker in between, so its applier went on deciding what it held and
+    committing it (for seconds, with the input reader) after the group had
+    handed its partitions to another worker.  The hook is the moment to give
+    the partitions up: the tables are still open and the group is not left.
+    """
+    stop_consumer = app._stop_consumer  # noqa: SLF001 - the first step of App.on_stop
+
+    async def stop_consumer_after_hook() -> None:
+        await hook()
+        await stop_consumer()
+
+    app._stop_consumer = stop_consumer_after_hook  # type: ignore[method-assign]  # noqa: SLF001
+
+
 def restore_to_last_data_record(
         app: faust.App, changelogs: set[str],
         data_ends: Callable[[str, dict[int, int]], Awaitable[dict[int, int]]]) -> None:
@@ -236,6 +255,7 @@ def active_partitions(app: faust.App, topic: str) -> set[int]:
     return {tp.partition for tp in app.assignor.assigned_actives() if tp.topic == topic}
 
 
-__all__ = ["active_partitions", "after_seek_to_committed", "commit_group_offsets",
-           "committed_offsets", "deliver_what_was_fetched", "keep_paused_through_flow_control",
-           "read_committed_consumers", "restore_to_last_data_record", "seek"]
+__all__ = ["active_partitions", "after_seek_to_committed", "before_stopping",
+           "commit_group_offsets", "committed_offsets", "deliver_what_was_fetched",
+           "keep_paused_through_flow_control", "read_committed_consumers",
+           "restore_to_last_data_record", "seek"]

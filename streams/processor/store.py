@@ -195,16 +195,19 @@ class TableStore:
         store.apply_changelog_batch = apply_changelog_batch
 
     def apply_restored(self, batch: Iterable[Any]) -> None:
-        store = self._store
+        self.apply_changelog((event.message.partition, event.message.offset, event.message.key,
+                              event.message.value) for event in batch)
+
+    def apply_changelog(self, records: Iterable[tuple[int, int, Any, bytes | None]]) -> None:
+        """Apply changelog records (partition, offset, key, value) in order, as a restore does:
+        rows, index and census, and faust's persisted offset, one write batch a partition."""
         batches: dict[int, Any] = {}
         summaries: dict[int, Summary | None] = {}
         overlay: dict[int, dict[bytes, bytes | None]] = {}
-        offsets: dict[Any, int] = {}
+        offsets: dict[int, int] = {}
         marked: dict[int, bool] = {}
-        for event in batch:
-            msg = event.message
-            p, key, value = msg.partition, msg.key, msg.value
-            offsets[msg.tp] = max(msg.offset, offsets.get(msg.tp, -1))
+        for p, offset, key, value in records:
+            offsets[p] = max(offset, offsets.get(p, -1))
             if p not in batches:
                 batches[p] = rocksdict.WriteBatch(raw_mode=True)
                 overlay[p] = {}
@@ -212,20 +215,28 @@ class TableStore:
                 marked[p] = self.get(p, RESTORED_FROM_KEY) is not None
                 if stored is None and not self.has_rows(p):
                     stored = Summary()  # an empty database: its first restored record
-                    batches[p].put(RESTORED_FROM_KEY, str(msg.offset).encode())
+                    batches[p].put(RESTORED_FROM_KEY, str(offset).encode())
                     marked[p] = True
                 summaries[p] = stored
             if isinstance(key, bytes):
                 self._apply(p, batches[p], overlay[p], summaries[p], key, value)
                 if value is None and marked[p]:
                     batches[p].put(GONE_PREFIX + key, b"")
-        for tp, offset in offsets.items():
-            batches[tp.partition].put(store.offset_key, str(offset).encode())
         for p, wb in batches.items():
+            wb.put(self._store.offset_key, str(offsets[p]).encode())
             summary = summaries[p]
             if summary is not None:
                 wb.put(SUMMARY_KEY, summary.encode())
             self.db(p).write(wb)
+
+    def changelog_offset(self, partition: int) -> int | None:
+        """The offset of the last changelog record this database holds (faust's persisted
+        offset: written by restores and with every batch); None if it holds none."""
+        raw = self.get(partition, self._store.offset_key)
+        try:
+            return None if raw is None else int(raw)
+        except ValueError:
+            return None
 
     def _apply(self, p: int, wb: Any, overlay: dict[bytes, bytes | None],
                summary: Summary | None, key: bytes, value: bytes | None) -> None:

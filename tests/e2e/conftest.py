@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from streams import topics
-from streams.config import Settings
+from streams.config import Guarantee, Settings
 from tests.conftest import NO_CONSOLE
 from tests.e2e.harness import Client, Watcher, WorkerProcess, e2e_settings
 from tests.prefixes import unique_prefix
@@ -24,12 +24,13 @@ def e2e_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("e2e")
 
 
-def new_e2e(bootstrap: str, folder: Path, tag: str = "e", partitions: int = 4) -> Settings:
+def new_e2e(bootstrap: str, folder: Path, tag: str = "e", partitions: int = 4,
+            guarantee: Guarantee = Guarantee.AT_LEAST_ONCE) -> Settings:
     """Settings with topics of their own and the fast definitions of tests/e2e/waits."""
     prefix = unique_prefix(tag)
     base = Settings(bootstrap=bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
                     partitions=partitions, console_url=NO_CONSOLE)
-    s = e2e_settings(base, folder)
+    s = e2e_settings(base, folder, guarantee)
     topics.create(s, topics.load_specs(s))
     return s
 
