@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python bench/crash_bench.py [--waits 100000] [--rate 400] [--kills 20]
 [--empty-disk 4] [--joins 5] [--broker-restarts 3] [--guarantee at_least_once|exactly_once|both]
-[--port 19092] [--out bench/results/crash-<ts>.json] [--publish README.md]``
+[--port 19092] [--out bench/results/crash-<ts>.json] [--keep-logs DIR] [--publish README.md]``
 or ``bench/crash_bench.py --render bench/results/crash-<ts>.json --publish README.md``
 
 It starts a broker of its own (``scripts/kafka start --port``; it restarts it
@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,6 +118,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    default="both")
     p.add_argument("--port", type=int, default=19092, help="port of the run's own broker")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--keep-logs", type=Path, metavar="DIR",
+                   help="copy the workers' logs of each run there (<guarantee>-worker-w1.log)")
     p.add_argument("--out", type=Path,
                    default=RESULTS / f"crash-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json")
     p.add_argument("--publish", type=Path, metavar="README",
@@ -154,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
                             broker_restarts=args.broker_restarts, settle_s=900.0,
                             seed=args.seed)
                 report: Report = run_chaos(settings, folder, plan, broker=broker)
+                if args.keep_logs is not None:
+                    args.keep_logs.mkdir(parents=True, exist_ok=True)
+                    for log in folder.glob("*.log"):
+                        shutil.copy(log, args.keep_logs / f"{guarantee.value}-{log.name}")
                 reports.append(report.as_dict())
                 print(json.dumps({k: v for k, v in report.as_dict().items() if k != "events"}),
                       flush=True)

@@ -229,6 +229,8 @@ class Watch(threading.Thread):
         self.settings = settings
         self.on_review = on_review
         self.outcomes: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        # Where each outcome was read: (partition, offset, timestamp ms), for the examples.
+        self.where: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
         self.action_ids: Counter[str] = Counter()
         self.reviews_opened: set[str] = set()
         self.stopped = threading.Event()
@@ -246,6 +248,8 @@ class Watch(threading.Thread):
                 if msg.topic() == outcomes:
                     o = codec.decode("Outcome", msg.value())
                     self.outcomes[o["correlationKey"]].append((o["outcomeId"], o["outcome"]))
+                    self.where[o["correlationKey"]].append(
+                        (msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1]))
                 else:
                     a = codec.decode("Action", msg.value())
                     self.action_ids[a["actionId"]] += 1
@@ -420,6 +424,9 @@ def _judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started:
             examples["wrong"].append(f"{w.key} {w.kind} requested {w.requested_at} reply "
                                      f"appended {w.reply_appended}: {kind}")
         report.duplicate_outcomes += len(got) - 1
+        if len(got) > 1:
+            examples["duplicated"].append(f"{w.key} read at (partition, offset, ms) "
+                                          f"{watch.where[w.key]}")
     report.waits = len(waits)
     report.outcome_records = sum(len(v) for v in watch.outcomes.values())
     report.duplicate_actions = sum(n - 1 for n in watch.action_ids.values())

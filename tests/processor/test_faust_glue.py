@@ -157,3 +157,27 @@ def test_flow_control_still_resumes_a_partition_nobody_paused(app: faust.App) ->
 def test_without_the_glue_faust_undoes_a_pause_when_the_buffer_drains(app: faust.App) -> None:
     """Canary: if this fails after an upgrade, faust keeps pauses itself."""
     assert _flow_control_with_pause_between(app) == {REQUEST_0, CHANGELOG_0}
+
+
+def test_the_worker_gives_its_partitions_up_before_faust_stops_its_consumer(
+        app: faust.App) -> None:
+    """faust's `App.on_stop` stops the fetch, closes the tables and later leaves the
+    group; the worker's hook runs before any of it (if this fails after an upgrade,
+    faust stops differently and the hook must move)."""
+    steps: list[str] = []
+
+    async def stop_consumer() -> None:
+        steps.append("faust stops the fetch and the tables")
+
+    async def give_up() -> None:
+        steps.append("the worker gives its partitions up")
+
+    async def before_shutdown(sender: Any, **kwargs: Any) -> None:
+        steps.append("faust's on_before_shutdown")
+
+    app._stop_consumer = stop_consumer  # type: ignore[method-assign]
+    app.on_before_shutdown.connect(before_shutdown)  # type: ignore[arg-type]
+    faust_glue.before_stopping(app, give_up)
+    app.loop.run_until_complete(app.on_stop())
+    assert steps == ["the worker gives its partitions up", "faust stops the fetch and the tables",
+                     "faust's on_before_shutdown"]
