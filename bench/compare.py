@@ -8,8 +8,8 @@ The yardstick is the bench kit (``--kit``, by default ``../shared/bench-kit`` be
 repository), used as it is: its ``loadgen.py`` drives and measures every system from outside,
 ``rawpipe.py`` is the floor a Kafka client can move, ``pypeer.py`` and ``kstreams/`` are the same
 rules in plain Python and in Kafka Streams.  Beside them, ``bench/faustpipe.py`` does the raw
-pipe's work but takes its records through faust the way the worker does: the floor of xwait's
-own frame, so that the gap to the raw pipe splits into the frame's share and the worker's.
+pipe's work but takes its records through faust's fetch, the way the worker did until it
+fetched its inputs itself: what faust's fetch alone costs.
 One run of this script:
 
 1. builds the Kafka Streams peer once (``mvn -q package`` on a copy of ``kstreams/`` in

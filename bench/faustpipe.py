@@ -1,16 +1,16 @@
-"""faust pipe: the raw pipe's work through xwait's frame, for the frame's own floor.
+"""faust pipe: the raw pipe's work through faust's fetch, for what that fetch costs.
 
 The bench kit's ``rawpipe.py`` moves records with confluent-kafka alone; the
-xwait worker takes its input through faust (an agent over aiokafka, in
-Python).  This pipe does what the raw pipe does - every record of
+xwait worker took its input through faust (an agent over aiokafka, in
+Python) until 2026-12-01, when this pipe showed that fetch was its bound, and
+now reads its inputs with confluent-kafka itself (`streams.processor.reader`).
+This pipe does what the raw pipe does - every record of
 <prefix>.requests and <prefix>.replies produced unchanged to
 <prefix>.faustpipe with confluent-kafka (acks=all, idempotent, linger 5 ms) -
-but takes the records the way the worker does: a faust app with the worker's
+but takes the records the way the worker did: a faust app with the worker's
 consumer settings, one agent iterating ``stream.events()`` over the input
 topics with raw serializers and no acks.  No decoding, state or commit
-protocol: how fast the frame alone hands records over on this machine, so
-that ``xwait ÷ faust pipe`` says how much of the gap to the raw pipe is the
-worker's own work and how much is the frame's.
+protocol: how fast faust's fetch alone hands records over on this machine.
 
 Same arguments and JSON as rawpipe.py (records/s = expect / (last delivery
 confirmed - first record taken)), plus ``system: faustpipe``.  Preload with

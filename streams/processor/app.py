@@ -3,11 +3,12 @@
 faust is the frame: group membership and partition assignment, the RocksDB
 waits table with its changelog (restores, standby copies), the web server and
 the timer.  The worker owns the rest, because that is where records were
-lost (issue 8):
+lost (issue 8), and where the time went (issue 9):
 
-* input positions: after every assignment it seeks each input partition to
-  the position stored with its state (`positions`), and the agent applies a
-  record only if it is the next one expected (`inputs`); faust never
+* input positions and fetching: after every assignment its own consumer
+  (`reader`) reads each input partition from the position stored with its
+  state (`positions`), and a record is taken only if it is the next one
+  expected (`inputs`); faust's input partitions stay paused, and faust never
   commits input offsets (the input topics are subscribed without acks);
 * the commit order: the records taken are decided as one batch (`batch`),
   then made durable in the order `commit` writes down - outputs
@@ -20,9 +21,10 @@ lost (issue 8):
   partition's stream time has passed it, so a reply appended before its
   deadline wins however far behind the worker is.
 
-Two coroutines share the work.  The faust agent (concurrency 1: faust issue
-#606 loses events at higher concurrency) only takes records: it checks each
-against the expected offset and hands it to the sequencer.  The applier
+Two coroutines share the work.  The taker (`_read_inputs`, started by the
+faust agent, concurrency 1: faust issue #606 loses events at higher
+concurrency) only takes records: it checks each against the expected offset
+and hands it to the sequencer.  The applier
 takes what the sequencer releases, decides it as a batch and commits it.
 The applier, the assignment hook and the revocation handler take one lock,
 so a batch is never cut by a change of ownership: a revocation waits for the
@@ -66,6 +68,7 @@ from streams.processor.inputs import Gap, InputGate, Verdict
 from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Handled, InputRecord, Role
 from streams.processor.positions import Positions
+from streams.processor.reader import InputReader
 from streams.processor.records import RecordHandler, timer_record
 from streams.processor.sequencer import Sequencer
 from streams.processor.store import TableStore
@@ -198,6 +201,8 @@ class Worker:
             if settings.guarantee is Guarantee.EXACTLY_ONCE
             else AtLeastOnce(conf, self.topic_names, changelog))
         self.gaps = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
+        self.reader = InputReader(settings.confluent(**{"group.id": f"{settings.app_id}-inputs"}),
+                                  {self.topic_names[r]: r for r in INPUT_ROLES})
         self.end_offsets = EndOffsets(settings.confluent())
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
         self.tails = tails = GapReader(settings.confluent(
@@ -281,8 +286,15 @@ class Worker:
 
     # -- the agent: taking records ---------------------------------------------
     async def _process(self, stream: StreamT[bytes]) -> None:
-        """Take each record the fetch delivers, if it is the next one expected."""
+        """Start the applier and the input reader; offer what faust's fetch delivers.
+
+        The inputs are read by the worker's own consumer (`reader`): faust's
+        input partitions stay paused once taken over, so faust delivers input
+        records only where it resumes a partition itself; they are offered
+        like the reader's, and the gate takes each offset once.
+        """
         applier = asyncio.ensure_future(self._applier(stream.channel))
+        reading = asyncio.ensure_future(self._read_inputs())
         try:
             async for event in stream.events():
                 msg = event.message
@@ -295,6 +307,20 @@ class Worker:
                     None if ts is None else round(ts * 1000), msg.timestamp_type == 1))
         finally:
             applier.cancel()
+            reading.cancel()
+            self.reader.stop()
+
+    async def _read_inputs(self) -> None:
+        """Offer each batch the input reader fetched, then let it fetch the next."""
+        self.reader.start()
+        while self.failure is None:
+            records = await self.reader.next_batch()
+            if self.reader.failure is not None:
+                await self._fail(self.reader.failure, "reading the input topics")
+                return
+            for rec in records:
+                await self._offer(rec)
+            self.reader.taken()
 
     async def _offer(self, rec: InputRecord) -> None:
         """Take a fetched record if it is the next one expected of its partition."""
@@ -327,7 +353,7 @@ class Worker:
             tp = TP(rec.topic, rec.partition)
             if tp not in self._paused:
                 self._paused.add(tp)
-                self.app.consumer.pause_partitions([tp])
+                self.reader.pause(tp.topic, tp.partition)
                 self.counters["inputs.paused"] += 1
 
     def _resume_drained(self) -> None:
@@ -335,7 +361,7 @@ class Worker:
             role = self.role_by_topic[tp.topic]
             if self.sequencer.held(tp.partition, role) < HELD_MAX // 2:
                 self._paused.discard(tp)
-                self.app.consumer.resume_partitions([tp])
+                self.reader.resume(tp.topic, tp.partition)
                 self.counters["inputs.resumed"] += 1
 
     async def _read_gap(self, gap: Gap) -> list[InputRecord] | None:
@@ -674,7 +700,10 @@ class Worker:
             self.sequencer.assign(p, starts, stream_time)
         for p in sorted(owned):
             await self._take_index(p)
-        self._paused.clear()  # faust resumes every partition it assigns
+        self._paused.clear()
+        self._read_owned_inputs()
+        # faust resumed them when the recovery completed; the reader reads them.
+        self.app.consumer.pause_partitions(tps)
         self.ready.set()
         self._wake.set()
         log.info("partitions taken over partitions=%s positions=%s seconds=%.2f", sorted(owned),
@@ -712,13 +741,21 @@ class Worker:
                 self._forget(partitions)
                 await self.committer.revoke(partitions)
 
+    def _read_owned_inputs(self) -> None:
+        """Have the input reader read the owned partitions from the next offsets expected."""
+        self.reader.assign({(self.topic_names[role], p): expected
+                            for p in self.gate.owned() for role in INPUT_ROLES
+                            if (expected := self.gate.expected(role, p)) is not None})
+
     def _forget(self, partitions: set[int]) -> None:
         self.gate.revoke(partitions)
+        self._read_owned_inputs()
         self._staged = [r for r in self._staged if r.partition not in partitions]
+        for p in partitions:
+            self._unstored.pop(p, None)
         self._paused = {tp for tp in self._paused if tp.partition not in partitions}
         self._stuck_since = {k: v for k, v in self._stuck_since.items() if k[1] not in partitions}
         for p in partitions:
-            self._unstored.pop(p, None)
             self.sequencer.drop(p)
             self.positions.pop(p, None)
             self.durable.pop(p, None)

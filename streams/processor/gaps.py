@@ -20,6 +20,7 @@ from confluent_kafka import (
     Consumer,
     IsolationLevel,
     KafkaException,
+    Message,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -44,6 +45,14 @@ class GapReadFailed(XwaitError):
 # tens of megabytes of allocations to the worker's heap each time.
 PREFETCH = {"queued.min.messages": 2000, "queued.max.messages.kbytes": 4096,
             "fetch.max.bytes": 4 * 1024 * 1024}
+
+
+def input_record(role: Role, msg: Message) -> InputRecord:
+    """A record as confluent-kafka delivered it (without an error), as the worker takes it."""
+    ts_type, ts = msg.timestamp()
+    return InputRecord(role, msg.topic() or "", msg.partition() or 0, msg.offset() or 0,
+                       msg.key(), msg.value(), ts if ts >= 0 else None,
+                       ts_type == TIMESTAMP_LOG_APPEND_TIME)
 
 
 class GapReader:
@@ -76,10 +85,7 @@ class GapReader:
                     if offset is None or offset >= stop or (
                             limit is not None and len(out) >= limit):
                         return out
-                    ts_type, ts = msg.timestamp()
-                    out.append(InputRecord(role, topic, partition, offset, msg.key(),
-                                           msg.value(), ts if ts >= 0 else None,
-                                           ts_type == TIMESTAMP_LOG_APPEND_TIME))
+                    out.append(input_record(role, msg))
                 if consumer.position([where])[0].offset >= stop:
                     return out
                 if time.monotonic() > give_up:
@@ -173,4 +179,4 @@ class EndOffsets:
         return out
 
 
-__all__ = ["EndOffsets", "GapReadFailed", "GapReader"]
+__all__ = ["EndOffsets", "GapReadFailed", "GapReader", "input_record"]

@@ -1,0 +1,188 @@
+"""The worker's own consumer of its input partitions: librdkafka's fetch, not faust's.
+
+faust keeps the consumer group (who owns which partition) and the table's
+changelog; the records of the input topics are fetched here, by a
+confluent-kafka consumer outside the group that reads exactly the
+partitions the worker took over, from the positions stored with their
+state.  Measured with the bench kit, faust's fetch and dispatch alone move
+about 4,400 records a second on one core (`bench/faustpipe.py`), a fifth of
+a worker's time per record at its drain rate; here librdkafka fetches and
+decodes in its own C threads, and Python sees each record once.
+
+What is fetched is only ever offered: the worker's gate (`inputs`) takes a
+record only if it is the next one expected of its partition, so a record
+delivered twice, late, or for a partition given up meanwhile changes
+nothing, and one the fetch passed over is read directly before the record
+that revealed the gap.  The reader is thus never trusted with correctness,
+only with speed.
+
+The consumer lives in one thread (librdkafka's calls are made from there
+only); the event loop sends it the assignment and pauses as commands.  It
+hands over one batch at a time and fetches the next only when the worker has
+taken it, so what waits between the two is one batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from streams.processor.gaps import PREFETCH, input_record
+from streams.processor.model import InputRecord, Role
+
+log = logging.getLogger(__name__)
+
+# Records handed over at a time, and how long a fetch waits for the first.
+BATCH = 1000
+POLL_S = 0.1
+# What librdkafka fetches ahead: at most 128 KiB a partition in one fetch, so
+# that one fetch serves every owned partition a little.  With the default
+# (1 MiB a partition, 4 MiB in all, see PREFETCH) a fetch filled the queue from
+# a few partitions, and a topic whose turn did not come for seconds held its
+# partition's other topics back (the sequencer releases by append time) and
+# was read a second time by the stall reader (4,000-5,000 of 42,000 records
+# in a drain of 20,000 waits).
+FETCH = {**PREFETCH, "max.partition.fetch.bytes": 128 * 1024}
+# A broker error is logged at most this often (librdkafka retries on its own).
+ERROR_LOG_EVERY_S = 30.0
+
+_Command = tuple[str, Any]
+
+
+@dataclass
+class _Run:
+    """One consumer thread's controls: a thread stopped never reads a later run's."""
+
+    commands: queue.SimpleQueue[_Command] = field(default_factory=queue.SimpleQueue)
+    taken: threading.Event = field(default_factory=threading.Event)  # last batch taken
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+class InputReader:
+    """Fetches the assigned input partitions in a thread and hands the records to the loop."""
+
+    def __init__(self, conf: Mapping[str, Any], roles: Mapping[str, Role]) -> None:
+        self._conf = {**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "isolation.level": "read_committed", "enable.partition.eof": False,
+                      **FETCH}
+        self._roles = dict(roles)
+        self._run: _Run | None = None
+        self._assignment: dict[tuple[str, int], int] = {}
+        self._batches: asyncio.Queue[list[InputRecord]] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.failure: BaseException | None = None
+
+    # -- from the event loop -------------------------------------------------------
+    def start(self) -> None:
+        """Start reading (again, after `stop`: from the last assignment, nothing paused)."""
+        if self._run is not None and not self._run.stop.is_set():
+            return
+        self._loop = asyncio.get_running_loop()
+        self._run = run = _Run()
+        run.commands.put(("assign", dict(self._assignment)))
+        threading.Thread(target=self._read, args=(run,), name="xwait-inputs",
+                         daemon=True).start()
+
+    async def next_batch(self) -> list[InputRecord]:
+        """The next batch fetched; the reader fetches again once `taken` is called."""
+        return await self._batches.get()
+
+    def taken(self) -> None:
+        if self._run is not None:
+            self._run.taken.set()
+
+    def assign(self, starts: Mapping[tuple[str, int], int]) -> None:
+        """Read exactly these (topic, partition)s, each from its offset; nothing paused."""
+        self._assignment = dict(starts)
+        self._command("assign", dict(starts))
+
+    def pause(self, topic: str, partition: int) -> None:
+        self._command("pause", (topic, partition))
+
+    def resume(self, topic: str, partition: int) -> None:
+        self._command("resume", (topic, partition))
+
+    def stop(self) -> None:
+        if self._run is not None:
+            self._run.stop.set()
+            self._run.taken.set()
+
+    def _command(self, what: str, arg: Any) -> None:
+        if self._run is not None:
+            self._run.commands.put((what, arg))
+
+    # -- the thread ------------------------------------------------------------------
+    def _read(self, run: _Run) -> None:
+        consumer: Consumer | None = None
+        last_error = 0.0
+        try:
+            consumer = Consumer(self._conf)
+            assigned = False
+            while not run.stop.is_set():
+                assigned = self._apply_commands(run, consumer, assigned)
+                if not assigned:
+                    time.sleep(POLL_S)
+                    continue
+                records: list[InputRecord] = []
+                for msg in consumer.consume(BATCH, timeout=POLL_S):
+                    err = msg.error()
+                    if err is not None:
+                        if err.fatal():
+                            raise RuntimeError(f"input consumer: {err}")
+                        if time.monotonic() - last_error > ERROR_LOG_EVERY_S:
+                            last_error = time.monotonic()
+                            log.warning("input fetch: %s (retrying)", err)
+                        continue
+                    role = self._roles.get(msg.topic() or "")
+                    if role is not None:
+                        records.append(input_record(role, msg))
+                if records:
+                    self._hand_over(run, records)
+        except BaseException as exc:  # noqa: BLE001 - reported to the worker, which stops
+            self.failure = exc
+            log.exception("the input reader stopped")
+            self._hand_over(run, [])
+        finally:
+            if consumer is not None:
+                consumer.close()
+
+    def _hand_over(self, run: _Run, records: list[InputRecord]) -> None:
+        if self._loop is None:
+            return
+        run.taken.clear()
+        try:
+            self._loop.call_soon_threadsafe(self._batches.put_nowait, records)
+        except RuntimeError:  # the loop is closed: the worker is gone
+            run.stop.set()
+            return
+        run.taken.wait()
+
+    def _apply_commands(self, run: _Run, consumer: Consumer, assigned: bool) -> bool:
+        while True:
+            try:
+                what, arg = run.commands.get_nowait()
+            except queue.Empty:
+                return assigned
+            if what == "assign":
+                tps = [TopicPartition(t, p, o) for (t, p), o in arg.items()]
+                consumer.assign(tps)
+                if tps:
+                    consumer.resume(tps)  # a pause must not outlive the assignment it was for
+                assigned = bool(tps)
+            elif what in ("pause", "resume") and assigned:
+                try:
+                    (consumer.pause if what == "pause" else consumer.resume)(
+                        [TopicPartition(*arg)])
+                except KafkaException as exc:  # a partition no longer assigned
+                    log.info("input %s %s[%d] ignored: %s", what, arg[0], arg[1], exc)
+
+
+__all__ = ["InputReader"]

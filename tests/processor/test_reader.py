@@ -1,0 +1,136 @@
+"""The worker's own input consumer against the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streams.processor.model import InputRecord, Role
+from streams.processor.reader import InputReader
+from tests.prefixes import unique_prefix
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def topic(kafka_bootstrap: str) -> str:
+    name = f"{unique_prefix('r')}.requests"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(name, 2, 1, config={
+        "message.timestamp.type": "LogAppendTime"})])[name].result(timeout=30)
+    deadline = time.monotonic() + 15
+    while name not in admin.list_topics(timeout=5).topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return name
+
+
+def _produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for partition, n in counts.items():
+        for i in range(n):
+            producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=partition)
+    producer.flush(30)
+
+
+def _run(bootstrap: str, topic: str,
+         body: Callable[[InputReader], Awaitable[None]]) -> None:
+    async def main() -> None:
+        reader = InputReader({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader"},
+                             {topic: Role.REQUESTS})
+        reader.start()
+        try:
+            await body(reader)
+        finally:
+            reader.stop()
+    asyncio.run(main())
+
+
+async def _collect(reader: InputReader, want: int, timeout: float = 20.0
+                   ) -> list[InputRecord]:
+    got: list[InputRecord] = []
+    give_up = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < give_up:
+        try:
+            batch = await asyncio.wait_for(reader.next_batch(), give_up - time.monotonic())
+        except TimeoutError:
+            break
+        got += batch
+        reader.taken()
+    return got
+
+
+def test_it_reads_each_assigned_partition_from_its_offset_one_batch_at_a_time(
+        kafka_bootstrap: str, topic: str) -> None:
+    _produce(kafka_bootstrap, topic, {0: 2500, 1: 10})
+
+    async def body(reader: InputReader) -> None:
+        reader.assign({(topic, 0): 100, (topic, 1): 0})
+        first = await asyncio.wait_for(reader.next_batch(), 20)
+        with pytest.raises(TimeoutError):  # nothing more until the first is taken
+            await asyncio.wait_for(reader.next_batch(), 0.5)
+        reader.taken()
+        got = first + await _collect(reader, 2410 - len(first))
+        by_partition = {p: [r.offset for r in got if r.partition == p] for p in (0, 1)}
+        assert by_partition == {0: list(range(100, 2500)), 1: list(range(10))}
+        rec = next(r for r in got if r.partition == 1 and r.offset == 3)
+        assert (rec.role, rec.topic, rec.key, rec.value) == (Role.REQUESTS, topic, b"k3", b"v3")
+        assert rec.log_append_time and rec.timestamp is not None
+
+    _run(kafka_bootstrap, topic, body)
+
+
+def test_a_paused_partition_waits_and_one_given_up_is_no_longer_read(
+        kafka_bootstrap: str, topic: str) -> None:
+    _produce(kafka_bootstrap, topic, {0: 5, 1: 5})
+
+    async def body(reader: InputReader) -> None:
+        reader.assign({(topic, 0): 0, (topic, 1): 0})
+        reader.pause(topic, 1)
+        got = await _collect(reader, 10, timeout=3)
+        assert {r.partition for r in got} == {0}
+        reader.resume(topic, 1)
+        got = await _collect(reader, 5)
+        assert [(r.partition, r.offset) for r in got] == [(1, o) for o in range(5)]
+        reader.assign({(topic, 0): 5})  # partition 1 given up
+        _produce(kafka_bootstrap, topic, {0: 2, 1: 2})
+        got = await _collect(reader, 4, timeout=3)
+        assert [(r.partition, r.offset) for r in got] == [(0, 5), (0, 6)]
+
+    _run(kafka_bootstrap, topic, body)
+
+
+def test_aborted_records_are_not_input(kafka_bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    for commit in (False, True):
+        producer.begin_transaction()
+        producer.produce(topic, value=b"kept" if commit else b"aborted", partition=0)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+
+    async def body(reader: InputReader) -> None:
+        reader.assign({(topic, 0): 0})
+        got = await _collect(reader, 2, timeout=3)
+        assert [(r.offset, r.value) for r in got] == [(2, b"kept")]
+
+    _run(kafka_bootstrap, topic, body)
+
+
+def test_started_again_after_a_stop_it_reads_its_last_assignment(
+        kafka_bootstrap: str, topic: str) -> None:
+    """faust restarts an agent that crashed; its reader must not stay stopped."""
+    _produce(kafka_bootstrap, topic, {0: 3})
+
+    async def body(reader: InputReader) -> None:
+        reader.assign({(topic, 0): 1})
+        assert [r.offset for r in await _collect(reader, 2)] == [1, 2]
+        reader.stop()
+        reader.start()
+        assert [r.offset for r in await _collect(reader, 2)] == [1, 2]
+
+    _run(kafka_bootstrap, topic, body)
