@@ -97,6 +97,9 @@ STUCK_S = 2.0
 STALLED_READ_MAX = 1000
 # Changelog records read at a time below where a restore began (`_fill_restore`).
 FILL_CHUNK = 10_000
+# How long a stopping worker waits for the batch it is committing (under the
+# 30 s a Kubernetes pod gets by default between SIGTERM and SIGKILL).
+STOP_COMMIT_WAIT_S = 20.0
 # How long the applier lets the agent take records before it stages the
 # first of a batch: a millisecond of latency for batches of more than one.
 BATCH_LINGER_S = 0.001
@@ -729,8 +732,16 @@ class Worker:
         """
         if self.failure is not None:
             return
-        await self._give_up(self.gate.owned())
         self._stopping = True
+        giving_up = asyncio.ensure_future(self._give_up(self.gate.owned()))
+        done, _ = await asyncio.wait({giving_up}, timeout=STOP_COMMIT_WAIT_S)
+        if not done:
+            # A commit hanging on an unreachable broker: stop regardless, as a crash
+            # would. Nothing of the batch is stored here; the next owner fences this
+            # worker's transactions and reads whatever of it the changelog holds.
+            log.warning("stopping with a batch still committing after %.0f s: the next "
+                        "owner of its partitions decides it again", STOP_COMMIT_WAIT_S)
+            return
         log.info("stopping: the batch in flight is committed, every partition given up")
 
     async def _give_up(self, partitions: set[int]) -> None:

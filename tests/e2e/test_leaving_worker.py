@@ -74,6 +74,10 @@ def test_a_worker_stopped_while_behind_leaves_no_duplicate_outcome(
     second.stop()
     behind = _inputs(keys, stats, e2e.partitions) - _applied(stats)
     assert behind > 1000, f"stopped while behind: {behind} inputs of its share not applied"
+    log = second.log_path.read_text(errors="replace")
+    gave_up = log.find("stopping: the batch in flight is committed, every partition given up")
+    assert 0 <= gave_up < log.find("LeaveGroup request succeeded"), \
+        "the stopped worker gave its partitions up before it left the group"
 
     first.wait_until(lambda s: len(s["ownedPartitions"]) == 4, 60, "took the partitions over")
     seen = watcher.until(lambda s: len({_key(o) for o in s.outcomes}) >= WAITS,
