@@ -279,6 +279,18 @@ def _content(db: Any) -> tuple[dict[bytes, bytes], list[bytes]]:
     return rows, index
 
 
+def _restored(tmp_path_factory: Any, events: list[tuple[int, bytes, bytes | None]],
+              name: str) -> TableStore:
+    """A store that restored `events` (offset, key, value) of partition 0 into an empty disk."""
+    db = rdict(tmp_path_factory.mktemp(name))
+    store = TableStore(_Table(_FaustStore(db)))
+    store.maintain_index_on_restore()
+    if events:
+        store.table.data.apply_changelog_batch(
+            [_Event(_Message(0, k, v, i)) for i, k, v in events], None, None)
+    return store
+
+
 _timer = st.builds(ArmedTimer, st.sampled_from(list(TimerKind)),
                    st.integers(0, 10_000), st.integers(1, 5))
 _changelog = st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", b"e"]),
@@ -299,18 +311,9 @@ def test_a_restore_that_began_past_the_changelog_start_is_filled_to_the_same_sta
     records = [(k, None if t is None else _row(*t)) for k, t in changelog]
     skip = data.draw(st.integers(0, len(records)), label="records dropped")
 
-    def restored(events: list[tuple[int, bytes, bytes | None]], name: str) -> TableStore:
-        db = rdict(tmp_path_factory.mktemp(name))
-        store = TableStore(_Table(_FaustStore(db)))
-        store.maintain_index_on_restore()
-        if events:
-            store.table.data.apply_changelog_batch(
-                [_Event(_Message(0, k, v, i)) for i, k, v in events], None, None)
-        return store
-
     numbered = [(i, k, v) for i, (k, v) in enumerate(records)]
-    whole = restored(numbered, "whole")
-    part = restored(numbered[skip:], "part")
+    whole = _restored(tmp_path_factory, numbered, "whole")
+    part = _restored(tmp_path_factory, numbered[skip:], "part")
     if skip < len(records):
         assert part.restored_from(0) == skip
     part.fill_below(0, records[:skip])
@@ -336,17 +339,8 @@ def test_a_restore_that_ended_early_is_caught_up_to_the_same_state(
                for i, (k, t) in enumerate(changelog)]
     cut = data.draw(st.integers(0, len(records)), label="records the restore saw")
 
-    def restored(events: list[tuple[int, bytes, bytes | None]], name: str) -> TableStore:
-        db = rdict(tmp_path_factory.mktemp(name))
-        store = TableStore(_Table(_FaustStore(db)))
-        store.maintain_index_on_restore()
-        if events:
-            store.table.data.apply_changelog_batch(
-                [_Event(_Message(0, k, v, i)) for i, k, v in events], None, None)
-        return store
-
-    whole = restored(records, "whole")
-    early = restored(records[:cut], "early")
+    whole = _restored(tmp_path_factory, records, "whole")
+    early = _restored(tmp_path_factory, records[:cut], "early")
     last = early.changelog_offset(0)
     assert last == (cut - 1 if cut else None)
     start = 0 if last is None else last + 1
