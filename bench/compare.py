@@ -415,8 +415,10 @@ class StatsPoller(threading.Thread):
 
 def topic_records(conf: dict[str, str], topic: str, partitions: int,
                   kind: Callable[[bytes], str] | None = None,
-                  timeout: float = 120) -> tuple[int, dict[str, int]]:
-    """Records on `topic` (read_committed, from the start), and counts by `kind` when given."""
+                  timeout: float = 120,
+                  each: Callable[[Any], None] | None = None) -> tuple[int, dict[str, int]]:
+    """Records on `topic` (read_committed, from the start), and counts by `kind` when given;
+    `each` sees every record (a confluent-kafka message)."""
     consumer = Consumer({**conf, "group.id": f"compare-count-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     try:
@@ -435,6 +437,8 @@ def topic_records(conf: dict[str, str], topic: str, partitions: int,
                 if m.error() is not None:
                     continue
                 count += 1
+                if each is not None:
+                    each(m)
                 if kind is not None:
                     k = kind(m.value() or b"")
                     kinds[k] = kinds.get(k, 0) + 1
@@ -446,6 +450,51 @@ def topic_records(conf: dict[str, str], topic: str, partitions: int,
     finally:
         with contextlib.suppress(KafkaException, RuntimeError):
             consumer.close()
+
+
+def wrong_by_broker_clock(requested: dict[str, int], replied: dict[str, int],
+                          ended: dict[str, str], deadline_ms: int) -> int:
+    """Waits whose first outcome is not what the broker's clock says.
+
+    The contract: a reply appended before the request's `requestedAt` plus the
+    deadline is received (an invalid one too: the bench's reviews accept it),
+    otherwise the wait escalates.  The load generator judges by when it meant
+    to send each reply; on a loaded machine it sends some late, and then calls
+    a correct escalation wrong (1,940 of 60,000 in one open round).
+    """
+    wrong = 0
+    for key, at in requested.items():
+        if key not in ended:
+            continue  # missing: counted as such by the load generator
+        reply = replied.get(key)
+        expected = "RECEIVED" if reply is not None and reply < at + deadline_ms else "ESCALATED"
+        wrong += ended[key] != expected
+    return wrong
+
+
+def judge_open_run(settings: Settings, partitions: int, deadline_ms: int) -> int:
+    """`wrong_by_broker_clock` of an open run's topics (requests, replies, outcomes)."""
+    requested: dict[str, int] = {}
+    replied: dict[str, int] = {}
+    ended: dict[str, str] = {}
+
+    def key(m: Any) -> str:
+        return (m.key() or b"").decode(errors="replace")
+
+    def request(m: Any) -> None:
+        requested[key(m)] = int(codec.decode(RecordType.START_WAIT, m.value())["requestedAt"])
+
+    def reply(m: Any) -> None:
+        at = m.timestamp()[1]
+        replied[key(m)] = min(at, replied.get(key(m), at))
+
+    def outcome(m: Any) -> None:
+        ended.setdefault(key(m), str(codec.decode(RecordType.OUTCOME, m.value())["outcome"]))
+
+    conf = settings.confluent()
+    for role, visit in (("requests", request), ("replies", reply), ("outcomes", outcome)):
+        topic_records(conf, settings.topic(role), partitions, each=visit)
+    return wrong_by_broker_clock(requested, replied, ended, deadline_ms)
 
 
 def action_kind(value: bytes) -> str:
@@ -562,6 +611,10 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
         record["worker_counters"] = poller.stop() if poller.is_alive() else {}
         worker.stop()
     result = read_json(plan.folder / "loadgen.json")
+    if w.mode == "open" and result.get("wrong_outcome"):
+        result["wrong_by_sender_schedule"] = result["wrong_outcome"]
+        result["wrong_outcome"] = judge_open_run(settings, ctx.partitions,
+                                                 round(w.deadline_s * 1000))
     if w.name == "storm":
         conf = settings.confluent()
         record["timer_records"], _ = topic_records(conf, settings.topic("timers"),
@@ -703,6 +756,7 @@ def figures(plan: RunPlan, result: dict[str, Any], record: dict[str, Any]) -> di
         "lateness_max_ms": late.get("max"),
         "peak_rss_mib": result.get("processor_peak_rss_mib_sum"),
         "missing": result.get("missing"), "wrong_outcome": result.get("wrong_outcome"),
+        "wrong_by_sender_schedule": result.get("wrong_by_sender_schedule"),
         "duplicate_outcome_ids": result.get("duplicate_outcome_ids"),
         "conflicting_outcomes": result.get("conflicting_outcomes"),
         "undecodable_outcomes": result.get("undecodable_outcomes"),

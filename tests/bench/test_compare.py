@@ -76,3 +76,16 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
     assert "| xwait | 50 / 60 | 200 / 220 |" in text
     assert "| Python peer | 40 / – | 100 / – | – / – | 2 |" in text  # a ratio in round 1 only
     assert "failed" in text and "CompareError: boom" in text
+
+
+def test_an_open_run_is_judged_by_the_broker_clock_from_requested_at() -> None:
+    """A reply appended before requestedAt + deadline is received, at or after it the wait
+    escalates, whatever the load generator meant; a wait without an outcome is not judged."""
+    requested = {"in-time": 1_000, "late": 1_000, "silent": 1_000, "edge": 1_000,
+                 "missing": 1_000, "wrongly-escalated": 1_000}
+    replied = {"in-time": 3_999, "late": 4_500, "edge": 4_000, "wrongly-escalated": 2_000}
+    ended = {"in-time": "RECEIVED", "late": "ESCALATED", "silent": "ESCALATED",
+             "edge": "ESCALATED", "wrongly-escalated": "ESCALATED"}
+    assert compare.wrong_by_broker_clock(requested, replied, ended, 3_000) == 1
+    assert compare.wrong_by_broker_clock(requested, replied, {**ended, "late": "RECEIVED"},
+                                         3_000) == 2
