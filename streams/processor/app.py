@@ -208,15 +208,8 @@ class Worker:
                                   {self.topic_names[r]: r for r in INPUT_ROLES})
         self.end_offsets = EndOffsets(settings.confluent())
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
-        self.tails = tails = GapReader(settings.confluent(
-            **{"group.id": f"{settings.app_id}-gaps"}))
-
-        async def data_ends(topic: str, ends: dict[int, int]) -> dict[int, int]:
-            loop = asyncio.get_running_loop()
-            found: dict[int, int] = await loop.run_in_executor(None, tails.data_ends, topic, ends)
-            return found
-
-        faust_glue.restore_to_last_data_record(self.app, {changelog}, data_ends)
+        self.tails = GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"}))
+        faust_glue.restore_to_last_data_record(self.app, {changelog}, self._data_ends)
 
     # -- faust wiring --------------------------------------------------------
     def _build_app(self) -> faust.App:
@@ -793,19 +786,19 @@ class Worker:
         ends = await loop.run_in_executor(
             self._probe_thread, partial(self.end_offsets.get,
                                         [(self.changelog, p) for p in sorted(owned)]))
+        starts = {p: self._changelog_next(p) for p in sorted(owned)}
         # The changelog's end is a transaction marker after every exactly_once batch:
         # compare with its last data record, not with its end offset.
-        beyond = {p: end for p in sorted(owned)
-                  if (end := ends[(self.changelog, p)]) > self._changelog_next(p)}
+        beyond = {p: end for p, start in starts.items()
+                  if (end := ends[(self.changelog, p)]) > start}
         if not beyond:
             return
-        data_ends = await loop.run_in_executor(None, self.tails.data_ends, self.changelog,
-                                               beyond)
-        for p, end in sorted(data_ends.items()):
-            start = self._changelog_next(p)
+        for p, end in sorted((await self._data_ends(self.changelog, beyond)).items()):
+            start = starts[p]
             if start >= end:
                 continue
-            records = await loop.run_in_executor(None, self._read_changelog, p, start, end)
+            # The generator reads when iterated: in the thread, not on the loop.
+            records = await loop.run_in_executor(None, list, self._changelog(p, start, end))
             self.store.apply_changelog((p, r.offset, r.key, r.value) for r in records)
             self.counters["restore.tail_records"] += len(records)
             log.warning("changelog read past the restore topic=%s partition=%d offsets=%d..%d "
@@ -816,18 +809,23 @@ class Worker:
         last = self.store.changelog_offset(p)
         return 0 if last is None else last + 1
 
-    def _read_changelog(self, p: int, start: int, stop: int) -> list[InputRecord]:
-        """Blocking: changelog offsets [start, stop), in chunks."""
-        out: list[InputRecord] = []
+    async def _data_ends(self, topic: str, ends: dict[int, int]) -> dict[int, int]:
+        """`GapReader.data_ends` in a thread: the offset after each partition's last data record."""
+        loop = asyncio.get_running_loop()
+        found: dict[int, int] = await loop.run_in_executor(None, self.tails.data_ends, topic,
+                                                           ends)
+        return found
+
+    def _changelog(self, p: int, start: int, stop: int) -> Iterator[InputRecord]:
+        """Blocking: the records of changelog offsets [start, stop), read in chunks."""
         at = start
         while at < stop:
             chunk = self.gaps.read(Role.REQUESTS, self.changelog, p, at, stop,
                                    FILL_CHUNK)  # the role only labels the records
-            out += chunk
+            yield from chunk
             if len(chunk) < FILL_CHUNK:
-                break
+                return
             at = chunk[-1].offset + 1
-        return out
 
     async def _fill_restore(self, p: int) -> None:
         """Read what lies below where a restore of this partition began, if anything does.
@@ -866,15 +864,9 @@ class Worker:
 
         def records() -> Iterator[tuple[bytes | None, bytes | None]]:
             nonlocal read
-            at = start
-            while at < stop:
-                chunk = self.gaps.read(Role.REQUESTS, self.changelog, p, at, stop,
-                                       FILL_CHUNK)  # the role only labels the records
-                read += len(chunk)
-                yield from ((r.key, r.value) for r in chunk)
-                if len(chunk) < FILL_CHUNK:
-                    return
-                at = chunk[-1].offset + 1
+            for r in self._changelog(p, start, stop):
+                read += 1
+                yield r.key, r.value
 
         return self.store.fill_below(p, records()), read
 
