@@ -15,6 +15,7 @@ from streams import codec
 from streams.core import ArmedTimer, TimerKind, WaitStatus
 from streams.definitions import load_definitions
 from streams.partitioning import partition_for
+from streams.processor import records as records_module
 from streams.processor.envelope import (
     OutboxEntry,
     Row,
@@ -376,3 +377,43 @@ def test_hostile_json_is_a_named_rejection_or_a_decision_never_an_internal_error
         assert "internal_error" not in reasons, (reasons, fields)
         if handled.wait_key is not None:
             store.apply(handled)
+
+
+def _timer(offset: int, kind: str, due_at: int, generation: int) -> InputRecord:
+    return record(Role.TIMERS, timer_record(KEY, kind, due_at, generation, due_at), offset)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(["armed", "stale", "reply"]),
+                                st.integers(0, 5), st.sampled_from([-1, 0, 1])),
+                      min_size=1, max_size=8))
+def test_a_stale_timer_record_is_decided_as_decide_would(
+        steps: list[tuple[str, int, int]]) -> None:
+    # The handler answers a timer record whose timer is no longer armed from
+    # the row's head, without decoding the slot; forcing the full decision
+    # must give the same Handled, for stale and armed records alike.
+    store = Store()
+    store.apply(handler.handle(request(), store.load, NOW))
+    for offset, (what, pick, nudge) in enumerate(steps, start=1):
+        stored = store.rows.get(KEY)
+        armed = decode_row(stored).head.timers if stored is not None else ()
+        if what == "reply":
+            rec = reply(offset, {"decision": "approved"} if pick == 0 else {"nope": pick})
+        elif armed:
+            t = armed[pick % len(armed)]
+            stale = what == "stale"
+            rec = _timer(offset, t.kind.value, t.due_at + (nudge if stale else 0),
+                         t.generation + (1 if stale and nudge == 0 else 0))
+        else:
+            rec = _timer(offset, "deadline", NOW + pick, pick)
+        now = NOW + 10_000_000 if rec.role is Role.TIMERS else NOW + offset
+        fast = handler.handle(rec, store.load, now)
+        original = records_module._armed_in
+        records_module._armed_in = lambda head, event: True  # type: ignore[assignment]
+        try:
+            full = handler.handle(rec, store.load, now)
+        finally:
+            records_module._armed_in = original  # type: ignore[assignment]
+        assert fast == full
+        if fast.wait_key is not None:
+            store.apply(fast)
