@@ -409,11 +409,11 @@ def test_a_stale_timer_record_is_decided_as_decide_would(
         now = NOW + 10_000_000 if rec.role is Role.TIMERS else NOW + offset
         fast = handler.handle(rec, store.load, now)
         original = records_module._armed_in
-        records_module._armed_in = lambda head, event: True  # type: ignore[assignment]
+        records_module._armed_in = lambda head, event: True
         try:
             full = handler.handle(rec, store.load, now)
         finally:
-            records_module._armed_in = original  # type: ignore[assignment]
+            records_module._armed_in = original
         assert fast == full
         if fast.wait_key is not None:
             store.apply(fast)
