@@ -89,3 +89,32 @@ def test_an_open_run_is_judged_by_the_broker_clock_from_requested_at() -> None:
     assert compare.wrong_by_broker_clock(requested, replied, ended, 3_000) == 1
     assert compare.wrong_by_broker_clock(requested, replied, {**ended, "late": "RECEIVED"},
                                          3_000) == 2
+
+
+class _Message:
+    """What ActionTimes reads of a confluent-kafka message: value and timestamp."""
+
+    def __init__(self, action: str, at: int) -> None:
+        self._value = ('{"action": "%s"}' % action).encode()
+        self._at = at
+
+    def value(self) -> bytes:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._at)
+
+
+def test_a_storms_first_escalation_is_timed_from_the_last_wait_parked() -> None:
+    times = compare.ActionTimes()
+    assert times.first_escalation_after_last_park_s() is None
+    for action, at in [("SEND_REQUEST", 1_000), ("SEND_REQUEST", 9_000),
+                       ("SEND_REMINDER", 9_100), ("RUN_ESCALATION", 10_500),
+                       ("SEND_REQUEST", 4_000), ("RUN_ESCALATION", 9_800)]:
+        times(_Message(action, at))
+    assert times.first_escalation_after_last_park_s() == 0.8
+
+    early = compare.ActionTimes()  # escalating while other partitions still park
+    for action, at in [("RUN_ESCALATION", 3_000), ("SEND_REQUEST", 5_500)]:
+        early(_Message(action, at))
+    assert early.first_escalation_after_last_park_s() == -2.5
