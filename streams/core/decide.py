@@ -111,6 +111,10 @@ class Decision:
 
     slot: Slot | None
     effects: tuple[Effect, ...]
+    armed_before: frozenset[ArmedTimer] = frozenset()
+    """The timers armed in the slot decided on, and in the new one: the processor
+    moves its timer index by them (worked out here once, not again there)."""
+    armed_after: frozenset[ArmedTimer] = frozenset()
 
 
 def outcome_id(wait_key: str, parked_at: int) -> str:
@@ -209,7 +213,7 @@ def _finish(slot: Slot | None, new: Slot | None, ctx: _Ctx) -> Decision:
         effects.append(ArmTimer(kind=t.kind, due_at=t.due_at, generation=t.generation))
     if slot is not None and new is None:
         effects.append(Purge())
-    return Decision(slot=new, effects=tuple(effects))
+    return Decision(slot=new, effects=tuple(effects), armed_before=before, armed_after=after)
 
 
 def catch_up(slot: Slot | None, now_ms: int,

@@ -92,10 +92,12 @@ class RowHead:
 NO_WAIT = RowHead()
 
 
-def head_of(slot: Slot | None) -> RowHead:
+def head_of(slot: Slot | None, armed: frozenset[ArmedTimer] | None = None) -> RowHead:
+    """The head of `slot`; `armed`, when the caller has them, are its armed timers."""
     if slot is None:
         return NO_WAIT
-    timers = tuple(sorted(slot.armed_timers(), key=lambda t: (t.due_at, t.generation)))
+    timers = tuple(sorted(slot.armed_timers() if armed is None else armed,
+                          key=lambda t: (t.due_at, t.generation)))
     w = slot.wait
     if w is None:
         return RowHead(timers=timers)

@@ -286,10 +286,9 @@ class RecordHandler:
     def _effects(self, rec: InputRecord, wait_key: str, slot: Slot | None, decision: Decision,
                  now_ms: int) -> Handled:
         handled = Handled(wait_key=wait_key)
-        handled.timers_before = slot.armed_timers() if slot is not None else frozenset()
-        handled.timers_after = (decision.slot.armed_timers() if decision.slot is not None
-                                else frozenset())
-        handled.head_after = head_of(decision.slot)
+        handled.timers_before = decision.armed_before
+        handled.timers_after = decision.armed_after
+        handled.head_after = head_of(decision.slot, decision.armed_after)
         key = wait_key.encode()
         for effect in decision.effects:
             if isinstance(effect, Reject):
