@@ -563,12 +563,8 @@ class Worker:
             self.positions[p] = part.positions  # decided; durable once the commit is done
             summary = self.summaries.setdefault(p, Summary())
             low = self.index.low(p)  # how far the punctuator found nothing pending
+            summary.armed += part.armed
             for change in part.changes:
-                deletes, puts = index_changes(change.wait_key, change.before.timers,
-                                              change.after.timers)
-                part.index_deletes += deletes
-                part.index_puts += puts
-                summary.armed += len(puts) - len(deletes)
                 for t in change.after.timers:
                     low = min(low, t.due_at)
                 self.census.move(p, change.before, change.after)
@@ -583,7 +579,7 @@ class Worker:
             offsets = await self.committer.commit(batch)
             for p, part in batch.parts.items():
                 self.store.write(p, part.rows, part.positions, offsets.get(p),
-                                 part.index_deletes, part.index_puts, part.summary)
+                                 part.index, part.summary)
         except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
             await self._fail(exc, f"a batch of {len(batch)} records")
             return
@@ -608,6 +604,8 @@ class Worker:
             for change in part.changes:
                 self.index.changed(p, change.wait_key, change.before.timers,
                                    change.after.timers)
+            for key, timer_kind, due_at in part.unindexed:
+                self.index.forget(p, key, timer_kind, due_at)
             for key, kind, due_at, generation in part.not_due:
                 self.index.requeue(DueTimer(p, key, kind, due_at, generation))
         self.counters.update(batch.counters)

@@ -23,10 +23,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from streams.core import TimerKind
 from streams.processor.model import Handled, InputRecord, OutRecord, RowHead, RowWrite
 from streams.processor.positions import Positions
 from streams.processor.records import RecordHandler
-from streams.timers.stored import Summary
+from streams.timers.stored import Summary, index_changes, index_key
 
 RowSource = Callable[[int, bytes], bytes | None]
 """`load(partition, key)`: the row stored under `key` in the partition's table."""
@@ -50,10 +51,15 @@ class PartitionBatch:
     out: list[OutRecord] = field(default_factory=list)
     rows: dict[bytes, bytes | None] = field(default_factory=dict)  # None: delete
     changes: list[RowChange] = field(default_factory=list)  # in the order decided
-    # Filled by the worker from `changes`: the stored timer index and summary.
-    index_deletes: list[bytes] = field(default_factory=list)
-    index_puts: list[tuple[bytes, bytes]] = field(default_factory=list)
-    summary: Summary | None = None
+    # The stored timer index after the batch, key by key (None: delete), in the
+    # order decided: a wait parked and ended in one batch puts its timers and
+    # deletes them again, and only the last word on a key may be written.
+    index: dict[bytes, bytes | None] = field(default_factory=dict)
+    armed: int = 0  # index entries the batch adds (negative: removes)
+    # Timer records found stale whose index entry the row does not list:
+    # (wait key, kind, due_at), the index entry deleted (see `Handled.unindexed`).
+    unindexed: list[tuple[str, TimerKind, int]] = field(default_factory=list)
+    summary: Summary | None = None  # filled by the worker from `changes`
     not_due: list[tuple[str, str, int, int]] = field(default_factory=list)
 
 
@@ -136,6 +142,16 @@ def _take(part: PartitionBatch, handled: Handled) -> None:
     if handled.head_before != handled.head_after:
         part.changes.append(RowChange(handled.wait_key, handled.head_before,
                                       handled.head_after))
+        deletes, puts = index_changes(handled.wait_key, handled.head_before.timers,
+                                      handled.head_after.timers)
+        for index_key_ in deletes:
+            part.index[index_key_] = None
+        part.index.update(puts)  # after the deletes: a new generation of the same timer
+        part.armed += len(puts) - len(deletes)
+    if handled.unindexed is not None:
+        kind, due_at = handled.unindexed
+        part.index[index_key(due_at, kind, handled.wait_key)] = None
+        part.unindexed.append((handled.wait_key, kind, due_at))
 
 
 __all__ = ["Batch", "PartitionBatch", "RowChange", "RowSource", "build_batch"]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from streams.codec import RecordType
-from streams.core import ArmedTimer, EmitOutcome, Slot, WaitStatus
+from streams.core import ArmedTimer, EmitOutcome, Slot, TimerKind, WaitStatus
 
 
 class Role(StrEnum):
@@ -131,3 +131,9 @@ class Handled:
     # A timer record ignored because its partition's stream time has not
     # reached it: (wait key, kind, due_at, generation), to be emitted again.
     not_due: tuple[str, str, int, int] | None = None
+    # A stale timer record whose timer (kind, due_at) the row does not list at
+    # all: its index entry, if any, must not stay.  Before batches kept the
+    # index in decision order, a wait parked and ended in one batch left its
+    # first timers in the index; each was emitted again on every start and
+    # held the punctuator's scan back to it.  Deleting the entry heals that.
+    unindexed: tuple[TimerKind, int] | None = None

@@ -143,20 +143,18 @@ class TableStore:
         return False
 
     def write(self, partition: int, rows: Mapping[bytes, bytes | None], positions: Positions,
-              changelog_offset: int | None, index_deletes: Iterable[bytes] = (),
-              index_puts: Iterable[tuple[bytes, bytes]] = (),
+              changelog_offset: int | None, index: Mapping[bytes, bytes | None] | None = None,
               summary: Summary | None = None) -> None:
-        """One atomic write: rows, timer index and summary, positions, faust's changelog offset."""
+        """One atomic write: rows, timer index and summary, positions, faust's changelog offset.
+
+        `rows` and `index` hold each key's last value (None: delete).
+        """
         wb = rocksdict.WriteBatch(raw_mode=True)
-        for key, value in rows.items():
+        for key, value in (*rows.items(), *(index or {}).items()):
             if value is None:
                 wb.delete(key)
             else:
                 wb.put(key, value)
-        for key in index_deletes:
-            wb.delete(key)
-        for key, value in index_puts:
-            wb.put(key, value)
         if summary is not None:
             wb.put(SUMMARY_KEY, summary.encode())
         wb.put(POSITIONS_KEY, encode_positions(positions))

@@ -104,6 +104,13 @@ class DueTimers:
         if timer.partition in self._next and timer.due_at < self._next[timer.partition]:
             self._next[timer.partition] = timer.due_at
 
+    def forget(self, partition: int, wait_key: str, kind: TimerKind, due_at: int) -> None:
+        """An index entry the row did not list was deleted: its emitted mark goes too."""
+        emitted = self._emitted.get(partition)
+        mark = emitted.get((wait_key, kind)) if emitted is not None else None
+        if emitted is not None and mark is not None and mark[0] == due_at:
+            del emitted[(wait_key, kind)]
+
     def pop_due(self, due_by: Mapping[int, int], limit: int) -> list[DueTimer]:
         """Timers due by their partition's time and not emitted yet, earliest first per partition.
 

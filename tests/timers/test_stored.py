@@ -147,8 +147,8 @@ def test_a_write_keeps_rows_index_summary_and_positions_together(tmp_path: Path)
     db = rdict(tmp_path)
     store = TableStore(_Table(_FaustStore(db)))
     t = ArmedTimer(TimerKind.POLL, 100, 1)
-    deletes, puts = index_changes("w", (), (t,))
-    store.write(0, {b"w": _row(t)}, Positions({}, 7), 41, deletes, puts, Summary(armed=1))
+    _, puts = index_changes("w", (), (t,))
+    store.write(0, {b"w": _row(t)}, Positions({}, 7), 41, dict(puts), Summary(armed=1))
     assert [e.wait_key for e in due_entries(db, 0, 200)] == ["w"]
     assert store.positions(0) == Positions({}, 7)
     stored = store.summary(0)
@@ -351,3 +351,16 @@ def test_a_restore_that_ended_early_is_caught_up_to_the_same_state(
     full, caught_up = whole.summary(0), early.summary(0)
     assert full is not None and caught_up is not None
     assert (+full.waits, full.armed) == (+caught_up.waits, caught_up.armed)
+
+
+def test_an_index_entry_deleted_as_unlisted_leaves_no_mark_in_flight(tmp_path: Path) -> None:
+    db = rdict(tmp_path)
+    arm(db, "a", ArmedTimer(TimerKind.DEADLINE, 1_000, 1))
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert due.pop_due({0: 1_500}, limit=10) == [DueTimer(0, "a", "deadline", 1_000, 1)]
+    due.forget(0, "a", TimerKind.REMINDER, 1_000)  # another kind: not this mark
+    due.forget(0, "a", TimerKind.DEADLINE, 999)  # another due time: not this mark
+    assert due.in_flight() == 1
+    due.forget(0, "a", TimerKind.DEADLINE, 1_000)
+    assert due.in_flight() == 0
