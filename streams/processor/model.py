@@ -137,3 +137,5 @@ class Handled:
     # first timers in the index; each was emitted again on every start and
     # held the punctuator's scan back to it.  Deleting the entry heals that.
     unindexed: tuple[TimerKind, int] | None = None
+    # The timer a timer record named (decoded once, for the lateness metric).
+    timer: ArmedTimer | None = None

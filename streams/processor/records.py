@@ -14,6 +14,7 @@ from typing import Any
 from streams import codec
 from streams.codec import RecordType, UndecodableRecord
 from streams.core import (
+    ArmedTimer,
     Command,
     CommandKind,
     Decision,
@@ -240,7 +241,10 @@ class RecordHandler:
             return Handled(counters=["timers.not_yet_due"], not_due=(
                 wait_key, event.kind.value, event.due_at, event.generation))
         try:
-            return self._decide(rec, wait_key, event, load, now_ms)
+            handled = self._decide(rec, wait_key, event, load, now_ms)
+            if isinstance(event, TimerFired):
+                handled.timer = ArmedTimer(event.kind, event.due_at, event.generation)
+            return handled
         except Exception as exc:  # a bug must not stop the partition: see docstring
             log.exception("decide failed key=%s topic=%s partition=%s offset=%s",
                           wait_key, rec.topic, rec.partition, rec.offset)
