@@ -74,10 +74,6 @@ def _str(s: str) -> bytes:
     return _varint(len(b) << 1) + b
 
 
-def _bytes(b: bytes) -> bytes:
-    return _varint(len(b) << 1) + b
-
-
 _PACK_FLOAT = struct.Struct("<f").pack
 _PACK_DOUBLE = struct.Struct("<d").pack
 
@@ -87,7 +83,7 @@ class _Generator:
 
     def __init__(self, namespace: str) -> None:
         self.scope: dict[str, Any] = {
-            "Fallback": Fallback, "_long": _long, "_str": _str, "_bytes": _bytes,
+            "Fallback": Fallback, "_long": _long,
             "_pack_float": _PACK_FLOAT, "_pack_double": _PACK_DOUBLE,
             "_dict": dict, "_list": list, "_tuple": tuple, "_str_t": str, "_int": int,
             "_bytes_t": bytes, "_float": float,
@@ -140,7 +136,7 @@ class _Generator:
         if full in self.named:
             return self.named[full][0]
         function = self.fresh("_w_")
-        self.named[full] = self.named[name.rsplit(".", 1)[-1]] = (function, schema)
+        self.named[full] = (function, schema)
         if schema["type"] == "enum":
             symbols = {s: _long(i) for i, s in enumerate(schema["symbols"])}
             self.scope[function] = _enum_writer(symbols)
