@@ -216,7 +216,7 @@ def _dec_suspension(raw: dict[str, Any]) -> Suspension:
 # generated from the same tables once at import; the bytes are the same
 # (a test holds rows written by the loop to them).
 _ENC_CONVERT: dict[str, str] = {
-    "timers": "[[_KIND[t.kind], t.due_at, t.generation] for t in {v}]",
+    "timers": "[_enc_timer(t) for t in {v}]",
     "held": "[_enc_held(h) for h in {v}]",
     "trace": "[[e.at, e.event, e.detail] for e in {v}]",
     "suspension": "_enc_suspension({v})",
@@ -234,38 +234,33 @@ _DEC_CONVERT: dict[str, Any] = {
 
 
 def _generate_wait_codec() -> tuple[Any, Any]:
-    scope: dict[str, Any] = {"_KIND": _KIND, "_enc_held": _enc_held,
-                             "_enc_suspension": _enc_suspension, "new_": object.__new__,
-                             "Wait": Wait}
     if set(_WAIT_KEYS) != {f.name for f in fields(Wait)}:  # a field added without a key
         raise AssertionError("_WAIT_KEYS must name every field of Wait, and only those")
+    scope: dict[str, Any] = {"_enc_timer": _enc_timer, "_enc_held": _enc_held,
+                             "_enc_suspension": _enc_suspension, "new_": object.__new__,
+                             "Wait": Wait, "_SHORTS": frozenset(_WAIT_NAMES)}
     enc = ["def _enc_wait(w):", "    out = {}"]
-    for i, (name, short) in enumerate(_WAIT_KEYS.items()):
-        value = _ENC_CONVERT.get(name, "{v}").format(v="v")
-        enc.append(f"    v = w.{name}")
-        if name in _WAIT_DEFAULTS:
-            scope[f"d{i}"] = _WAIT_DEFAULTS[name]
-            enc.append(f"    if not (v == d{i}): out[{short!r}] = {value}")
-        else:
-            enc.append(f"    out[{short!r}] = {value}")
-    enc.append("    return out")
     # Decoding: each field from the raw dict, its default, or (required) a KeyError.
     dec = ["def _dec_wait(raw):",
            "    unknown = raw.keys() - _SHORTS",
            "    if unknown: raise KeyError(sorted(unknown)[0])",
            "    w = new_(Wait)"]
-    scope["_SHORTS"] = frozenset(_WAIT_NAMES)
     for i, (name, short) in enumerate(_WAIT_KEYS.items()):
+        value = _ENC_CONVERT.get(name, "{v}").format(v="v")
         scope[f"set{i}"] = Wait.__dict__[name].__set__
         convert = _DEC_CONVERT.get(name)
         if convert is not None:
             scope[f"c{i}"] = convert
         read = f"c{i}(raw[{short!r}])" if convert is not None else f"raw[{short!r}]"
+        enc.append(f"    v = w.{name}")
         if name in _WAIT_DEFAULTS:
             scope[f"d{i}"] = _WAIT_DEFAULTS[name]
+            enc.append(f"    if not (v == d{i}): out[{short!r}] = {value}")
             dec.append(f"    set{i}(w, {read} if {short!r} in raw else d{i})")
         else:
+            enc.append(f"    out[{short!r}] = {value}")
             dec.append(f"    set{i}(w, {read})")
+    enc.append("    return out")
     dec.append("    return w")
     exec("\n".join(enc), scope)  # noqa: S102 - code built from this module's own tables
     exec("\n".join(dec), scope)  # noqa: S102
