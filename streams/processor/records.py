@@ -26,7 +26,6 @@ from streams.core import (
     Origin,
     Reject,
     Reply,
-    Slot,
     StartWait,
     TimerFired,
     TimerKind,
@@ -262,7 +261,7 @@ class RecordHandler:
             return _stale_timer(wait_key, row.head, event)
         slot = decode_slot(row.slot) if row.slot is not None else None
         decision = decide(slot, event, now_ms, self.definitions)
-        handled = self._effects(rec, wait_key, slot, decision, now_ms)
+        handled = self._effects(rec, wait_key, decision, now_ms)
         handled.head_before = row.head  # read with the row: the stored slot's head
         if decision.slot != slot:
             if decision.slot is None:
@@ -287,7 +286,7 @@ class RecordHandler:
         """
         return Handled(out=list(row.replayed(rec.role, rec.offset)), counters=["replayed"])
 
-    def _effects(self, rec: InputRecord, wait_key: str, slot: Slot | None, decision: Decision,
+    def _effects(self, rec: InputRecord, wait_key: str, decision: Decision,
                  now_ms: int) -> Handled:
         handled = Handled(wait_key=wait_key)
         handled.timers_before = decision.armed_before
