@@ -21,6 +21,7 @@ fastavro's bytes at a third of its cost); schemas are parsed once in :class:`Sch
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from functools import cache
 from io import BytesIO
@@ -89,6 +90,7 @@ class Codec:
             record_type: compile_writer(loaded.raw)
             for record_type, loaded in self._current.items()
         }
+        self.fallbacks: Counter[str] = Counter()  # records the generated encoders passed on
         self._json_readers = {
             record_type: compile_json_reader(loaded.parsed)
             for record_type, loaded in self._current.items()
@@ -142,7 +144,9 @@ class Codec:
             try:
                 return self._headers[kind] + writer(record)
             except Fallback:
-                pass  # fastavro encodes it its way, or says what is wrong with it
+                # fastavro encodes it its way, or says what is wrong with it.  Counted:
+                # a record type of our own always falling back is a slow path unseen.
+                self.fallbacks[kind.value] += 1
         loaded = self._current[kind]
         buffer = BytesIO()
         buffer.write(self._headers[kind])

@@ -192,7 +192,7 @@ class RecordHandler:
 
     def _refuse(self, rec: InputRecord, reason: ProcessorReject, detail: str,
                 now_ms: int) -> Handled:
-        return Handled(out=[self.rejected(rec, reason, detail, now_ms)],
+        return Handled(out=[self.rejected(rec, reason.value, detail, now_ms)],
                        counters=[f"rejected.{reason.value}"])
 
     def handle(self, rec: InputRecord, load: Callable[[str], bytes | None], now_ms: int,

@@ -424,3 +424,30 @@ def test_a_stale_timer_record_is_decided_as_decide_would(
             TimerKind(event["kind"]), event["dueAt"]))
         if fast.wait_key is not None:
             store.apply(fast)
+
+
+def test_every_record_the_worker_writes_takes_the_generated_encoder() -> None:
+    # A record type of our own that always fell back to fastavro would be a
+    # slow path nobody sees (rejections did: their reason was an enum, not str).
+    active = codec.active_codec()
+    active.fallbacks.clear()
+    store = Store()
+    outs: list[OutRecord] = []
+    for step in range(6):
+        stored = store.rows.get(KEY)
+        armed = decode_row(stored).head.timers if stored is not None else ()
+        rec = [request(0),
+               _timer(1, armed[0].kind.value, armed[0].due_at, armed[0].generation)
+               if armed else request(1),
+               reply(2, {"decision": "approved"}),
+               record(Role.REPLIES, b"\xc3\x01garbage", 3),
+               record(Role.REPLIES, b"{}", 4, key=None),
+               _timer(5, "deadline", NOW, 99)][step]
+        handled = handler.handle(rec, store.load, NOW + 10_000_000)
+        outs += handled.out
+        if handled.wait_key is not None:
+            store.apply(handled)
+    timer_record(KEY, "deadline", NOW, 1, NOW)
+
+    assert {o.role for o in outs} >= {Role.ACTIONS, Role.OUTCOMES, Role.REJECTED}
+    assert dict(active.fallbacks) == {}
