@@ -57,6 +57,13 @@ def _inputs(keys: list[str], stats: dict[str, Any], partitions: int) -> int:
 def test_a_worker_stopped_while_behind_leaves_no_duplicate_outcome(
     e2e: Settings, workers: Callable[..., WorkerProcess], client: Client, watcher: Watcher
 ) -> None:
+    first = workers("w1", wait_owned=False)
+    second = workers("w2", wait_owned=False)
+    for w in (first, second):
+        w.wait_until(lambda s: len(s["ownedPartitions"]) == 2, 120, "shares no partitions")
+    # The load comes once both share the partitions, much faster than they decide it:
+    # preloaded, the first worker (alone until the second joined) had drained it all
+    # before the second got its share, once the workers got faster.
     keys = [new_key() for _ in range(WAITS)]
     for key in keys:
         client.start(key, "crash", deadline="PT120S")
@@ -64,11 +71,6 @@ def test_a_worker_stopped_while_behind_leaves_no_duplicate_outcome(
     for key in keys:
         client.reply(key, {"ok": True})
     client.flush()
-
-    first = workers("w1", wait_owned=False)
-    second = workers("w2", wait_owned=False)
-    for w in (first, second):
-        w.wait_until(lambda s: len(s["ownedPartitions"]) == 2, 120, "shares no partitions")
     time.sleep(1.0)  # deciding and committing at full speed, with plenty fetched and held
     stats = second.wait_until(lambda s: len(s["ownedPartitions"]) == 2, 10, "lost partitions")
     second.stop()
