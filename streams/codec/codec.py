@@ -68,7 +68,8 @@ class Codec:
     """Encodes and decodes xwait records against one loaded :class:`SchemaSet`.
 
     Build one per process (:func:`default_codec` does) and share it: it holds
-    only immutable look-up tables, so it is safe to use from any task.
+    only immutable look-up tables (and `fallbacks`, a diagnostic count), so it is safe to
+    use from any task.
     """
 
     def __init__(self, schemas: SchemaSet, *, registry: SchemaLookup | None = None,
