@@ -297,7 +297,7 @@ def _backlog(load: Load, worker: WorkerProcess) -> int | None:
 
 
 def _behind(load: Load, worker: WorkerProcess, wanted: int, rng: random.Random,
-            freeze_s: float = 4.0) -> int | None:
+            freeze_s: float = 3.0) -> int | None:
     """Put `worker` at least `wanted` records behind; its backlog just before the kill.
 
     A worker that keeps up with the load (the usual case: it drains faster than the run
@@ -305,8 +305,8 @@ def _behind(load: Load, worker: WorkerProcess, wanted: int, rng: random.Random,
     and killed a moment later, in the middle of catching up: the kill then finds fetched,
     undecided and uncommitted input. (Twice was enough until the worker got faster: it
     then caught up within the moment, and a CI run's kills found 153, 0 and 1 records.)
-    The freeze stays well under the session timeout, so the group does not move the
-    partitions meanwhile.
+    The freeze (with the heartbeat interval before it) stays under the session timeout,
+    so the group does not move the partitions meanwhile.
     """
     backlog = _backlog(load, worker)
     if backlog is not None and backlog >= wanted:
@@ -448,8 +448,11 @@ def chaos_settings(base: Settings, folder: Path, guarantee: Guarantee) -> Settin
     (topo / "waits").mkdir(parents=True, exist_ok=True)
     (topo / "topics.yaml").write_text((REPO_ROOT / "topology" / "topics.yaml").read_text())
     (topo / "waits" / "chaos.yaml").write_text(DEFINITION)
+    # A worker restarted after kill -9 owns nothing until the group drops its dead
+    # member, one session timeout after the kill: 7 s (not 10) takes 3 s off each restart
+    # and still outlasts a 3 s freeze plus a heartbeat interval (1.2 s).
     return base.with_overrides(topology=topo, guarantee=guarantee, timer_tick=0.2,
-                               session_timeout=10.0)
+                               session_timeout=7.0)
 
 
 __all__ = ["DEADLINE_MS", "Broker", "Plan", "Report", "chaos_settings", "expected_outcome",
