@@ -127,6 +127,11 @@ class Settings:
     # partitions: the time a kill -9 leaves them unprocessed.  Shorter fails
     # over faster but evicts a worker whose event loop stalls that long.
     session_timeout: float = 20.0
+    # Net allocations between passes of Python's young-generation garbage
+    # collector (Python's default: 700).  Decisions allocate many short-lived,
+    # acyclic objects; fewer passes were 25-35% more decisions per second
+    # (streams.processor.collector).
+    gc_threshold: int = 20_000
     web_port: int = 6066
     web_host: str = "127.0.0.1"
     # The host other workers (and the console's forwarding) use to reach this
@@ -272,6 +277,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         timer_tick=_float(env, "XWAIT_TIMER_TICK", defaults.timer_tick),
         timer_batch=_int(env, "XWAIT_TIMER_BATCH", defaults.timer_batch),
         session_timeout=_float(env, "XWAIT_SESSION_TIMEOUT", defaults.session_timeout),
+        gc_threshold=_int(env, "XWAIT_GC_THRESHOLD", defaults.gc_threshold),
         web_port=_int(env, "XWAIT_WEB_PORT", defaults.web_port),
         web_host=env.get("XWAIT_WEB_HOST") or defaults.web_host,
         web_advertised_host=env.get("XWAIT_WEB_ADVERTISED_HOST") or None,

@@ -29,6 +29,7 @@ def test_the_default_topology_is_the_one_shipped_in_the_package() -> None:
 @pytest.mark.parametrize(("env", "message"), [
     ({"XWAIT_SCHEMA_REGISTRY_URL": "localhost:8081"}, "Expected an http:// or https:// URL"),
     ({"XWAIT_CONSOLE_URL": "6066"}, "Expected an http:// or https:// URL"),
+    ({"XWAIT_GC_THRESHOLD": "0"}, "XWAIT_GC_THRESHOLD='0': expected a number above zero"),
     ({"XWAIT_SECURITY_PROTOCOL": "SSL", "XWAIT_SSL_CERTFILE": "/nonexistent.pem"},
      "XWAIT_SSL_CERTFILE='/nonexistent.pem': Expected a readable file"),
 ])
@@ -36,3 +37,8 @@ def test_unusable_settings_are_refused_naming_the_variable(env: dict[str, str],
                                                            message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         from_env(env)
+
+
+def test_the_collector_threshold_is_raised_unless_set() -> None:
+    assert from_env({}).gc_threshold == 20_000
+    assert from_env({"XWAIT_GC_THRESHOLD": "700"}).gc_threshold == 700

@@ -28,7 +28,7 @@ and one collector that reads the worker's facts at scrape time.
     xwait_producer_failures_total{producer}            counter  console commands Kafka did not
                                                                 take; timer records not delivered
     xwait_consumer_lag{topic,partition}                gauge  every owned input partition
-    process_*, python_info                             prometheus_client's own
+    process_*, python_gc_*, python_info                prometheus_client's own
 
 Counters restart at zero with the worker, as Prometheus expects.  Label sets
 known in advance (every definition, state, action, reason) are exported from
@@ -49,6 +49,7 @@ from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
+    GCCollector,
     Histogram,
     PlatformCollector,
     ProcessCollector,
@@ -75,7 +76,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds "; charset=utf-8"
 # every armed timer in memory (tens of ms at a million waits).
 GAUGE_CACHE_S = 5.0
 
-# Lateness is a tick (0.5 s by default) plus the trip through Kafka when all
+# Lateness is a tick (0.2 s by default) plus the trip through Kafka when all
 # is well; the upper buckets show a worker that falls behind or a failover.
 LATENESS_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 # From the broker's append to the batch made durable: a few ms to tens of ms
@@ -289,6 +290,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)  # passes per generation (streams.processor.collector)
         info = GaugeMetricFamily("xwait_build_info", "The build this worker runs.",
                                  labels=["version", "python", "faust", "guarantee"])
         info.add_metric([_version("xwait"), platform.python_version(),

@@ -35,6 +35,7 @@ whoever owns their partition next.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import ssl
@@ -58,7 +59,7 @@ from streams.config import Guarantee, Settings
 from streams.console import install as install_console
 from streams.core import WaitDefinition
 from streams.definitions import load_definitions
-from streams.processor import faust_glue
+from streams.processor import collector, faust_glue
 from streams.processor.batch import Batch, build_batch
 from streams.processor.census import Census, census_key
 from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
@@ -164,6 +165,7 @@ class Worker:
         self.summaries: dict[int, Summary] = {}
         self.sequencer = Sequencer()
         self.latency = Latencies()
+        self.gc_watch: collector.GcWatch | None = None  # set by `run` (a whole process)
         self.gate = InputGate()
         # Per owned partition: the input positions of what was decided, and of
         # what is durable (stored; they differ while a batch is being committed).
@@ -1041,6 +1043,8 @@ class Worker:
             "streamTime": {str(p): t for p, t in sorted(self.sequencer.times().items())},
             "held": self.sequencer.held(),
             "latencyMs": self.latency.summary(),
+            "gcThreshold": list(gc.get_threshold()),
+            "gcPasses": None if self.gc_watch is None else list(self.gc_watch.passes),
             "positions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
                           for p, pos in sorted(self.positions.items())},
         }
@@ -1062,6 +1066,10 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
 def run(settings: Settings) -> None:
     """Run a worker in this process until it is stopped (SIGTERM / Ctrl-C)."""
     app = build_app(settings)
+    collector.tune(settings.gc_threshold)
+    watch = collector.GcWatch(app.xwait.latency)  # type: ignore[attr-defined]
+    watch.install()
+    app.xwait.gc_watch = watch  # type: ignore[attr-defined]
     # faust's logging set-up leaves the client libraries' loggers open to
     # DEBUG: aiokafka then builds a log record per fetch and per send (a
     # tenth of a worker's CPU, measured with py-spy) only to drop it.

@@ -6,6 +6,8 @@
     commit    one batch's commit: outputs and changelog acknowledged, RocksDB written
     tick      one punctuator tick: the end-offset probe, reading what is due, emitting it
     scan_us   reading what is due from the stored timer index, in microseconds
+    gc_us     one pass of Python's cyclic garbage collector, in microseconds
+              (streams.processor.collector; workers started by `xwait worker`)
 
 Only records stamped by the broker (LogAppendTime) count: a producer's clock
 says nothing about the worker.  Read in /xwait/stats (p50, p99, max).
@@ -18,7 +20,7 @@ from collections.abc import Iterable
 
 # Samples kept per stage: enough for a stable p99 at any load, a few KB each.
 WINDOW = 4096
-STAGES = ("taken", "released", "durable", "commit", "tick", "scan_us")
+STAGES = ("taken", "released", "durable", "commit", "tick", "scan_us", "gc_us")
 
 
 class Latencies:

@@ -55,6 +55,7 @@ def test_metrics_are_prometheus_text_with_every_family(cluster: Cluster) -> None
     assert status == 200
     names = {n for n, _, _ in parse(text)}
     for family in ("process_resident_memory_bytes", "process_cpu_seconds_total",
+                   "python_gc_collections_total",
                    "xwait_build_info", "xwait_ready", "xwait_parked_waits",
                    "xwait_finished_waits", "xwait_timers_due", "xwait_timers_emitted_total",
                    "xwait_timer_lateness_seconds_bucket", "xwait_actions_total",
@@ -66,6 +67,14 @@ def test_metrics_are_prometheus_text_with_every_family(cluster: Cluster) -> None
         assert family in names, family
     assert "xwait_deadline_lateness_seconds" not in text  # renamed: it measures every timer
     assert "_created" not in text
+
+
+def test_a_worker_times_the_garbage_collector_it_tuned(cluster: Cluster) -> None:
+    stats = cluster.w1.stats()
+    assert stats is not None
+    assert stats["gcThreshold"][0] == 20_000  # XWAIT_GC_THRESHOLD's default
+    passes = sum(stats["gcPasses"])
+    assert passes == stats["latencyMs"].get("gc_us", {}).get("n", 0)
 
 
 def test_series_known_in_advance_are_zero_not_missing(cluster: Cluster) -> None:

@@ -1,0 +1,155 @@
+"""The decision path alone: records per second through `build_batch`, no Kafka, no RocksDB.
+
+Run: ``.venv/bin/python bench/decide_bench.py [--waits 8000] [--gc-threshold 700,20000]
+[--rounds 2] [--out bench/results/decide-<ts>.json]``.
+
+The worker's one Python thread spends about two thirds of its time in
+`build_batch` (py-spy, drain): decoding inputs, reading and writing rows,
+deciding, encoding outputs.  This runs exactly that on the drain workload of
+`compare.py` (W1 requests, replies 90% valid, a review for each invalid
+one; bench/waits/bench-long.yaml, the bench kit's definition), in batches of 500 with rows
+kept in a dict, so a change to the per-record cost is measured in seconds
+and without the broker's noise.  Each garbage-collector threshold is run in
+turn, `--rounds` times, interleaved; every run is reported, with the
+collector's passes and its longest pause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import sys
+import time
+import uuid
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from streams.definitions import load_definitions  # noqa: E402 - after the path
+from streams.partitioning import partition_for  # noqa: E402
+from streams.processor.batch import build_batch  # noqa: E402
+from streams.processor.model import InputRecord, Role  # noqa: E402
+from streams.processor.records import RecordHandler  # noqa: E402
+
+PARTITIONS = 8
+BATCH = 500
+T0 = 1_800_000_000_000
+DEFINITION = "bench-long"
+WAITS = REPO / "bench" / "waits"
+
+
+def drain_records(waits: int, seed: int) -> list[InputRecord]:
+    """Requests, then a reply each (10% invalid), then a review of each invalid one."""
+    rng = random.Random(seed)  # noqa: S311 - a reproducible load
+    offsets: Counter[tuple[Role, int]] = Counter()
+
+    def record(role: Role, key: str, value: dict[str, Any], at: int) -> InputRecord:
+        p = partition_for(key.encode(), PARTITIONS)
+        offset = offsets[(role, p)]
+        offsets[(role, p)] += 1
+        return InputRecord(role, f"bench.{role.value}", p, offset, key.encode(),
+                           json.dumps(value).encode(), at, True)
+
+    keys = [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(waits)]
+    out = [record(Role.REQUESTS, k, {
+        "correlationKey": k, "definition": DEFINITION, "tenant": "acme",
+        "payload": json.dumps({"amount": 42}), "parties": [], "deadline": None,
+        "requestedAt": T0 + i}, T0 + i) for i, k in enumerate(keys)]
+    invalid = []
+    for i, k in enumerate(keys):
+        valid = rng.random() < 0.9
+        if not valid:
+            invalid.append(k)
+        data = {"approved": True, "by": "bench"} if valid else {"approved": "maybe"}
+        out.append(record(Role.REPLIES, k, {
+            "correlationKey": k, "tenant": "acme", "channel": "portal",
+            "responseData": json.dumps(data), "replyId": f"r-{i}", "sentAt": T0 + waits + i},
+            T0 + waits + i))
+    out += [record(Role.COMMANDS, k, {
+        "correlationKey": k, "command": "REVIEW", "reason": None, "reviewOutcome": "Accept",
+        "reviewNote": "bench accepts", "responseData": None, "operator": "bench"},
+        T0 + 2 * waits + i) for i, k in enumerate(invalid)]
+    return out
+
+
+def run_once(handler: RecordHandler, records: list[InputRecord], threshold: int
+             ) -> dict[str, Any]:
+    """Decide every record in batches; the rate, the outcomes, the collector's passes."""
+    rows: dict[tuple[int, bytes], bytes] = {}
+    passes, pauses, started = [0], [0.0], [0.0]
+
+    def watch(phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            passes[0] += 1
+            pauses[0] = max(pauses[0], time.perf_counter() - started[0])
+
+    saved = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(threshold, saved[1], saved[2])
+    gc.callbacks.append(watch)
+    counters: Counter[str] = Counter()
+    begin = time.perf_counter()
+    try:
+        for i in range(0, len(records), BATCH):
+            batch = build_batch(handler, records[i:i + BATCH],
+                                lambda p, key: rows.get((p, key)), {}, {}, T0 + 10**9)
+            counters.update(batch.counters)
+            for p, part in batch.parts.items():
+                for key, row in part.rows.items():
+                    if row is None:
+                        rows.pop((p, key), None)
+                    else:
+                        rows[(p, key)] = row
+        seconds = time.perf_counter() - begin
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*saved)
+    return {"gc_threshold": threshold, "records": len(records),
+            "seconds": round(seconds, 3), "records_per_s": round(len(records) / seconds),
+            "us_per_record": round(seconds / len(records) * 1e6, 1),
+            "gc_passes": passes[0], "gc_longest_ms": round(pauses[0] * 1000, 1),
+            "outcomes": sum(n for k, n in counters.items() if k.startswith("outcomes.")),
+            "counters": dict(sorted(counters.items()))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--waits", type=int, default=8000)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--gc-threshold", default="700,20000",
+                   help="comma-separated young-generation thresholds to compare")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, help="JSON (default bench/results/decide-<ts>.json)")
+    args = p.parse_args(argv)
+    thresholds = [int(t) for t in args.gc_threshold.split(",")]
+    handler = RecordHandler(load_definitions(WAITS), PARTITIONS)
+    records = drain_records(args.waits, args.seed)
+    runs = []
+    for round_ in range(1, args.rounds + 1):
+        for threshold in thresholds:
+            run = {"round": round_, "load": Path("/proc/loadavg").read_text().split()[0],
+                   **run_once(handler, records, threshold)}
+            runs.append(run)
+            print(f"round {round_} gc_threshold={threshold:>6}: {run['records_per_s']:>6,} "
+                  f"records/s ({run['us_per_record']} us each), {run['gc_passes']} gc passes, "
+                  f"longest {run['gc_longest_ms']} ms, {run['outcomes']:,} outcomes, "
+                  f"load {run['load']}", flush=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out: Path = args.out or REPO / "bench" / "results" / f"decide-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"waits": args.waits, "batch": BATCH, "runs": runs}, indent=2)
+                   + "\n", encoding="utf-8")
+    print(f"decide_bench: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""bench/decide_bench.py decides every wait of its drain and reports each run (no broker)."""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+from tests.bench.loading import load_bench
+
+decide = load_bench("decide_bench")
+
+
+def test_every_wait_of_the_drain_ends_in_every_run_and_the_collector_is_restored(
+        tmp_path: Path) -> None:
+    before = gc.get_threshold()
+    out = tmp_path / "decide.json"
+    assert decide.main(["--waits", "120", "--rounds", "1", "--gc-threshold", "700,20000",
+                        "--out", str(out)]) == 0
+
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["gc_threshold"] for r in runs] == [700, 20000]
+    for run in runs:
+        assert run["outcomes"] == 120  # a reply or a review ended each wait
+        assert run["counters"]["outcomes.reply_valid"] + run["counters"].get(
+            "outcomes.review_accepted", 0) == 120
+        assert run["records"] == 240 + run["counters"]["processed.commands"]
+        assert run["counters"]["processed.commands"] > 0  # the invalid replies were reviewed
+    assert gc.get_threshold() == before
