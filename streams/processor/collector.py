@@ -3,9 +3,10 @@
 Deciding a record allocates a few dozen short-lived objects (dataclasses,
 tuples, dicts), almost none of them in reference cycles: reference counting
 frees them.  With Python's default threshold (a young-generation pass every
-700 net allocations) the collector still ran about once per 40 records, and
-every tenth of those passes walked the older generations: faust's and the
-clients' objects, the census, the in-memory timer index.  On the decision
+700 net allocations) the collector still ran about once per 40 records;
+every tenth pass also walked the middle generation and about every hundredth
+all of them: faust's and the clients' objects, the census, the in-memory
+timer index.  On the decision
 path alone (bench/decide_bench.py, 17,600 records): 393 passes, the longest
 48-60 ms; with a threshold of 20,000, 2 passes.  On a real worker
 (compare.py, two interleaved rounds each): drain 1,772 and 1,906 events/s
