@@ -107,8 +107,9 @@ BATCH_LINGER_S = 0.001
 # How often the applier looks for stalled topics and paused partitions to resume.
 HOUSEKEEPING_S = 0.1
 # Least time between two probes the applier asks for itself (the punctuator
-# probes every tick besides): each is one ListOffsets request.
-PROBE_MIN_S = 0.005
+# probes every tick besides): each is one ListOffsets request, and under a
+# steady load the applier asks after nearly every release.
+PROBE_MIN_S = 0.01
 # How often the consumer group's offsets are brought up to the stored positions
 # (for lag monitors; the worker itself starts from the stored positions).
 GROUP_COMMIT_INTERVAL_S = 2.0
@@ -191,6 +192,7 @@ class Worker:
         # (role, partition) behind its end -> (next offset, since when it has not moved)
         self._stuck_since: dict[tuple[Role, int], tuple[int, float]] = {}
         self._last_probe = 0.0
+        self._background_probe: asyncio.Future[None] | None = None
         self._probing = asyncio.Lock()
         self.ends: dict[TP, int] = {}  # input end offsets seen by the last probe
         self.failure: BaseException | None = None
@@ -306,6 +308,8 @@ class Worker:
         finally:
             applier.cancel()
             reading.cancel()
+            if self._background_probe is not None:
+                self._background_probe.cancel()
             self.reader.stop()
 
     async def _read_inputs(self) -> None:
@@ -417,14 +421,13 @@ class Worker:
                 self.latency.add_all("released", (now - r.timestamp for r in released
                                                   if r.log_append_time and r.timestamp))
                 self._staged += released
+            if self.sequencer.wants_probe() and self.ready.is_set():
+                self._probe_in_background()
             busy = self._committing is not None and not self._committing.done()
             if self._staged and (not busy or len(self._staged) >= BATCH_MAX):
                 await self._run_batch()
                 if self.sequencer.held():
                     self._wake.set()  # more may be releasable now
-            elif not self._staged and self.sequencer.wants_probe() and self.ready.is_set() \
-                    and await self._probe_now():
-                self._wake.set()
             if time.monotonic() - last_housekeeping > HOUSEKEEPING_S:
                 last_housekeeping = time.monotonic()
                 await self._unstick()
@@ -938,6 +941,31 @@ class Worker:
         except (KafkaException, TimeoutError) as exc:  # the broker is away: next tick again
             log.warning("punctuator tick failed: %s", exc)
         self.latency.add("tick", round((time.monotonic() - started) * 1000))
+
+    def _probe_in_background(self) -> None:
+        """Probe while the applier decides: records held for proof need not wait for a tick.
+
+        A record is released once no other input topic of its partition can
+        still hold an older one; a topic with nothing fetched proves that only
+        by a probe sent after the record was appended.  The applier used to
+        probe only when it had nothing staged, so under a steady load records
+        of a partition whose commands topic was quiet waited for the
+        punctuator's next probe (up to a tick).  The probe goes to its own
+        thread; its answer wakes the applier.
+        """
+        if self._background_probe is not None and not self._background_probe.done():
+            return
+        self._background_probe = asyncio.ensure_future(self._probe_and_wake())
+
+    async def _probe_and_wake(self) -> None:
+        try:
+            early = PROBE_MIN_S - (time.monotonic() - self._last_probe)
+            if early > 0:
+                await asyncio.sleep(early)
+            if await self._probe_now():
+                self._wake.set()
+        except Exception as exc:  # noqa: BLE001 - a bug here must stop the worker, loudly
+            await self._fail(exc, "probing the inputs' end offsets")
 
     async def _probe_now(self) -> bool:
         """A probe the applier asks for: records wait for proof that nothing older is left."""
