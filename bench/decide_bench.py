@@ -34,6 +34,8 @@ sys.path.insert(0, str(REPO))
 from streams.definitions import load_definitions  # noqa: E402 - after the path
 from streams.partitioning import partition_for  # noqa: E402
 from streams.processor.batch import build_batch  # noqa: E402
+from streams.processor.collector import GcWatch  # noqa: E402
+from streams.processor.latency import Latencies  # noqa: E402
 from streams.processor.model import InputRecord, Role  # noqa: E402
 from streams.processor.records import RecordHandler  # noqa: E402
 
@@ -82,19 +84,12 @@ def run_once(handler: RecordHandler, records: list[InputRecord], threshold: int
              ) -> dict[str, Any]:
     """Decide every record in batches; the rate, the outcomes, the collector's passes."""
     rows: dict[tuple[int, bytes], bytes] = {}
-    passes, pauses, started = [0], [0.0], [0.0]
-
-    def watch(phase: str, _info: dict[str, Any]) -> None:
-        if phase == "start":
-            started[0] = time.perf_counter()
-        else:
-            passes[0] += 1
-            pauses[0] = max(pauses[0], time.perf_counter() - started[0])
-
+    pauses = Latencies()
+    watch = GcWatch(pauses)  # the worker's own timing of the collector's passes
     saved = gc.get_threshold()
     gc.collect()
     gc.set_threshold(threshold, saved[1], saved[2])
-    gc.callbacks.append(watch)
+    watch.install()
     counters: Counter[str] = Counter()
     begin = time.perf_counter()
     try:
@@ -110,12 +105,13 @@ def run_once(handler: RecordHandler, records: list[InputRecord], threshold: int
                         rows[(p, key)] = row
         seconds = time.perf_counter() - begin
     finally:
-        gc.callbacks.remove(watch)
+        watch.remove()
         gc.set_threshold(*saved)
     return {"gc_threshold": threshold, "records": len(records),
             "seconds": round(seconds, 3), "records_per_s": round(len(records) / seconds),
             "us_per_record": round(seconds / len(records) * 1e6, 1),
-            "gc_passes": passes[0], "gc_longest_ms": round(pauses[0] * 1000, 1),
+            "gc_passes": sum(watch.passes),
+            "gc_longest_ms": pauses.summary().get("gc_us", {}).get("max", 0) / 1000,
             "outcomes": sum(n for k, n in counters.items() if k.startswith("outcomes.")),
             "counters": dict(sorted(counters.items()))}
 
