@@ -111,7 +111,7 @@ def run_once(handler: RecordHandler, records: list[InputRecord], threshold: int
             "seconds": round(seconds, 3), "records_per_s": round(len(records) / seconds),
             "us_per_record": round(seconds / len(records) * 1e6, 1),
             "gc_passes": sum(watch.passes),
-            "gc_longest_ms": pauses.summary().get("gc_us", {}).get("max", 0) / 1000,
+            "gc_longest_ms": round(pauses.summary().get("gc_us", {}).get("max", 0) / 1000, 1),
             "outcomes": sum(n for k, n in counters.items() if k.startswith("outcomes.")),
             "counters": dict(sorted(counters.items()))}
 
