@@ -59,7 +59,7 @@ from streams.config import Guarantee, Settings
 from streams.console import install as install_console
 from streams.core import WaitDefinition
 from streams.definitions import load_definitions
-from streams.processor import collector, faust_glue
+from streams.processor import collector, faust_glue, flow
 from streams.processor.batch import Batch, build_batch
 from streams.processor.census import Census, census_key
 from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
@@ -86,10 +86,6 @@ TABLE_WAITS = "waits"  # see streams.processor.store for the key layout
 # produce round trips and the RocksDB write over more records; beyond a few
 # hundred the gain is small and a rebalance waits longer for the batch in flight.
 BATCH_MAX = 500
-# Records held for one input topic-partition before its fetching pauses: a
-# topic read far ahead of the others (by the broker's clock) waits for them
-# in memory, about 1 KB a record; pausing it lets the others' records through.
-HELD_MAX = 5000
 # How long a topic may hold the others back while records below its end
 # offset do not arrive, before the worker reads that range itself (offsets
 # that hold transaction markers only never arrive through the fetch).
@@ -104,7 +100,7 @@ STOP_COMMIT_WAIT_S = 20.0
 # How long the applier lets the agent take records before it stages the
 # first of a batch: a millisecond of latency for batches of more than one.
 BATCH_LINGER_S = 0.001
-# How often the applier looks for stalled topics and paused partitions to resume.
+# How often the applier looks for stalled topics and steers the fetch (`flow`).
 HOUSEKEEPING_S = 0.1
 # Least time between two probes the applier asks for itself (the punctuator
 # probes every tick besides): each is one ListOffsets request, and under a
@@ -351,20 +347,30 @@ class Worker:
             self.latency.add("taken", now - rec.timestamp)
         self.sequencer.add(rec, now)
         self._wake.set()
-        if self.sequencer.held(rec.partition, rec.role) >= HELD_MAX:
-            tp = TP(rec.topic, rec.partition)
-            if tp not in self._paused:
-                self._paused.add(tp)
-                self.reader.pause(tp.topic, tp.partition)
-                self.counters["inputs.paused"] += 1
+        if self.sequencer.held(rec.partition, rec.role) >= flow.HELD_MAX:
+            self._pause(TP(rec.topic, rec.partition))
 
-    def _resume_drained(self) -> None:
-        for tp in list(self._paused):
-            role = self.role_by_topic[tp.topic]
-            if self.sequencer.held(tp.partition, role) < HELD_MAX // 2:
-                self._paused.discard(tp)
-                self.reader.resume(tp.topic, tp.partition)
-                self.counters["inputs.resumed"] += 1
+    def _pause(self, tp: TP) -> None:
+        if tp not in self._paused:
+            self._paused.add(tp)
+            self.reader.pause(tp.topic, tp.partition)
+            self.counters["inputs.paused"] += 1
+
+    def _steer_fetch(self) -> None:
+        """Pause what is held while a partition waits for the fetch; resume the rest (`flow`)."""
+        owned = self.sequencer.partitions()
+        waiting = flow.waited_for(self.sequencer, owned)
+        for p in owned:
+            for role in INPUT_ROLES:
+                tp = TP(self.topic_names[role], p)
+                held = self.sequencer.held(p, role)
+                if tp not in self._paused:
+                    if flow.should_pause(held, role, waiting):
+                        self._pause(tp)
+                elif flow.may_resume(held, role, waiting):
+                    self._paused.discard(tp)
+                    self.reader.resume(tp.topic, tp.partition)
+                    self.counters["inputs.resumed"] += 1
 
     async def _read_gap(self, gap: Gap) -> list[InputRecord] | None:
         """The records the fetch passed over below `gap.stop` (streams.processor.gaps)."""
@@ -431,7 +437,7 @@ class Worker:
             if time.monotonic() - last_housekeeping > HOUSEKEEPING_S:
                 last_housekeeping = time.monotonic()
                 await self._unstick()
-                self._resume_drained()
+                self._steer_fetch()
 
     async def _unstick(self) -> None:
         """Read directly what a topic behind its end offset does not deliver.

@@ -196,7 +196,7 @@ def keep_paused_through_flow_control(app: faust.App) -> None:
     When a stream's buffer fills, faust takes the partition out of the active
     set (`Consumer.on_buffer_full`) and, once the buffer has drained by half,
     puts it back (`on_buffer_drop`), whether or not it was paused meanwhile.
-    The worker pauses an input holding HELD_MAX records, which bounds what it
+    The worker pauses an input holding `flow.HELD_MAX` records, which bounds what it
     holds; a pause made while the partition's buffer was full was undone when
     the buffer drained, and the worker, having paused it once, did not pause
     it again: nothing then bounded that input but the backlog itself.  (A

@@ -43,14 +43,17 @@ log = logging.getLogger(__name__)
 # Records handed over at a time, and how long a fetch waits for the first.
 BATCH = 1000
 POLL_S = 0.1
-# What librdkafka fetches ahead: at most 128 KiB a partition in one fetch, so
-# that one fetch serves every owned partition a little.  With the default
-# (1 MiB a partition, 4 MiB in all, see PREFETCH) a fetch filled the queue from
-# a few partitions, and a topic whose turn did not come for seconds held its
-# partition's other topics back (the sequencer releases by append time) and
-# was read a second time by the stall reader (4,000-5,000 of 42,000 records
-# in a drain of 20,000 waits).
-FETCH = {**PREFETCH, "max.partition.fetch.bytes": 128 * 1024}
+# What librdkafka fetches ahead (PREFETCH) and how much of one partition a
+# fetch asks for: 1 MiB, as large as the largest record batch the broker takes
+# by default (message.max.bytes).  The broker returns nothing for a partition
+# whose next batch is larger than its share, unless that partition comes
+# first in the fetch; librdkafka puts each partition first in turn, one fetch
+# after another.  At 128 KiB a producer catching up in batches of a few
+# hundred kilobytes starved its partition for seconds (about 10 s in a drain
+# of 20,000 waits), and the worker read it directly every STUCK_S.  Turns of
+# a megabyte serve one partition after another from one queue: `flow` pauses
+# what is held while a partition waits for one of its topics.
+FETCH = {**PREFETCH, "max.partition.fetch.bytes": 1024 * 1024}
 # A broker error is logged at most this often (librdkafka retries on its own).
 ERROR_LOG_EVERY_S = 30.0
 

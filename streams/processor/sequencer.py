@@ -193,6 +193,26 @@ class Sequencer:
                 for p, part in self._parts.items() for role, t in part.topics.items()
                 if t.probe_at is not None and t.taken_next < t.probe_end]
 
+    def waiting_for(self, partition: int) -> Role | None:
+        """The topic whose fetch the partition waits for, if any.
+
+        It holds nothing, may still deliver a record older than everything
+        held, and has records below its probed end offset that were not
+        taken yet: until they come, nothing of the partition is released,
+        whatever the other topics hold.  (A topic caught up as of an older
+        probe waits for a probe instead, not for the fetch.)
+        """
+        part = self._parts.get(partition)
+        if part is None:
+            return None
+        heads = [(t.queue[0][0], role) for role, t in part.topics.items() if t.queue]
+        if not heads:
+            return None
+        first, role = min(heads)
+        return next((other for other, t in part.topics.items()
+                     if other is not role and _below(t.bound(), first)
+                     and t.probe_at is not None and t.taken_next < t.probe_end), None)
+
     def held(self, partition: int | None = None, role: Role | None = None) -> int:
         parts = self._parts.values() if partition is None else [
             self._parts[partition]] if partition in self._parts else []

@@ -121,3 +121,26 @@ def test_records_put_back_come_out_again_first_and_in_order() -> None:
     first = seq.release(2)
     seq.unrelease(first)
     assert [r.offset for r in seq.release(100)] == [0, 1, 2]
+
+
+def test_a_partition_waits_for_the_topic_whose_records_are_still_to_be_fetched() -> None:
+    seq = fresh()
+    for offset in range(3):
+        seq.add(rec(Role.REQUESTS, offset, 1_000 + offset), wall_ms=0)
+    seq.probed(2_000, [(Role.REQUESTS, P, 3), (Role.REPLIES, P, 5), (Role.COMMANDS, P, 0)])
+    assert seq.release(100) == []
+    assert seq.waiting_for(P) is Role.REPLIES  # five replies below the end, none taken
+    seq.add(rec(Role.REPLIES, 0, 1_500), wall_ms=0)  # its first reply: after the requests
+    assert seq.waiting_for(P) is None
+    assert [r.role for r in seq.release(100)] == [Role.REQUESTS] * 3 + [Role.REPLIES]
+    assert seq.waiting_for(P) is None  # nothing held: nothing waits
+
+
+def test_a_topic_caught_up_as_of_an_older_probe_waits_for_a_probe_not_for_the_fetch() -> None:
+    seq = fresh()
+    seq.probed(1_000, [(r, P, 0) for r in CLOCKED_ROLES])
+    seq.add(rec(Role.REPLIES, 0, 5_000), wall_ms=0)
+    assert seq.release(100) == []
+    assert seq.wants_probe()
+    assert seq.waiting_for(P) is None  # nothing to fetch: pausing others would not help
+    assert Sequencer().waiting_for(P) is None  # a partition not owned waits for nothing
