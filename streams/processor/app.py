@@ -312,18 +312,32 @@ class Worker:
         """Offer each batch the input reader fetched, then let it fetch the next."""
         self.reader.start()
         while self.failure is None:
-            records = await self.reader.next_batch()
+            fetched = await self.reader.next_batch()
             if self.reader.failure is not None:
                 await self._fail(self.reader.failure, "reading the input topics")
                 return
-            for rec in records:
+            for rec in fetched.records:
                 await self._offer(rec)
+            for topic, p, start, stop in fetched.passed:
+                self._passed_over(self.role_by_topic[topic], p, start, stop)
             self.reader.taken()
+
+    def _passed_over(self, role: Role, p: int, start: int, stop: int) -> None:
+        """The fetch passed over offsets without records (transaction markers): expect `stop`."""
+        want = self.gate.expected(role, p)
+        if want is not None and self.gate.passed(role, p, start, stop):
+            self.sequencer.skipped(role, p, stop)
+            self.counters["inputs.markers_passed"] += stop - want
+            self._wake.set()
 
     async def _offer(self, rec: InputRecord) -> None:
         """Take a fetched record if it is the next one expected of its partition."""
         epoch = self.gate.epoch
-        verdict = self.gate.check(rec.role, rec.partition, rec.offset)
+        verdict = self.gate.check(rec.role, rec.partition, rec.offset, rec.follows)
+        if verdict is Verdict.APPLY and rec.follows is not None:
+            want = self.gate.expected(rec.role, rec.partition)
+            if want is not None and rec.offset > want:
+                self.counters["inputs.markers_passed"] += rec.offset - want
         if verdict is Verdict.GAP:
             gap = self.gate.gap(rec.role, rec.partition, rec.offset)
             filled = await self._read_gap(gap)

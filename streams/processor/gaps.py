@@ -47,12 +47,12 @@ PREFETCH = {"queued.min.messages": 2000, "queued.max.messages.kbytes": 4096,
             "fetch.max.bytes": 4 * 1024 * 1024}
 
 
-def input_record(role: Role, msg: Message) -> InputRecord:
+def input_record(role: Role, msg: Message, follows: int | None = None) -> InputRecord:
     """A record as confluent-kafka delivered it (without an error), as the worker takes it."""
     ts_type, ts = msg.timestamp()
     return InputRecord(role, msg.topic() or "", msg.partition() or 0, msg.offset() or 0,
                        msg.key(), msg.value(), ts if ts >= 0 else None,
-                       ts_type == TIMESTAMP_LOG_APPEND_TIME)
+                       ts_type == TIMESTAMP_LOG_APPEND_TIME, follows)
 
 
 class GapReader:

@@ -6,7 +6,9 @@ its state, and from then on applies a record only if it is the one expected
 next.  A record below the expected offset was applied already (a re-delivery
 after a seek, or a record buffered before a rebalance) and is dropped; a
 record above it means the fetch skipped something, and the worker reads the
-offsets in between itself before applying it (`Gap`).  Records of
+offsets in between itself before applying it (`Gap`) - unless the fetch
+says it passed over them because they hold no records (transaction
+markers), and they are few (`MARKERS_MAX`).  Records of
 partitions it does not own (any more, or not yet) are dropped: after the
 assignment completes they are fetched again from the stored position.
 
@@ -23,6 +25,18 @@ from dataclasses import dataclass
 from enum import Enum
 
 from streams.processor.model import INPUT_ROLES, InputRecord, Role
+
+MARKERS_MAX = 16
+"""The most offsets without records the fetch is believed to have passed over.
+
+A transaction's commit marker takes one offset after its records; a producer
+that commits one input per transaction puts one between every two records.
+Reading each such offset directly cost a consumer of its own (20-100 ms) per
+record.  The fetch says which offsets it passed over (`check`'s `follows`,
+`InputReader`'s passed ranges); a longer run than this - a whole aborted
+batch, records removed by retention, or a fetch that lost a chunk - is read
+directly as before, so the gate does not take the fetch's word for more.
+"""
 
 
 class Verdict(Enum):
@@ -66,13 +80,38 @@ class InputGate:
     def expected(self, role: Role, partition: int) -> int | None:
         return self._expected.get((role, partition))
 
-    def check(self, role: Role, partition: int, offset: int) -> Verdict:
+    def check(self, role: Role, partition: int, offset: int,
+              follows: int | None = None) -> Verdict:
+        """Whether to apply the record at `offset`.
+
+        `follows`, when the fetch knows it, is where the fetch was before this
+        record: the offsets from there up to `offset` hold no records
+        (transaction markers and aborted records, which a read_committed
+        consumer passes over).  A record above the expected offset is then
+        the next one, if the fetch was at or below the expected offset;
+        otherwise what lies between is read directly (`Verdict.GAP`).
+        """
         want = self._expected.get((role, partition))
         if want is None:
             return Verdict.NOT_OWNED
         if offset == want:
             return Verdict.APPLY
-        return Verdict.DUPLICATE if offset < want else Verdict.GAP
+        if offset < want:
+            return Verdict.DUPLICATE
+        return Verdict.APPLY if self._passed_over(want, follows, offset) else Verdict.GAP
+
+    def passed(self, role: Role, partition: int, start: int, stop: int) -> bool:
+        """The fetch passed over offsets [start, stop) without records: expect `stop` if
+        that covers the expected offset and is believed (MARKERS_MAX); whether it did."""
+        want = self._expected.get((role, partition))
+        if want is None or want >= stop or not self._passed_over(want, start, stop):
+            return False
+        self._expected[(role, partition)] = stop
+        return True
+
+    @staticmethod
+    def _passed_over(want: int, start: int | None, stop: int) -> bool:
+        return start is not None and start <= want and stop - want <= MARKERS_MAX
 
     def gap(self, role: Role, partition: int, offset: int) -> Gap:
         want = self._expected[(role, partition)]
@@ -103,4 +142,4 @@ class InputGate:
             self._expected[key] = max(self._expected[key], offset + 1)
 
 
-__all__ = ["Gap", "InputGate", "Verdict"]
+__all__ = ["MARKERS_MAX", "Gap", "InputGate", "Verdict"]

@@ -52,6 +52,10 @@ class InputRecord:
     value: bytes | None
     timestamp: int | None = None  # milliseconds, as Kafka stamped the record
     log_append_time: bool = False  # the broker's clock (LogAppendTime), not the producer's
+    # The reader's position before this record: librdkafka delivered this record
+    # next, so the offsets from there up to it hold no records (transaction
+    # markers, aborted records).  None when it came from elsewhere.
+    follows: int | None = None
 
     def event_time(self, wall_ms: int) -> int:
         """When the record happened, as decisions see it: the broker's append time.

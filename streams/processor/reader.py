@@ -13,8 +13,12 @@ What is fetched is only ever offered: the worker's gate (`inputs`) takes a
 record only if it is the next one expected of its partition, so a record
 delivered twice, late, or for a partition given up meanwhile changes
 nothing, and one the fetch passed over is read directly before the record
-that revealed the gap.  The reader is thus never trusted with correctness,
-only with speed.
+that revealed the gap.  The reader is trusted with one thing only: that a
+few offsets librdkafka passed over between two records it delivered in one
+uninterrupted run of a partition (or below its position after the last one)
+hold no records - the commit markers of transactional producers, one after
+every transaction (`Fetched`, `inputs.MARKERS_MAX`).  Anything else it
+passes over is read directly.
 
 The consumer lives in one thread (librdkafka's calls are made from there
 only); the event loop sends it the assignment and pauses as commands.  It
@@ -58,6 +62,21 @@ FETCH = {**PREFETCH, "max.partition.fetch.bytes": 1024 * 1024}
 ERROR_LOG_EVERY_S = 30.0
 
 _Command = tuple[str, Any]
+_TP = tuple[str, int]
+
+
+@dataclass
+class Fetched:
+    """What one turn of the fetch handed over.
+
+    `passed`: (topic, partition, start, stop) - the fetch moved from `start`
+    to `stop` without a record to deliver (a topic whose last records are
+    followed by a transaction's commit marker).  Each record's `follows` says
+    the same for the offsets just before it.
+    """
+
+    records: list[InputRecord] = field(default_factory=list)
+    passed: list[tuple[str, int, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -79,7 +98,7 @@ class InputReader:
         self._roles = dict(roles)
         self._run: _Run | None = None
         self._assignment: dict[tuple[str, int], int] = {}
-        self._batches: asyncio.Queue[list[InputRecord]] = asyncio.Queue()
+        self._batches: asyncio.Queue[Fetched] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.failure: BaseException | None = None
 
@@ -94,7 +113,7 @@ class InputReader:
         threading.Thread(target=self._read, args=(run,), name="xwait-inputs",
                          daemon=True).start()
 
-    async def next_batch(self) -> list[InputRecord]:
+    async def next_batch(self) -> Fetched:
         """The next batch fetched; the reader fetches again once `taken` is called."""
         return await self._batches.get()
 
@@ -126,15 +145,22 @@ class InputReader:
     def _read(self, run: _Run) -> None:
         consumer: Consumer | None = None
         last_error = 0.0
+        # Per partition, the offset after the last record delivered, since nothing
+        # (an assignment, a pause, a resume) touched the partition: within such
+        # a run librdkafka delivers the records in order and passes over only
+        # transaction markers and aborted records, so what lies between two of
+        # them, or below its position, holds none.  Before the first record of
+        # a run nothing is claimed: the gate reads any gap there directly.
+        at: dict[_TP, int] = {}
         try:
             consumer = Consumer(self._conf)
             assigned = False
             while not run.stop.is_set():
-                assigned = self._apply_commands(run, consumer, assigned)
+                assigned = self._apply_commands(run, consumer, assigned, at)
                 if not assigned:
                     time.sleep(POLL_S)
                     continue
-                records: list[InputRecord] = []
+                fetched = Fetched()
                 for msg in _fetched(consumer):
                     err = msg.error()
                     if err is not None:
@@ -144,20 +170,25 @@ class InputReader:
                             last_error = time.monotonic()
                             log.warning("input fetch: %s (retrying)", err)
                         continue
-                    role = self._roles.get(msg.topic() or "")
-                    if role is not None:
-                        records.append(input_record(role, msg))
-                if records:
-                    self._hand_over(run, records)
+                    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                    role = self._roles.get(topic or "")
+                    if role is None or topic is None or partition is None or offset is None:
+                        continue
+                    tp = (topic, partition)
+                    fetched.records.append(input_record(role, msg, at.get(tp)))
+                    at[tp] = offset + 1
+                fetched.passed = _passed(consumer, at)
+                if fetched.records or fetched.passed:
+                    self._hand_over(run, fetched)
         except BaseException as exc:  # noqa: BLE001 - reported to the worker, which stops
             self.failure = exc
             log.exception("the input reader stopped")
-            self._hand_over(run, [])
+            self._hand_over(run, Fetched())
         finally:
             if consumer is not None:
                 consumer.close()
 
-    def _hand_over(self, run: _Run, records: list[InputRecord]) -> None:
+    def _hand_over(self, run: _Run, records: Fetched) -> None:
         if self._loop is None:
             return
         run.taken.clear()
@@ -168,7 +199,8 @@ class InputReader:
             return
         run.taken.wait()
 
-    def _apply_commands(self, run: _Run, consumer: Consumer, assigned: bool) -> bool:
+    def _apply_commands(self, run: _Run, consumer: Consumer, assigned: bool,
+                        at: dict[_TP, int]) -> bool:
         while True:
             try:
                 what, arg = run.commands.get_nowait()
@@ -177,15 +209,34 @@ class InputReader:
             if what == "assign":
                 tps = [TopicPartition(t, p, o) for (t, p), o in arg.items()]
                 consumer.assign(tps)
+                at.clear()
                 if tps:
                     consumer.resume(tps)  # a pause must not outlive the assignment it was for
                 assigned = bool(tps)
             elif what in ("pause", "resume") and assigned:
+                at.pop(arg, None)  # see `_read`: trusted only between two records
                 try:
                     (consumer.pause if what == "pause" else consumer.resume)(
                         [TopicPartition(*arg)])
                 except KafkaException as exc:  # a partition no longer assigned
                     log.info("input %s %s[%d] ignored: %s", what, arg[0], arg[1], exc)
+
+
+def _passed(consumer: Consumer, at: dict[_TP, int]) -> list[tuple[str, int, int, int]]:
+    """Partitions whose fetch position moved past `at` without delivering a record.
+
+    A read_committed consumer passes over transaction markers and aborted
+    records: its position moves, and nothing is delivered.
+    """
+    out: list[tuple[str, int, int, int]] = []
+    if not at:
+        return out
+    for tp in consumer.position([TopicPartition(t, p) for t, p in at]):
+        key = (tp.topic, tp.partition)
+        if tp.offset > at[key]:  # a position not yet known is negative
+            out.append((tp.topic, tp.partition, at[key], tp.offset))
+            at[key] = tp.offset
+    return out
 
 
 def _fetched(consumer: Consumer) -> list[Any]:
@@ -205,4 +256,4 @@ def _fetched(consumer: Consumer) -> list[Any]:
     return [first, *consumer.consume(BATCH - 1, timeout=0)]
 
 
-__all__ = ["InputReader"]
+__all__ = ["Fetched", "InputReader"]

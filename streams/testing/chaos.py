@@ -297,14 +297,15 @@ def _backlog(load: Load, worker: WorkerProcess) -> int | None:
 
 
 def _behind(load: Load, worker: WorkerProcess, wanted: int, rng: random.Random,
-            freeze_s: float = 3.0) -> int | None:
+            freeze_s: float = 4.0) -> int | None:
     """Put `worker` at least `wanted` records behind; its backlog just before the kill.
 
     A worker that keeps up with the load (the usual case: it drains faster than the run
     offers) is frozen with SIGSTOP while the load piles up four times that, then thawed
     and killed a moment later, in the middle of catching up: the kill then finds fetched,
     undecided and uncommitted input. (Twice was enough until the worker got faster: it
-    then caught up within the moment, and a CI run's kills found 153, 0 and 1 records.)
+    then caught up within the moment, and a CI run's kills found 153, 0 and 1 records;
+    with a 3 s freeze and fetch turns of 1 MiB, one run's kills found 151, 164 and 0.)
     The freeze (with the heartbeat interval before it) stays under the session timeout,
     so the group does not move the partitions meanwhile.
     """
@@ -450,7 +451,7 @@ def chaos_settings(base: Settings, folder: Path, guarantee: Guarantee) -> Settin
     (topo / "waits" / "chaos.yaml").write_text(DEFINITION)
     # A worker restarted after kill -9 owns nothing until the group drops its dead
     # member, one session timeout after the kill: 7 s (not 10) takes 3 s off each restart
-    # and still outlasts a 3 s freeze plus a heartbeat interval (1.2 s).
+    # and still outlasts a 4 s freeze plus a heartbeat interval (1.2 s).
     return base.with_overrides(topology=topo, guarantee=guarantee, timer_tick=0.2,
                                session_timeout=7.0)
 

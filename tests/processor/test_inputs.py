@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.processor.inputs import InputGate, Verdict
+from streams.processor.inputs import MARKERS_MAX, InputGate, Verdict
 from streams.processor.model import INPUT_ROLES, InputRecord, Role
 
 R = Role.REQUESTS
@@ -73,3 +73,65 @@ def test_the_gate_never_passes_an_offset_that_was_not_taken(
                                      _records(start, start + length))
             taken += [r.offset for r in got or ()]
         assert taken == list(range(gate.expected(R, 0) or 0))
+
+
+def test_a_record_after_offsets_the_fetch_passed_over_is_the_next_one() -> None:
+    gate = _gate(10)
+    # librdkafka delivered 9, then 11: offset 10 is a transaction marker.
+    assert gate.check(R, 0, 11, follows=10) is Verdict.APPLY
+    assert gate.check(R, 0, 10 + MARKERS_MAX, follows=10) is Verdict.APPLY
+
+
+def test_the_fetchs_word_is_not_taken_for_a_long_run_or_one_beginning_above() -> None:
+    gate = _gate(10)
+    assert gate.check(R, 0, 11 + MARKERS_MAX, follows=10) is Verdict.GAP  # read it directly
+    assert gate.check(R, 0, 14, follows=12) is Verdict.GAP  # 10 and 11 were never delivered
+    assert gate.check(R, 0, 14) is Verdict.GAP  # a run's first record claims nothing
+
+
+def test_a_passed_range_moves_the_expected_offset_only_when_it_covers_it() -> None:
+    gate = _gate(10)
+    assert not gate.passed(R, 0, 11, 13)  # 10 itself is not covered
+    assert not gate.passed(R, 0, 10, 11 + MARKERS_MAX)
+    assert not gate.passed(R, 0, 5, 9)  # wholly below: taken already
+    assert gate.expected(R, 0) == 10
+    assert gate.passed(R, 0, 9, 12)
+    assert gate.expected(R, 0) == 12
+    assert not InputGate().passed(R, 0, 0, 1)  # a partition not owned
+
+
+@given(log=st.lists(st.booleans(), min_size=1, max_size=60),
+       restarts=st.lists(st.integers(min_value=0, max_value=59), max_size=4),
+       unseen=st.lists(st.integers(min_value=0, max_value=59), max_size=4))
+def test_what_the_fetch_passes_over_never_hides_a_record(
+        log: list[bool], restarts: list[int], unseen: list[int]) -> None:
+    """A log of records and markers (False), fetched in order with runs cut anywhere
+    (a pause, an assignment), some records delivered but never offered (fetched for an
+    assignment given up meanwhile), gaps read directly: every record is taken once, in order."""
+    records = [o for o, is_record in enumerate(log) if is_record]
+    gate = _gate(0)
+    taken: list[int] = []
+    at: int | None = None
+    for offset in records:
+        if offset in restarts:
+            at = None  # a new run: the first record claims nothing
+        if offset in unseen:
+            at = offset + 1
+            continue
+        verdict = gate.check(R, 0, offset, follows=at)
+        if verdict is Verdict.GAP:
+            want = gate.expected(R, 0) or 0
+            found = [r for r in _records(want, offset) if log[r.offset]]
+            taken += [r.offset for r in gate.read_directly(R, 0, want, offset, found) or ()]
+            verdict = gate.check(R, 0, offset)
+        if verdict is Verdict.APPLY:
+            gate.advance(R, 0, offset)
+            taken.append(offset)
+        at = offset + 1
+    if at is not None:
+        gate.passed(R, 0, at, len(log))  # the markers after the last record
+    last = gate.expected(R, 0) or 0
+    found = [r for r in _records(last, len(log)) if log[r.offset]]
+    taken += [r.offset for r in gate.read_directly(R, 0, last, len(log), found) or ()]
+    assert taken == records
+    assert gate.expected(R, 0) == len(log)

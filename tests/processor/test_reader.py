@@ -60,7 +60,7 @@ async def _collect(reader: InputReader, want: int, timeout: float = 20.0
             batch = await asyncio.wait_for(reader.next_batch(), give_up - time.monotonic())
         except TimeoutError:
             break
-        got += batch
+        got += batch.records
         reader.taken()
     return got
 
@@ -71,7 +71,7 @@ def test_it_reads_each_assigned_partition_from_its_offset_one_batch_at_a_time(
 
     async def body(reader: InputReader) -> None:
         reader.assign({(topic, 0): 100, (topic, 1): 0})
-        first = await asyncio.wait_for(reader.next_batch(), 20)
+        first = (await asyncio.wait_for(reader.next_batch(), 20)).records
         with pytest.raises(TimeoutError):  # nothing more until the first is taken
             await asyncio.wait_for(reader.next_batch(), 0.5)
         reader.taken()
@@ -97,6 +97,8 @@ def test_a_paused_partition_waits_and_one_given_up_is_no_longer_read(
         reader.resume(topic, 1)
         got = await _collect(reader, 5)
         assert [(r.partition, r.offset) for r in got] == [(1, o) for o in range(5)]
+        # a resumed partition starts a new run: its first record claims nothing before it
+        assert [r.follows for r in got] == [None, 1, 2, 3, 4]
         reader.assign({(topic, 0): 5})  # partition 1 given up
         _produce(kafka_bootstrap, topic, {0: 2, 1: 2})
         got = await _collect(reader, 4, timeout=3)
@@ -170,3 +172,32 @@ def test_a_fetch_hands_over_what_is_there_and_never_waits_to_fill_a_batch() -> N
 
     quiet = _Queue([], [])
     assert reader._fetched(quiet) == []  # type: ignore[arg-type]
+
+
+def test_it_says_which_offsets_it_passed_over_between_and_after_the_records_it_delivered(
+        kafka_bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    for i in range(3):  # records at offsets 0, 2 and 4, each transaction's marker after it
+        producer.begin_transaction()
+        producer.produce(topic, key=b"k", value=b"v%d" % i, partition=0)
+        producer.commit_transaction(30)
+
+    async def body(reader: InputReader) -> None:
+        reader.assign({(topic, 0): 0, (topic, 1): 0})
+        records: list[InputRecord] = []
+        passed: list[tuple[str, int, int, int]] = []
+        give_up = time.monotonic() + 20
+        while not passed and time.monotonic() < give_up:
+            try:
+                batch = await asyncio.wait_for(reader.next_batch(), 1)
+            except TimeoutError:
+                continue
+            records += batch.records
+            passed += batch.passed
+            reader.taken()
+        # Between two records, the marker before the second; the first claims nothing.
+        assert [(r.offset, r.follows) for r in records] == [(0, None), (2, 1), (4, 3)]
+        assert passed == [(topic, 0, 5, 6)]  # the last marker, without a record after it
+
+    _run(kafka_bootstrap, topic, body)
