@@ -100,14 +100,15 @@ class InputGate:
             return Verdict.DUPLICATE
         return Verdict.APPLY if self._passed_over(want, follows, offset) else Verdict.GAP
 
-    def passed(self, role: Role, partition: int, start: int, stop: int) -> bool:
+    def passed(self, role: Role, partition: int, start: int, stop: int) -> int:
         """The fetch passed over offsets [start, stop) without records: expect `stop` if
-        that covers the expected offset and is believed (MARKERS_MAX); whether it did."""
+        that covers the expected offset and is believed (MARKERS_MAX).  How many
+        expected offsets that passed (0: none, nothing changed)."""
         want = self._expected.get((role, partition))
         if want is None or want >= stop or not self._passed_over(want, start, stop):
-            return False
+            return 0
         self._expected[(role, partition)] = stop
-        return True
+        return stop - want
 
     @staticmethod
     def _passed_over(want: int, start: int | None, stop: int) -> bool:

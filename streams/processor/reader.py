@@ -188,12 +188,12 @@ class InputReader:
             if consumer is not None:
                 consumer.close()
 
-    def _hand_over(self, run: _Run, records: Fetched) -> None:
+    def _hand_over(self, run: _Run, fetched: Fetched) -> None:
         if self._loop is None:
             return
         run.taken.clear()
         try:
-            self._loop.call_soon_threadsafe(self._batches.put_nowait, records)
+            self._loop.call_soon_threadsafe(self._batches.put_nowait, fetched)
         except RuntimeError:  # the loop is closed: the worker is gone
             run.stop.set()
             return

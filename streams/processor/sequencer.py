@@ -33,7 +33,7 @@ shifts the boundary between "in time" and "late" by the skew.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from streams.processor.model import InputRecord, Role
@@ -48,6 +48,10 @@ class _Topic:
     queue: deque[tuple[int, InputRecord]] = field(default_factory=deque)
     probe_at: int | None = None  # wall time of the latest probe ...
     probe_end: int = 0  # ... and the end offset it saw
+
+    def behind(self) -> bool:
+        """Records below the end offset of the latest probe are not taken yet."""
+        return self.probe_at is not None and self.taken_next < self.probe_end
 
     def bound(self) -> int | None:
         """Every record of this topic not yet released was appended at or after this time."""
@@ -136,12 +140,11 @@ class Sequencer:
             while part.timers and len(out) < limit:
                 out.append(part.timers.popleft())
             while len(out) < limit:
-                heads = [(t.queue[0][0], role) for role, t in part.topics.items() if t.queue]
-                if not heads:
+                oldest = _oldest(part)
+                if oldest is None:
                     break
-                first, role = min(heads)
-                blocker = next((other for other, t in part.topics.items()
-                                if other is not role and _below(t.bound(), first)), None)
+                first, role = oldest
+                blocker = next(_holding_back(part, first, role), None)
                 if blocker is not None:
                     t = part.topics[blocker]
                     if t.probe_at is not None and t.taken_next >= t.probe_end:
@@ -191,7 +194,7 @@ class Sequencer:
         """
         return [(role, p, t.taken_next, t.probe_end)
                 for p, part in self._parts.items() for role, t in part.topics.items()
-                if t.probe_at is not None and t.taken_next < t.probe_end]
+                if t.behind()]
 
     def waiting_for(self, partition: int) -> Role | None:
         """The topic whose fetch the partition waits for, if any.
@@ -203,15 +206,11 @@ class Sequencer:
         probe waits for a probe instead, not for the fetch.)
         """
         part = self._parts.get(partition)
-        if part is None:
+        oldest = None if part is None else _oldest(part)
+        if part is None or oldest is None:
             return None
-        heads = [(t.queue[0][0], role) for role, t in part.topics.items() if t.queue]
-        if not heads:
-            return None
-        first, role = min(heads)
-        return next((other for other, t in part.topics.items()
-                     if other is not role and _below(t.bound(), first)
-                     and t.probe_at is not None and t.taken_next < t.probe_end), None)
+        return next((other for other in _holding_back(part, *oldest)
+                     if part.topics[other].behind()), None)
 
     def held(self, partition: int | None = None, role: Role | None = None) -> int:
         parts = self._parts.values() if partition is None else [
@@ -230,6 +229,18 @@ class Sequencer:
         bounds = [t.bound() for t in part.topics.values()]
         if all(b is not None for b in bounds):
             part.time = max(part.time, min(b for b in bounds if b is not None))
+
+
+def _oldest(part: _Partition) -> tuple[int, Role] | None:
+    """The order time and topic of the partition's oldest held record, if any."""
+    heads = [(t.queue[0][0], role) for role, t in part.topics.items() if t.queue]
+    return min(heads) if heads else None
+
+
+def _holding_back(part: _Partition, first: int, role: Role) -> Iterator[Role]:
+    """The other topics that may still deliver a record older than `role`'s at `first`."""
+    return (other for other, t in part.topics.items()
+            if other is not role and _below(t.bound(), first))
 
 
 def _below(bound: int | None, ts: int) -> bool:

@@ -95,7 +95,7 @@ def test_a_passed_range_moves_the_expected_offset_only_when_it_covers_it() -> No
     assert not gate.passed(R, 0, 10, 11 + MARKERS_MAX)
     assert not gate.passed(R, 0, 5, 9)  # wholly below: taken already
     assert gate.expected(R, 0) == 10
-    assert gate.passed(R, 0, 9, 12)
+    assert gate.passed(R, 0, 9, 12) == 2  # offsets 10 and 11
     assert gate.expected(R, 0) == 12
     assert not InputGate().passed(R, 0, 0, 1)  # a partition not owned
 
