@@ -14,7 +14,7 @@ or when its partition moved (a new owner starts with nothing emitted).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,20 @@ SCAN_SLACK = 10_000
 NOTHING_LATER = 2**63
 
 Emitted = dict[tuple[str, TimerKind], tuple[int, int]]  # (wait key, kind) -> (due, generation)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A partition's waits with input taken but not stored yet, and the stream time stored.
+
+    The stored index knows a wait's timers as of its stored row.  A timer of
+    one of these waits due after `stored_time` may already be gone (a reply
+    appended before it is being decided): it waits until their batch is
+    stored.  The partition's other timers are due by its stream time.
+    """
+
+    stored_time: int
+    wait_keys: Container[str]
 
 
 @dataclass(frozen=True, order=True)
@@ -51,17 +65,28 @@ class DueTimers:
         # announced by `changed` (the worker's own writes) or `requeue`.
         self._next: dict[int, int] = {}
         self._emitted: dict[int, Emitted] = {}
+        # The earliest timer left for later because its wait had input in flight
+        # (`InFlight`): read again once that input is stored (`stored`).
+        self._deferred: dict[int, int] = {}
 
     def take(self, partition: int, low: int) -> None:
         """Own a partition whose index starts at `low`; nothing of it is emitted yet."""
         self._low[partition] = low
         self._next[partition] = low  # not read yet
         self._emitted[partition] = {}
+        self._deferred.pop(partition, None)
 
     def drop(self, partition: int) -> None:
         self._low.pop(partition, None)
         self._next.pop(partition, None)
         self._emitted.pop(partition, None)
+        self._deferred.pop(partition, None)
+
+    def stored(self, partition: int) -> None:
+        """Input of the partition was stored: timers left for it may be emitted now."""
+        deferred = self._deferred.pop(partition, None)
+        if deferred is not None and partition in self._next:
+            self._next[partition] = min(self._next[partition], deferred)
 
     def low(self, partition: int) -> int:
         return self._low.get(partition, 0)
@@ -111,21 +136,25 @@ class DueTimers:
         if emitted is not None and mark is not None and mark[0] == due_at:
             del emitted[(wait_key, kind)]
 
-    def pop_due(self, due_by: Mapping[int, int], limit: int) -> list[DueTimer]:
+    def pop_due(self, due_by: Mapping[int, int], limit: int,
+                in_flight: Mapping[int, InFlight] | None = None) -> list[DueTimer]:
         """Timers due by their partition's time and not emitted yet, earliest first per partition.
 
         Each is marked emitted.  Reads the index from each partition's `low`
-        only as far as it must.
+        only as far as it must.  A timer of a wait `in_flight` due after the
+        partition's stored time is left for a later call.
         """
         out: list[DueTimer] = []
         for p, until in due_by.items():
             if p not in self._low or len(out) >= limit or until < self._next[p]:
                 continue
             emitted = self._emitted[p]
+            waiting = None if in_flight is None else in_flight.get(p)
             first: int | None = None
             looked = 0
             beyond: list[int] = []
             whole = True
+            deferred: int | None = None
             # One record per wait: the last of its due timers.  Deciding it fires
             # the earlier ones first, at their own due times (the core catches up),
             # so a wait with three timers due costs one record, not three.
@@ -134,6 +163,11 @@ class DueTimers:
                 if first is None:
                     first = entry.due_at
                 looked += 1
+                if (waiting is not None and entry.due_at > waiting.stored_time
+                        and entry.wait_key in waiting.wait_keys):
+                    if deferred is None:
+                        deferred = entry.due_at
+                    continue
                 held = emitted.get((entry.wait_key, entry.kind))
                 if held != (entry.due_at, entry.generation):
                     emitted[(entry.wait_key, entry.kind)] = (entry.due_at, entry.generation)
@@ -152,6 +186,8 @@ class DueTimers:
             # Read to the end: nothing new until the first entry after `until`.
             # Stopped short: the rest of what is due is read next tick.
             self._next[p] = (beyond[0] if beyond else NOTHING_LATER) if whole else self._low[p]
+            if deferred is not None:
+                self._deferred[p] = min(deferred, self._deferred.get(p, deferred))
         return out
 
     def armed_in_order(self, partitions: Iterable[int], start: int = 0
@@ -182,4 +218,4 @@ class DueTimers:
         return n
 
 
-__all__ = ["SCAN_SLACK", "DueTimer", "DueTimers"]
+__all__ = ["SCAN_SLACK", "DueTimer", "DueTimers", "InFlight"]
