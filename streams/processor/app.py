@@ -244,6 +244,7 @@ class Worker:
             # Do not wait for the stream buffer to drain on rebalance: the
             # records are read again from the stored positions anyway.
             stream_wait_empty=False,
+            TableManager=faust_glue.TablesDeclaredFirst,
         )
         raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes,
                                "key_serializer": "raw", "value_serializer": "raw"}

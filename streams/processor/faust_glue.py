@@ -16,6 +16,7 @@ from typing import Any
 
 import faust
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from faust.tables import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
@@ -46,6 +47,23 @@ def read_committed_consumers() -> None:
 
     thread_cls._create_worker_consumer = create_read_committed  # noqa: SLF001
     setattr(thread_cls, _PATCHED, True)
+
+
+class TablesDeclaredFirst(TableManager):
+    """faust's table manager without the second it waits at start for tables.
+
+    faust sleeps 1 s before it registers the tables' changelog topics, so
+    that tables a project declares while its modules are still being
+    imported are not missed.  The worker declares its one table when it
+    builds the app, before anything starts (`TableManager.add` refuses one
+    declared later), so that second only delayed every start, including
+    the restart after a crash, before the group was joined.
+    """
+
+    async def on_start(self) -> None:
+        if not self.should_stop:
+            await self._update_channels()
+            await self.recovery.start()
 
 
 def after_seek_to_committed(app: faust.App, hook: Callable[[], Awaitable[None]]) -> None:
