@@ -43,8 +43,21 @@ class GapReadFailed(XwaitError):
 # librdkafka's defaults (100,000 records or 64 MiB per partition) would fetch
 # far past a range of a few thousand records behind a deep backlog, and leave
 # tens of megabytes of allocations to the worker's heap each time.
+#
+# With limits this small the queue is often full, and librdkafka then waits
+# fetch.queue.backoff.ms (default 1 s) before it fetches that partition again,
+# however soon the queue drains: the reader of a 20,000-wait backlog handed
+# records over in bursts a second apart, and the partitions it had not reached
+# yet waited for them (the first requests came 2.2 s after the takeover, and
+# six of eight partitions were read directly after STUCK_S).  At 20 ms the
+# whole backlog's first records arrive within 0.1 s of the first fetch.
+# fetch.wait.max.ms: a fetch in flight for partitions without new records
+# (an empty topic, a paused one) holds back the next fetch to the same broker
+# this long; librdkafka's 500 ms delayed the first records after an
+# assignment by 0.5 s or 1 s, and a resumed partition likewise.
 PREFETCH = {"queued.min.messages": 2000, "queued.max.messages.kbytes": 4096,
-            "fetch.max.bytes": 4 * 1024 * 1024}
+            "fetch.max.bytes": 4 * 1024 * 1024, "fetch.queue.backoff.ms": 20,
+            "fetch.wait.max.ms": 100}
 
 
 def input_record(role: Role, msg: Message, follows: int | None = None) -> InputRecord:

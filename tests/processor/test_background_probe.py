@@ -92,4 +92,7 @@ def test_one_background_probe_at_a_time_and_not_more_often_than_the_least_interv
 
     asyncio.run(probes())
     assert ends.calls == 3
-    assert ends.sent[2] - ends.sent[1] >= app_module.PROBE_MIN_S * 0.99
+    # `sent` is stamped in the probe thread, after the hand-over to it, whose delay
+    # varies (0.8 ms more for the second probe than the first failed a run at 0.99x);
+    # back to back without the wait they are well under a millisecond apart.
+    assert ends.sent[2] - ends.sent[1] >= app_module.PROBE_MIN_S * 0.5
