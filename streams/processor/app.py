@@ -130,6 +130,22 @@ ROCKSDB_OPTIONS: dict[str, Any] = {
 }
 
 
+class _Laps:
+    """Seconds spent in each step of a takeover, for its log line: a slow one says which."""
+
+    def __init__(self) -> None:
+        self._mark = time.monotonic()
+        self.seconds: dict[str, float] = {}
+
+    def lap(self, step: str) -> None:
+        now = time.monotonic()
+        self.seconds[step] = round(now - self._mark, 2)
+        self._mark = now
+
+    def __str__(self) -> str:
+        return " ".join(f"{step}:{secs:.2f}" for step, secs in self.seconds.items())
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -696,6 +712,7 @@ class Worker:
 
     async def _take_over_locked(self) -> None:
         started = time.monotonic()
+        steps = _Laps()
         owned = faust_glue.active_partitions(self.app, self.topic_names[Role.REQUESTS])
         gone = self.gate.owned() - owned
         if gone:
@@ -707,13 +724,17 @@ class Worker:
             self._probe_thread, partial(self.end_offsets.get, [(tp.topic, tp.partition)
                                                                for tp in tps], earliest=True))
         earliest = {tp: got[(tp.topic, tp.partition)] for tp in tps}
+        steps.lap("earliest")
         committed = await faust_glue.committed_offsets(self.app, tps)
+        steps.lap("committed")
         # Fence the previous owners first (exactly_once), then read what they
         # committed after faust's restore, and only then trust rows and positions.
         await self.committer.assign(owned)
+        steps.lap("producers")
         await self._read_changelog_tail(owned)
         for p in sorted(owned):  # before anything of the partition is read
             await self._fill_restore(p)
+        steps.lap("changelog")
         for p in sorted(owned):
             stored = self.store.positions(p)
             starts: dict[Role, int] = {}
@@ -735,17 +756,19 @@ class Worker:
             self.positions[p] = self.durable[p] = Positions(starts, stream_time)
             self.gate.assign(p, starts)
             self.sequencer.assign(p, starts, stream_time)
+        steps.lap("positions")
         for p in sorted(owned):
             await self._take_index(p)
+        steps.lap("index")
         self._paused.clear()
         self._read_owned_inputs()
         # faust resumed them when the recovery completed; the reader reads them.
         self.app.consumer.pause_partitions(tps)
         self.ready.set()
         self._wake.set()
-        log.info("partitions taken over partitions=%s positions=%s seconds=%.2f", sorted(owned),
-                 {p: {r.value: o for r, o in self.positions[p].next_offset.items()}
-                  for p in sorted(owned)}, time.monotonic() - started)
+        log.info("partitions taken over partitions=%s positions=%s seconds=%.2f steps=%s",
+                 sorted(owned), {p: {r.value: o for r, o in self.positions[p].next_offset.items()}
+                                 for p in sorted(owned)}, time.monotonic() - started, steps)
 
     async def _on_revoked(self, sender: Any, revoked: set[TP], **kwargs: Any) -> None:
         """faust revokes partitions: wait for the batch in flight, then let them go."""

@@ -171,15 +171,15 @@ class EndOffsets:
     """
 
     def __init__(self, conf: dict[str, Any]) -> None:
-        self._conf = conf
-        self._admin: AdminClient | None = None
+        # Made now, not at the first request: an admin client asked right after
+        # it was made sometimes answers only after a retry 1 s or 3 s later (2 of
+        # 15 tries in a row), and the first request is the takeover's.
+        self._admin = AdminClient(conf)
 
     def get(self, partitions: list[tuple[str, int]], timeout: float = 10.0,
             earliest: bool = False) -> dict[tuple[str, int], int]:
         """(topic, partition) -> end offset, or with `earliest` the offset of the
         earliest record kept (blocking: run it in a thread)."""
-        if self._admin is None:
-            self._admin = AdminClient(self._conf)
         spec: Any = OffsetSpec  # its class methods are not typed
         futures = self._admin.list_offsets(
             {TopicPartition(t, p): spec.earliest() if earliest else spec.latest()
