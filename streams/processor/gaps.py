@@ -48,9 +48,9 @@ class GapReadFailed(XwaitError):
 # fetch.queue.backoff.ms (default 1 s) before it fetches that partition again,
 # however soon the queue drains: the reader of a 20,000-wait backlog handed
 # records over in bursts a second apart, and the partitions it had not reached
-# yet waited for them (the first requests came 2.2 s after the takeover, and
-# six of eight partitions were read directly after STUCK_S).  At 20 ms the
-# whole backlog's first records arrive within 0.1 s of the first fetch.
+# yet waited for them (4-6 of 8 partitions of a drain were read directly after
+# STUCK_S).  At 20 ms the whole backlog's first records arrive within 0.1 s of
+# the first fetch.
 # fetch.wait.max.ms: a fetch in flight for partitions without new records
 # (an empty topic, a paused one) holds back the next fetch to the same broker
 # this long; librdkafka's 500 ms delayed the first records after an
