@@ -64,6 +64,7 @@ from streams.core.events import (
     TimerKind,
     split_correlation_key,
 )
+from streams.core.frozen import fast_init
 from streams.core.state import (
     KEPT_PAYLOAD_BYTES,
     MAX_HELD_REPLIES,
@@ -105,6 +106,7 @@ def _uuid5(name: str) -> str:
 """Fixed forever: changing it changes every outcome and action id."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The new slot (None: delete the key) and the effects, in the order to apply them."""
@@ -228,7 +230,7 @@ def catch_up(slot: Slot | None, now_ms: int,
 
 
 def _timer_order(t: ArmedTimer) -> tuple[int, str, int]:
-    return (t.due_at, t.kind.value, t.generation)
+    return (t.due_at, t.kind, t.generation)  # a StrEnum orders as its value
 
 
 # ---------------------------------------------------------------- requests

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from streams.core.events import Command, Reply, TimerKind
+from streams.core.frozen import fast_init
 
 __all__ = [
     "ActionKind",
@@ -116,6 +117,7 @@ class DiscardReason(StrEnum):
     NOT_SUSPENDED = "not_suspended"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TraceEntry:
     """One line of "what happened when" (rule 5)."""
@@ -125,6 +127,7 @@ class TraceEntry:
     detail: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class EmitOutcome:
     """The one terminal record of a wait, to the ``outcomes`` topic."""
@@ -152,6 +155,7 @@ class EmitOutcome:
     """That command's reason, in the operator's words."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class EmitAction:
     """Something the outside world must do, to the ``actions`` topic.
@@ -174,6 +178,7 @@ class EmitAction:
     at: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ArmTimer:
     kind: TimerKind
@@ -181,6 +186,7 @@ class ArmTimer:
     generation: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class DisarmTimer:
     """``due_at`` is included so an index ordered by due time can find the entry."""
@@ -190,6 +196,7 @@ class DisarmTimer:
     generation: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class BufferEarlyReply:
     """A reply arrived before its request and is held until ``expires_at`` (rule 7).
@@ -202,6 +209,7 @@ class BufferEarlyReply:
     expires_at: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class BufferEarlyCommand:
     """A command arrived before its request and is held until ``expires_at`` (rule 7).
@@ -214,6 +222,7 @@ class BufferEarlyCommand:
     expires_at: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Reject:
     """Publish the input to ``rejected`` with this reason.
@@ -230,12 +239,14 @@ class Reject:
     command: Command | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Discard:
     reason: DiscardReason
     detail: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Purge:
     """Delete everything stored under the key (the decision's slot is None)."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from streams.core.frozen import fast_init
+
 __all__ = [
     "PARTY_SEPARATOR",
     "Command",
@@ -62,6 +64,7 @@ class TimerKind(StrEnum):
     EARLY_REPLY = "early_reply"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StartWait:
     """A process asks for a wait: the request record."""
@@ -75,6 +78,7 @@ class StartWait:
     deadline: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where an input record was read, and its bytes as they were sent.
@@ -90,6 +94,7 @@ class Origin:
     value: bytes
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Reply:
     """An outside party answers; ``response_data`` is raw JSON text, possibly broken."""
@@ -103,6 +108,7 @@ class Reply:
     origin: Origin | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Command:
     """An operator acts on one wait.
@@ -126,6 +132,7 @@ class Command:
     move_by: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TimerFired:
     """The punctuator says a timer it had indexed is due.

@@ -19,6 +19,7 @@ from enum import StrEnum
 
 from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
 from streams.core.events import Command, Reply, TimerKind
+from streams.core.frozen import fast_init
 
 __all__ = [
     "KEPT_PAYLOAD_BYTES",
@@ -65,6 +66,7 @@ class WaitStatus(StrEnum):
     DONE = "done"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ArmedTimer:
     """One arming of a timer; the generation tells it apart from earlier armings."""
@@ -74,6 +76,7 @@ class ArmedTimer:
     generation: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HeldReply:
     """A reply kept for later: before its request, or while the wait is suspended."""
@@ -91,6 +94,7 @@ class HeldReply:
     reason: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HeldCommand:
     """An operator's command that overtook its request (it travels on another topic)."""
@@ -101,6 +105,7 @@ class HeldCommand:
     """Arrival number among a key's early replies and commands (see HeldReply)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Suspension:
     """Why and since when a wait is suspended, and what it goes back to.
@@ -117,6 +122,7 @@ class Suspension:
     operator: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Wait:
     key: str
@@ -155,6 +161,7 @@ class Wait:
     """Once done: the payload was over KEPT_PAYLOAD_BYTES and is not kept."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Slot:
     """Everything stored under one wait key.

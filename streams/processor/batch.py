@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from streams.core import TimerKind
-from streams.processor.model import Handled, InputRecord, OutRecord, RowHead, RowWrite
+from streams.processor.model import Handled, InputRecord, OutRecord, Role, RowHead, RowWrite
 from streams.processor.positions import Positions
 from streams.processor.records import RecordHandler
 from streams.timers.stored import Summary, index_changes, index_key
@@ -106,6 +106,7 @@ def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: Ro
     for rec in records:
         by_partition.setdefault(rec.partition, []).append(rec)
     batch = Batch(parts={})
+    counters: list[str] = []
     for partition, recs in by_partition.items():
         part = PartitionBatch(partition, positions.get(partition, Positions()))
         batch.parts[partition] = part
@@ -117,16 +118,23 @@ def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: Ro
             return rows[key] if key in rows else load(partition, key)
 
         stream_time = stream_times.get(partition)
+        next_offset = dict(part.positions.next_offset)
         for rec in _in_append_order(recs):
             now = rec.event_time(wall_ms)
             handled = handler.handle(rec, load_row, now, stream_time)
             _take(part, handled)
-            part.positions = part.positions.advanced(rec.role, rec.offset)
+            if rec.offset >= next_offset.get(rec.role, 0):
+                next_offset[rec.role] = rec.offset + 1
             part.out.extend(handled.out)
-            batch.counters.update(handled.counters)
-            batch.counters["processed." + rec.role.value] += 1
+            counters += handled.counters
+            counters.append(_PROCESSED[rec.role])
             batch.decided.append((rec, handled, now))
+        part.positions = Positions(next_offset, part.positions.stream_time)
+    batch.counters.update(counters)  # one count of the whole batch: cheaper than per record
     return batch
+
+
+_PROCESSED = {role: f"processed.{role.value}" for role in Role}
 
 
 def _take(part: PartitionBatch, handled: Handled) -> None:

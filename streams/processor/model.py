@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from streams.codec import RecordType
 from streams.core import ArmedTimer, EmitOutcome, Slot, TimerKind, WaitStatus
+from streams.core.frozen import fast_init
 
 
 class Role(StrEnum):
@@ -42,6 +43,7 @@ class ProcessorReject(StrEnum):
     INVALID_KEY = "invalid_key"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class InputRecord:
     role: Role
@@ -70,7 +72,8 @@ class InputRecord:
         return wall_ms
 
 
-@dataclass(frozen=True)
+@fast_init
+@dataclass(frozen=True, slots=True)
 class OutRecord:
     role: Role
     key: bytes
@@ -78,7 +81,8 @@ class OutRecord:
     partition: int | None = None  # None: the partitioner (murmur2) decides
 
 
-@dataclass(frozen=True)
+@fast_init
+@dataclass(frozen=True, slots=True)
 class RowHead:
     """What a rebuild after a rebalance needs of a row, readable without the slot."""
 
