@@ -160,8 +160,8 @@ def _compile_record(schema: Mapping[str, Any], named: dict[str, Converter]) -> C
     def convert(value: Any, path: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise JsonFieldError(path, f"expected an object ({short}), {_got(value)}")
-        unknown = [key for key in value if key not in known]
-        if unknown:
+        if not known_set.issuperset(value):
+            unknown = [key for key in value if key not in known_set]
             raise JsonFieldError(
                 _child(path, unknown[0]),
                 f"{short} has no such field (fields: {', '.join(known)})",
@@ -185,6 +185,7 @@ def _compile_record(schema: Mapping[str, Any], named: dict[str, Converter]) -> C
             (field["name"], _compile(field["type"], named), has_default, field.get("default"))
         )
     known = [f[0] for f in fields]
+    known_set = frozenset(known)
     return convert
 
 
@@ -301,6 +302,8 @@ def _read_bytes(value: Any, path: str) -> bytes:
 def _string(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise JsonFieldError(path, f"expected string, {_got(value)}")
+    if value.isascii():  # no surrogate: known from the string's kind, without encoding it
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:  # "\ud800" in JSON: no text, and no UTF-8 for it
@@ -323,12 +326,15 @@ _PRIMITIVES: dict[str, Converter] = {
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
+    result = dict(pairs)
+    if len(result) == len(pairs):
+        return result
+    seen: set[str] = set()
+    for key, _ in pairs:  # name the first key that repeats
+        if key in seen:
             raise JsonFieldError(key, "appears twice in the same object")
-        result[key] = value
-    return result
+        seen.add(key)
+    raise AssertionError("unreachable: fewer keys than pairs means a repeated key")
 
 
 def _no_constant(name: str) -> Any:

@@ -123,7 +123,7 @@ def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: Ro
             now = rec.event_time(wall_ms)
             handled = handler.handle(rec, load_row, now, stream_time)
             _take(part, handled)
-            if rec.offset >= next_offset.get(rec.role, 0):
+            if rec.offset >= next_offset.get(rec.role, 0):  # never back (a replay)
                 next_offset[rec.role] = rec.offset + 1
             part.out.extend(handled.out)
             counters += handled.counters

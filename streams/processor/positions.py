@@ -49,12 +49,6 @@ class Positions:
     def get(self, role: Role) -> int | None:
         return self.next_offset.get(role)
 
-    def advanced(self, role: Role, offset: int) -> Positions:
-        """These positions after applying the record at `offset` of `role`."""
-        nxt = dict(self.next_offset)
-        nxt[role] = max(offset + 1, nxt.get(role, 0))
-        return Positions(nxt, self.stream_time)
-
 
 def encode_positions(p: Positions) -> bytes:
     return _MAGIC + _BODY.pack(*(p.next_offset.get(r, -1) for r in INPUT_ROLES), p.stream_time)
