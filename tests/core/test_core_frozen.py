@@ -15,15 +15,16 @@ from streams.core.frozen import fast_init
 
 MODULES = [importlib.import_module(f"streams.{name}") for name in (
     "core.decide", "core.effects", "core.events", "core.state", "processor.model")]
-MADE: list[Any] = sorted({obj for module in MODULES for obj in vars(module).values()
-               if inspect.isclass(obj) and hasattr(obj.__dict__.get("__init__"),
-                                                   "__dataclass_init__")},
-              key=lambda c: c.__qualname__)
+# Every class of those modules whose __init__ fast_init made.
+MADE: list[Any] = sorted(
+    {obj for module in MODULES for obj in vars(module).values()
+     if inspect.isclass(obj) and hasattr(obj.__dict__.get("__init__"), "generated_by_dataclass")},
+    key=lambda c: c.__qualname__)
 
 
 def _generated(cls: type) -> Callable[..., None]:
     """The ``__init__`` dataclasses generated for `cls`, which `fast_init` replaced."""
-    init: Callable[..., None] = cls.__dict__["__init__"].__dataclass_init__
+    init: Callable[..., None] = cls.__dict__["__init__"].generated_by_dataclass
     return init
 
 
