@@ -36,9 +36,10 @@ def tune(threshold: int) -> None:
     never scanned again (nor collected, should it become cyclic garbage), so
     only what lives as long as the process belongs there.  The older
     generations keep Python's ratios (a pass of each every tenth pass of the
-    one below it).
+    one below it).  No collection first: on a worker about to run a drain it
+    took 104 ms of every start and found 81 unreachable objects among 84,150
+    to spare from the freeze.
     """
-    gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(threshold, older, oldest)
