@@ -134,8 +134,12 @@ class _Laps:
     """Seconds spent in each step of a takeover, for its log line: a slow one says which."""
 
     def __init__(self) -> None:
-        self._mark = time.monotonic()
+        self._start = self._mark = time.monotonic()
         self.seconds: dict[str, float] = {}
+
+    def total(self) -> float:
+        """Seconds since the laps began."""
+        return time.monotonic() - self._start
 
     def lap(self, step: str) -> None:
         now = time.monotonic()
@@ -711,7 +715,6 @@ class Worker:
                 await self._fail(exc, "taking over the assigned partitions")
 
     async def _take_over_locked(self) -> None:
-        started = time.monotonic()
         steps = _Laps()
         owned = faust_glue.active_partitions(self.app, self.topic_names[Role.REQUESTS])
         gone = self.gate.owned() - owned
@@ -768,7 +771,7 @@ class Worker:
         self._wake.set()
         log.info("partitions taken over partitions=%s positions=%s seconds=%.2f steps=%s",
                  sorted(owned), {p: {r.value: o for r, o in self.positions[p].next_offset.items()}
-                                 for p in sorted(owned)}, time.monotonic() - started, steps)
+                                 for p in sorted(owned)}, steps.total(), steps)
 
     async def _on_revoked(self, sender: Any, revoked: set[TP], **kwargs: Any) -> None:
         """faust revokes partitions: wait for the batch in flight, then let them go."""
