@@ -251,6 +251,59 @@ def test_an_idle_tick_reads_nothing_until_the_next_timer_is_due(tmp_path: Path) 
     assert [t.wait_key for t in due.pop_due({0: 9_000}, limit=10)] == ["c", "b"]
 
 
+class _EntryCountingDb:
+    """A RocksDB handle that counts the index entries a tick reads."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.entries = 0
+
+    def items(self, from_key: bytes) -> Any:
+        for item in self.db.items(from_key=from_key):
+            self.entries += 1
+            yield item
+
+
+def test_a_tick_does_not_read_again_the_timers_emitted_and_still_on_their_way(
+    tmp_path: Path
+) -> None:
+    db = _EntryCountingDb(rdict(tmp_path))
+    for i in range(100):
+        arm(db.db, f"w{i:03}", ArmedTimer(TimerKind.DEADLINE, 1_000 + i, 1))
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert len(due.pop_due({0: 1_049}, limit=1_000)) == 50
+    db.entries = 0
+    assert [t.wait_key for t in due.pop_due({0: 1_059}, limit=1_000)] == [
+        f"w{i:03}" for i in range(50, 60)]
+    assert db.entries == 11, "the ten due since and the first one after: not the 50 before"
+    assert due.low(0) == 1_000, "the 60 emitted are still pending: a restart must see them"
+    late = ArmedTimer(TimerKind.REMINDER, 1_010, 2)  # armed meanwhile, among the emitted
+    arm(db.db, "late", late)
+    due.changed(0, "late", (), (late,))
+    assert due.pop_due({0: 1_059}, limit=1_000) == [DueTimer(0, "late", "reminder", 1_010, 2)]
+    for i in range(60):  # their records are processed: the waits ended
+        gone = ArmedTimer(TimerKind.DEADLINE, 1_000 + i, 1)
+        db.db.delete(index_key(gone.due_at, gone.kind, f"w{i:03}"))
+        due.changed(0, f"w{i:03}", (gone,), ())
+    assert [t.wait_key for t in due.pop_due({0: 1_069}, limit=1_000)] == [
+        f"w{i:03}" for i in range(60, 70)]
+    assert due.low(0) == 1_010, "the low mark moves up to what is still on its way"
+
+
+def test_a_tick_stopped_by_its_limit_goes_on_next_tick_where_it_stopped(tmp_path: Path) -> None:
+    db = rdict(tmp_path)
+    for key in ("a", "b", "c", "d", "e"):
+        arm(db, key, ArmedTimer(TimerKind.DEADLINE, 1_000, 1))  # one instant
+    arm(db, "f", ArmedTimer(TimerKind.DEADLINE, 1_500, 1))
+    due = DueTimers(lambda p: db)
+    due.take(0, low=0)
+    assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=2)] == ["a", "b"]
+    assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=2)] == ["c", "d"]
+    assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=2)] == ["e", "f"]
+    assert due.pop_due({0: 2_000}, limit=2) == []
+
+
 _KEYS = st.sampled_from(["a", "b", "c", "d"])
 _OPS = st.lists(st.one_of(
     st.tuples(st.just("arm"), _KEYS, st.sampled_from(list(TimerKind)), st.integers(0, 60)),
@@ -264,7 +317,7 @@ _OPS = st.lists(st.one_of(
 
 @given(_OPS, st.integers(1, 4))
 @settings(max_examples=150, deadline=None)
-def test_skipping_idle_reads_emits_exactly_what_reading_every_tick_emits(
+def test_skipping_idle_and_emitted_reads_emits_exactly_what_reading_all_every_tick_emits(
     tmp_path_factory: Any, ops: list[tuple[str, str, TimerKind, int]], limit: int
 ) -> None:
     db = rdict(tmp_path_factory.mktemp("skip"))
@@ -276,6 +329,19 @@ def test_skipping_idle_reads_emits_exactly_what_reading_every_tick_emits(
     until, generation = 0, 0
     flight: set[str] = set()  # waits with input taken but not stored (`InFlight`)
     stored_time = 0
+
+    def tick(at: int) -> list[DueTimer]:
+        # The reference reads at every tick, the whole index from its start.
+        every._next[0] = every._start[0] = -(2**63)
+        in_flight = {0: InFlight(stored_time, frozenset(flight))}
+        got = fast.pop_due({0: at}, limit, in_flight)
+        assert got == every.pop_due({0: at}, limit, in_flight)
+        assert all(t.due_at <= stored_time or t.wait_key not in flight for t in got)
+        armed_dues = [t.due_at for timers in armed.values() for t in timers.values()]
+        assert fast.low(0) <= min(armed_dues, default=fast.low(0)), (
+            "a restart reads the index from the low mark: it never passes an armed timer")
+        return got
+
     for op, key, kind, n in ops:
         if op in ("arm", "disarm"):
             before = tuple(armed.get(key, {}).values())
@@ -306,12 +372,10 @@ def test_skipping_idle_reads_emits_exactly_what_reading_every_tick_emits(
             every.stored(0)
         elif op == "tick":
             until += n * 10
-            every._next[0] = -(2**63)  # the reference reads at every tick
-            in_flight = {0: InFlight(stored_time, frozenset(flight))}
-            got = fast.pop_due({0: until}, limit, in_flight)
-            assert got == every.pop_due({0: until}, limit, in_flight)
-            assert all(t.due_at <= stored_time or t.wait_key not in flight for t in got)
-            popped += got
+            popped += tick(until)
+    # Then time runs past everything armed: the rest comes out the same, tick by tick.
+    for _ in range(6):
+        tick(until + 1_000)
 
 
 def _content(db: Any) -> tuple[dict[bytes, bytes], list[bytes]]:
