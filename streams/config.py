@@ -117,8 +117,10 @@ class Settings:
     # How often the punctuator probes the inputs' end offsets (stream time)
     # and emits the timers due by it.  Deadline lateness is about one tick
     # plus the time a timer record takes through Kafka; each tick costs one
-    # ListOffsets request and an index lookup per owned partition.
-    timer_tick: float = 0.2
+    # ListOffsets request and an index lookup per owned partition.  At 500
+    # waits/s on one worker, interleaved runs: lateness p99 410-576 ms at 0.1 s,
+    # 546-758 ms (once 4.4 s) at 0.2 s.
+    timer_tick: float = 0.1
     # Upper bound of timer records one tick emits, so that the first tick
     # after a partition moves (which sees every timer that fell due during the
     # move) cannot stall the event loop.
