@@ -94,7 +94,7 @@ class DueTimers:
     def stored(self, partition: int) -> None:
         """Input of the partition was stored: timers left for it may be emitted now."""
         deferred = self._deferred.pop(partition, None)
-        if deferred is not None and partition in self._next:
+        if deferred is not None and partition in self._low:
             self._lower(partition, deferred)
 
     def low(self, partition: int) -> int:
@@ -122,8 +122,6 @@ class DueTimers:
         if partition in self._low:
             for t in after:
                 self._lower(partition, t.due_at)
-                if t.due_at < self._low[partition]:
-                    self._low[partition] = t.due_at
 
     def requeue(self, timer: DueTimer) -> None:
         emitted = self._emitted.get(timer.partition)
@@ -131,14 +129,13 @@ class DueTimers:
         if emitted is not None and emitted.get((timer.wait_key, kind)) == (
                 timer.due_at, timer.generation):
             del emitted[(timer.wait_key, kind)]
-        low = self._low.get(timer.partition)
-        if low is not None:
+        if timer.partition in self._low:
             self._lower(timer.partition, timer.due_at)
-            if timer.due_at < low:
-                self._low[timer.partition] = timer.due_at
 
     def _lower(self, partition: int, due_at: int) -> None:
-        """An entry due at `due_at` may be pending: the next read must reach it."""
+        """An entry due at `due_at` may be pending: read it next, keep the low mark below it."""
+        if due_at < self._low[partition]:
+            self._low[partition] = due_at
         if due_at < self._next[partition]:
             self._next[partition] = due_at
         if due_at < self._start[partition]:
