@@ -741,6 +741,7 @@ class Worker:
         for p in sorted(owned):
             stored = self.store.positions(p)
             starts: dict[Role, int] = {}
+            seeks: dict[TP, int] = {}
             for role in INPUT_ROLES:
                 tp = TP(self.topic_names[role], p)
                 start = stored.get(role) if stored is not None else None
@@ -754,7 +755,8 @@ class Worker:
                                     tp.topic, p, start, earliest[tp])
                     start = earliest[tp]
                 starts[role] = start
-                await faust_glue.seek(self.app, tp.topic, p, start)
+                seeks[tp] = start
+            await faust_glue.seek(self.app, seeks)
             stream_time = stored.stream_time if stored is not None else 0
             self.positions[p] = self.durable[p] = Positions(starts, stream_time)
             self.gate.assign(p, starts)

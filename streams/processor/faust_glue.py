@@ -233,9 +233,19 @@ def keep_paused_through_flow_control(app: faust.App) -> None:
     consumer.on_buffer_drop = on_buffer_drop
 
 
-async def seek(app: faust.App, topic: str, partition: int, offset: int) -> None:
+async def seek(app: faust.App, positions: Mapping[TP, int]) -> None:
+    """Move faust's consumer to `positions`, in the consumer's own thread.
+
+    faust's `Consumer.seek` calls aiokafka's seek from the caller's thread,
+    while aiokafka's fetch runs in the consumer's thread: its `seek_to`
+    deletes a partition's buffered records, and a fetch handing them over at
+    that moment failed on the missing key (`KeyError` in
+    `Fetcher.fetched_records`; a worker joining a group under load crashed
+    so in the crash bench).  `seek_wait` makes the same seeks in the consumer's
+    thread, between two of its fetch steps.
+    """
     consumer: Any = app.consumer
-    await consumer.seek(TP(topic, partition), offset)
+    await consumer.seek_wait(dict(positions))
 
 
 async def committed_offsets(app: faust.App, tps: list[TP]) -> dict[TP, int | None]:

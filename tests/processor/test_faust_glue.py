@@ -181,3 +181,43 @@ def test_the_worker_gives_its_partitions_up_before_faust_stops_its_consumer(
     app.loop.run_until_complete(app.on_stop())
     assert steps == ["the worker gives its partitions up", "faust stops the fetch and the tables",
                      "faust's on_before_shutdown"]
+
+
+class FetchingThread:
+    """aiokafka's consumer thread as the seek sees it: a fetch may be handing records over.
+
+    `seek` is faust's direct call into aiokafka from the caller's thread: it
+    deletes the partition's buffered records under that fetch (what crashed a
+    joining worker with a `KeyError` in `Fetcher.fetched_records`).
+    `seek_wait` is queued to the consumer's thread and runs between its steps.
+    """
+
+    def __init__(self) -> None:
+        self.buffered = {REQUEST_0: ["r0", "r1"]}
+        self.positions: dict[TP, int] = {}
+
+    def seek(self, tp: TP, offset: int) -> None:
+        for _fetched in self.buffered:  # the fetch, mid-way in the other thread
+            del self.buffered[tp]  # RuntimeError: changed size during iteration
+
+    async def seek_wait(self, partitions: dict[TP, int]) -> None:
+        self.buffered = {tp: r for tp, r in self.buffered.items() if tp not in partitions}
+        self.positions.update(partitions)
+
+
+def test_the_worker_seeks_its_inputs_in_the_consumers_thread_not_beside_its_fetch(
+        app: faust.App) -> None:
+    consumer = _consumer(app)
+    thread = FetchingThread()
+    consumer._thread = thread
+    positions = {REQUEST_0: 7, TP("x.replies", 0): 3}
+    app.loop.run_until_complete(faust_glue.seek(app, positions))
+    assert thread.positions == positions
+    assert REQUEST_0 not in thread.buffered  # what was fetched before the seek is dropped
+
+
+def test_without_the_glue_a_seek_breaks_the_fetch_in_flight(app: faust.App) -> None:
+    consumer = _consumer(app)
+    consumer._thread = FetchingThread()
+    with pytest.raises(RuntimeError, match="changed size during iteration"):
+        app.loop.run_until_complete(consumer.seek(REQUEST_0, 7))
