@@ -37,12 +37,13 @@ from streams.processor.batch import build_batch  # noqa: E402
 from streams.processor.collector import GcWatch  # noqa: E402
 from streams.processor.latency import Latencies  # noqa: E402
 from streams.processor.model import InputRecord, Role  # noqa: E402
-from streams.processor.records import RecordHandler  # noqa: E402
+from streams.processor.records import RecordHandler, timer_record  # noqa: E402
 
 PARTITIONS = 8
 BATCH = 500
 T0 = 1_800_000_000_000
 DEFINITION = "bench-long"
+STORM_DEFINITION = "bench-storm"  # the kit's `bench` (W1: PT1S reminders, limit 2, PT3S deadline)
 WAITS = REPO / "bench" / "waits"
 
 
@@ -80,6 +81,46 @@ def drain_records(waits: int, seed: int) -> list[InputRecord]:
     return out
 
 
+# Stream time far past every due time: a timer record is decided, not put off.
+STREAM_TIMES = {p: T0 + 10**9 for p in range(PARTITIONS)}
+
+
+def storm_records(handler: RecordHandler, waits: int, seed: int) -> list[InputRecord]:
+    """Silent requests, then the timer record the punctuator emits for each: the storm.
+
+    The punctuator emits one record per wait, for the last of its due timers
+    (its deadline); deciding it fires both reminders first and then the
+    deadline, as in `compare.py --workloads storm`.  The records are taken
+    from the rows the requests leave.
+    """
+    rng = random.Random(seed)  # noqa: S311 - a reproducible load
+    offsets: Counter[tuple[Role, int]] = Counter()
+
+    def record(role: Role, key: str, value: bytes, at: int) -> InputRecord:
+        p = partition_for(key.encode(), PARTITIONS)
+        offset = offsets[(role, p)]
+        offsets[(role, p)] += 1
+        return InputRecord(role, f"bench.{role.value}", p, offset, key.encode(), value, at, True)
+
+    keys = [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(waits)]
+    requests = [record(Role.REQUESTS, k, json.dumps({
+        "correlationKey": k, "definition": STORM_DEFINITION, "tenant": "acme",
+        "payload": json.dumps({"amount": 42}), "parties": [], "deadline": None,
+        "requestedAt": T0 + i}).encode(), T0 + i) for i, k in enumerate(keys)]
+    rows: dict[tuple[int, bytes], bytes] = {}
+    timers: list[InputRecord] = []
+    for i in range(0, len(requests), BATCH):
+        batch = build_batch(handler, requests[i:i + BATCH], lambda p, key: rows.get((p, key)),
+                            {}, {}, T0)
+        for part in batch.parts.values():
+            for change in part.changes:
+                last = max(change.after.timers, key=lambda t: t.due_at)
+                at = T0 + waits + len(timers)
+                timers.append(record(Role.TIMERS, change.wait_key, timer_record(
+                    change.wait_key, last.kind.value, last.due_at, last.generation, at), at))
+    return requests + timers
+
+
 def run_once(handler: RecordHandler, records: list[InputRecord], threshold: int
              ) -> dict[str, Any]:
     """Decide every record in batches; the rate, the outcomes, the collector's passes."""
@@ -95,7 +136,7 @@ def run_once(handler: RecordHandler, records: list[InputRecord], threshold: int
     try:
         for i in range(0, len(records), BATCH):
             batch = build_batch(handler, records[i:i + BATCH],
-                                lambda p, key: rows.get((p, key)), {}, {}, T0 + 10**9)
+                                lambda p, key: rows.get((p, key)), {}, STREAM_TIMES, T0 + 10**9)
             counters.update(batch.counters)
             for p, part in batch.parts.items():
                 for key, row in part.rows.items():
@@ -122,12 +163,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--gc-threshold", default="700,20000",
                    help="comma-separated young-generation thresholds to compare")
+    p.add_argument("--workload", choices=("drain", "storm"), default="drain",
+                   help="drain: requests, replies, reviews; storm: silent requests, then "
+                        "the timer record of each, every deadline long past")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, help="JSON (default bench/results/decide-<ts>.json)")
     args = p.parse_args(argv)
     thresholds = [int(t) for t in args.gc_threshold.split(",")]
     handler = RecordHandler(load_definitions(WAITS), PARTITIONS)
-    records = drain_records(args.waits, args.seed)
+    records = (storm_records(handler, args.waits, args.seed) if args.workload == "storm"
+               else drain_records(args.waits, args.seed))
     runs = []
     for round_ in range(1, args.rounds + 1):
         for threshold in thresholds:
@@ -141,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out: Path = args.out or REPO / "bench" / "results" / f"decide-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"waits": args.waits, "batch": BATCH, "runs": runs}, indent=2)
+    out.write_text(json.dumps({"workload": args.workload, "waits": args.waits, "batch": BATCH,
+                               "runs": runs}, indent=2)
                    + "\n", encoding="utf-8")
     print(f"decide_bench: wrote {out}")
     return 0

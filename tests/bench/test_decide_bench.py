@@ -27,3 +27,18 @@ def test_every_wait_of_the_drain_ends_in_every_run_and_the_collector_is_restored
         assert run["records"] == 240 + run["counters"]["processed.commands"]
         assert run["counters"]["processed.commands"] > 0  # the invalid replies were reviewed
     assert gc.get_threshold() == before
+
+
+def test_the_storm_escalates_every_wait_after_both_its_reminders_from_one_timer_record_each(
+        tmp_path: Path) -> None:
+    out = tmp_path / "storm.json"
+    assert decide.main(["--workload", "storm", "--waits", "90", "--rounds", "1",
+                        "--gc-threshold", "20000", "--out", str(out)]) == 0
+
+    report = json.loads(out.read_text())
+    assert report["workload"] == "storm"
+    counters = report["runs"][0]["counters"]
+    assert counters["processed.timers"] == 90  # one record per wait, its last due timer
+    assert counters["outcomes.deadline_exhausted"] == 90
+    assert counters["actions.SEND_REMINDER"] == 180  # the earlier timers fired on the way
+    assert counters["actions.RUN_ESCALATION"] == 90
