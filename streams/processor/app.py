@@ -275,7 +275,7 @@ class Worker:
         self.waits = app.Table(TABLE_WAITS, partitions=s.partitions, options=ROCKSDB_OPTIONS,
                                key_type=bytes, value_type=bytes)
         app.agent(self.inputs, name="xwait-processor", concurrency=1)(self._process)
-        app.timer(interval=s.timer_tick, name="xwait-punctuator")(self._punctuate)
+        app.task(self._punctuate_forever)
         faust_glue.after_seek_to_committed(app, self._take_over)
         faust_glue.deliver_what_was_fetched(app, [self.topic_names[r] for r in INPUT_ROLES])
         faust_glue.keep_paused_through_flow_control(app)
@@ -989,6 +989,20 @@ class Worker:
                 "enable.idempotence": True,
             }))
         return self._timer_producer
+
+    async def _punctuate_forever(self) -> None:
+        """A tick, then `timer_tick` seconds' sleep, for as long as the app runs.
+
+        Not faust's `app.timer`, which logs a WARNING ("Timer ... is
+        overlapping") for every tick that takes longer than its interval.
+        Under a backlog most ticks do - each waits for the event loop between
+        batches and for its timer records' acknowledgements - and a timer
+        storm logged one a second: noise in the logs of a worker that is only
+        busy.  Each tick's duration is in /xwait/stats (`latencyMs.tick`).
+        """
+        while True:
+            await asyncio.sleep(self.settings.timer_tick)
+            await self._punctuate()
 
     async def _punctuate(self) -> None:
         """Probe the inputs' end offsets (stream time), then emit the timers due by it."""

@@ -98,6 +98,9 @@ def test_a_backlog_that_pauses_the_fetch_is_read_once_and_every_reply_wins(
     log = worker.log_path.read_text(errors="replace")
     assert "the fetch skipped them" not in log
     assert "the fetch did not deliver them" not in log
+    # A tick that takes longer than the tick while the worker is busy is
+    # normal (its durations are in /xwait/stats); it is no warning.
+    assert "is overlapping" not in log, [ln for ln in log.splitlines() if "overlapping" in ln][:3]
 
 
 def _keys_of_partition(partition: int, count: int) -> list[str]:
