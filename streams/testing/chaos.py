@@ -231,6 +231,9 @@ class Watch(threading.Thread):
         self.outcomes: dict[str, list[tuple[str, str]]] = defaultdict(list)
         # Where each outcome was read: (partition, offset, timestamp ms), for the examples.
         self.where: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+        # What a report's examples show of a conflicting wait and a repeated action.
+        self.seen: dict[str, list[str]] = defaultdict(list)
+        self.repeated_actions: list[str] = []
         self.action_ids: Counter[str] = Counter()
         self.reviews_opened: set[str] = set()
         self.stopped = threading.Event()
@@ -250,9 +253,18 @@ class Watch(threading.Thread):
                     self.outcomes[o["correlationKey"]].append((o["outcomeId"], o["outcome"]))
                     self.where[o["correlationKey"]].append(
                         (msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1]))
+                    self.seen[o["correlationKey"]].append(
+                        f"{o['outcome']} ({o['reason']}) id {o['outcomeId'][:8]} parked "
+                        f"{o['parkedAt']} ended {o['endedAt']} at partition "
+                        f"{msg.partition()} offset {msg.offset()} ms {msg.timestamp()[1]}")
                 else:
                     a = codec.decode("Action", msg.value())
                     self.action_ids[a["actionId"]] += 1
+                    if self.action_ids[a["actionId"]] == 2:
+                        self.repeated_actions.append(
+                            f"{a['action']} of {a['correlationKey']} attempt {a['attempt']} "
+                            f"id {a['actionId'][:8]} at partition {msg.partition()} offset "
+                            f"{msg.offset()} ms {msg.timestamp()[1]}")
                     if a["action"] == "REVIEW_NEEDED" and a["correlationKey"] not in \
                             self.reviews_opened:
                         self.reviews_opened.add(a["correlationKey"])
@@ -417,7 +429,9 @@ def _judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started:
             continue
         if len(ids) > 1 or len(kinds) > 1:
             report.conflicting += 1
-            examples["conflicting"].append(w.key)
+            examples["conflicting"].append(f"{w.key} {w.kind} requested {w.requested_at} "
+                                           f"reply appended {w.reply_appended}: "
+                                           + "; ".join(watch.seen[w.key]))
             continue
         (kind,) = kinds
         report.received += kind == "RECEIVED"
@@ -433,6 +447,8 @@ def _judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started:
     report.waits = len(waits)
     report.outcome_records = sum(len(v) for v in watch.outcomes.values())
     report.duplicate_actions = sum(n - 1 for n in watch.action_ids.values())
+    if watch.repeated_actions:
+        examples["repeated_actions"] = watch.repeated_actions
     report.reviews = len(watch.reviews_opened)
     report.examples = {k: v[:5] for k, v in examples.items()}
     report.seconds = round(time.monotonic() - started, 1)
