@@ -19,6 +19,7 @@ from confluent_kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
     Consumer,
     IsolationLevel,
+    KafkaError,
     KafkaException,
     Message,
     TopicPartition,
@@ -170,26 +171,62 @@ class EndOffsets:
     behind a fetch that is long-polling for new records (1.5 s in faust).
     """
 
-    def __init__(self, conf: dict[str, Any]) -> None:
+    def __init__(self, conf: dict[str, Any], admin: Any = None) -> None:
         # Made now, not at the first request: an admin client asked right after
         # it was made sometimes answers only after a retry 1 s or 3 s later (2 of
         # 15 tries in a row), and the first request is the takeover's.
-        self._admin = AdminClient(conf)
+        self._admin = AdminClient(conf) if admin is None else admin
 
     def get(self, partitions: list[tuple[str, int]], timeout: float = 10.0,
             earliest: bool = False) -> dict[tuple[str, int], int]:
         """(topic, partition) -> end offset, or with `earliest` the offset of the
-        earliest record kept (blocking: run it in a thread)."""
+        earliest record kept (blocking: run it in a thread).
+
+        A partition whose leader just moved (a broker restarted, a leader
+        elected) answers with an error the client's next metadata clears,
+        e.g. FENCED_LEADER_EPOCH: it is asked again, until `timeout`.  The
+        takeover asks here, and a worker once stopped on such an answer a few
+        seconds after a broker restart.
+        """
         spec: Any = OffsetSpec  # its class methods are not typed
-        futures = self._admin.list_offsets(
-            {TopicPartition(t, p): spec.earliest() if earliest else spec.latest()
-             for t, p in partitions},
-            isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
+        give_up = time.monotonic() + timeout
+        pending = list(partitions)
         out: dict[tuple[str, int], int] = {}
-        for tp, future in futures.items():
-            info = future.result(timeout=timeout)
-            out[(tp.topic, tp.partition)] = int(info.offset)
-        return out
+        while True:
+            left = max(give_up - time.monotonic(), 0.1)
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): spec.earliest() if earliest else spec.latest()
+                 for t, p in pending},
+                isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=left)
+            again: list[tuple[str, int]] = []
+            for tp, future in futures.items():
+                try:
+                    info = future.result(timeout=left)
+                except KafkaException as exc:
+                    if not _leader_moving(exc) or time.monotonic() >= give_up:
+                        raise
+                    again.append((tp.topic, tp.partition))
+                    continue
+                out[(tp.topic, tp.partition)] = int(info.offset)
+            if not again:
+                return out
+            log.info("end offsets asked again partitions=%d: a leader moved", len(again))
+            pending = again
+            time.sleep(LEADER_RETRY_S)
+
+
+# Errors of a partition whose leader is moving: the client's metadata catches up.
+_LEADER_MOVING = frozenset({
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
+})
+LEADER_RETRY_S = 0.2
+
+
+def _leader_moving(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.code() in _LEADER_MOVING or err.retriable())
 
 
 __all__ = ["EndOffsets", "GapReadFailed", "GapReader", "input_record"]
