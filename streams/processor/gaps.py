@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import (
@@ -171,22 +171,26 @@ class EndOffsets:
     behind a fetch that is long-polling for new records (1.5 s in faust).
     """
 
-    def __init__(self, conf: dict[str, Any], admin: Any = None) -> None:
+    def __init__(self, conf: dict[str, Any],
+                 make_admin: Callable[[dict[str, Any]], Any] = AdminClient) -> None:
         # Made now, not at the first request: an admin client asked right after
         # it was made sometimes answers only after a retry 1 s or 3 s later (2 of
         # 15 tries in a row), and the first request is the takeover's.
-        self._admin = AdminClient(conf) if admin is None else admin
+        self._conf = conf
+        self._make_admin = make_admin
+        self._admin = make_admin(conf)
 
     def get(self, partitions: list[tuple[str, int]], timeout: float = 10.0,
             earliest: bool = False) -> dict[tuple[str, int], int]:
         """(topic, partition) -> end offset, or with `earliest` the offset of the
         earliest record kept (blocking: run it in a thread).
 
-        A partition whose leader just moved (a broker restarted, a leader
-        elected) answers with an error the client's next metadata clears,
-        e.g. FENCED_LEADER_EPOCH: it is asked again, until `timeout`.  The
-        takeover asks here, and a worker once stopped on such an answer a few
-        seconds after a broker restart.
+        A partition whose leader moved (a broker restarted, a leader elected)
+        answers with an error fresh metadata clears, e.g. FENCED_LEADER_EPOCH:
+        it is asked again, until `timeout`, through a new admin client.  The
+        old one does not refresh what it knows of the leaders on that answer
+        (librdkafka 2.x: the same error for 20 s, 100 times in a row), and a
+        worker taking partitions over after a broker restart stopped on it.
         """
         spec: Any = OffsetSpec  # its class methods are not typed
         give_up = time.monotonic() + timeout
@@ -213,6 +217,7 @@ class EndOffsets:
             log.info("end offsets asked again partitions=%d: a leader moved", len(again))
             pending = again
             time.sleep(LEADER_RETRY_S)
+            self._admin = self._make_admin(self._conf)  # fresh metadata
 
 
 # Errors of a partition whose leader is moving: the client's metadata catches up.

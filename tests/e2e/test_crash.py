@@ -19,9 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams import topics
 from streams.config import Guarantee, Settings
+from streams.processor.gaps import EndOffsets
 from streams.testing.chaos import Broker, Plan, Report, chaos_settings, run_chaos
 from streams.testing.workers import free_port
 from tests.prefixes import unique_prefix
@@ -90,6 +93,30 @@ def own_broker() -> Iterator[tuple[str, Broker]]:
                                           start=lambda: kafka("start"))
     finally:
         kafka("reset")  # stops it and deletes its data
+
+
+def test_end_offsets_are_answered_across_a_broker_restart(
+    own_broker: tuple[str, Broker]
+) -> None:
+    """An admin client made before a broker restart answers FENCED_LEADER_EPOCH for
+    good (librdkafka keeps its stale leader epochs): the takeover and the probes ask
+    through `EndOffsets`, which asks again through a new client."""
+    bootstrap, broker = own_broker
+    conf = {"bootstrap.servers": bootstrap}
+    topic = f"{unique_prefix('eo')}.ends"
+    admin = AdminClient(conf)  # kept: a client destroyed mid-request fails its futures
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
+    producer = Producer(conf)
+    for i in range(3):
+        producer.produce(topic, value=b"x", partition=i % 2)
+    producer.flush(30)
+    ends = EndOffsets(conf)
+    partitions = [(topic, 0), (topic, 1)]
+    assert ends.get(partitions) == {(topic, 0): 2, (topic, 1): 1}
+
+    broker.stop()
+    broker.start()
+    assert ends.get(partitions, timeout=30) == {(topic, 0): 2, (topic, 1): 1}
 
 
 def test_broker_restarts_mid_run_lose_nothing(
