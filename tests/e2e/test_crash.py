@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -102,7 +103,7 @@ def test_end_offsets_are_answered_across_a_broker_restart(
     good (librdkafka keeps its stale leader epochs): the takeover and the probes ask
     through `EndOffsets`, which asks again through a new client."""
     bootstrap, broker = own_broker
-    conf = {"bootstrap.servers": bootstrap}
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
     topic = f"{unique_prefix('eo')}.ends"
     admin = AdminClient(conf)  # kept: a client destroyed mid-request fails its futures
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)

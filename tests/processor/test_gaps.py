@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.processor.gaps import EndOffsets, GapReader
@@ -102,3 +104,46 @@ def test_a_range_that_ends_at_the_log_end_is_read_without_waiting_for_a_next_rec
     assert [r.offset for r in reader.read(Role.COMMANDS, topic, 0, 0, 3)] == [0, 1, 2]
     assert [r.offset for r in reader.read(Role.COMMANDS, topic, 0, 1, 3)] == [1, 2]
     assert time.monotonic() - started < 20, "done at the end, not after a timeout"
+
+
+class LeaderMovedOnce:
+    """Real admin clients, except that the first answers `error` for every
+    partition, however often it is asked: a client whose metadata predates a
+    broker's restart, and that does not refresh it on that answer."""
+
+    def __init__(self, bootstrap: str, error: int) -> None:
+        self.bootstrap = bootstrap
+        self.error = error
+        self.made = 0
+        self.asked: list[set[TopicPartition]] = []
+
+    def __call__(self, conf: dict[str, Any]) -> Any:
+        self.made += 1
+        return _Admin(self, AdminClient({"bootstrap.servers": self.bootstrap}),
+                      stale=self.made == 1)
+
+
+class _Admin:
+    def __init__(self, moved: LeaderMovedOnce, admin: AdminClient, stale: bool) -> None:
+        self.moved, self.admin, self.stale = moved, admin, stale
+
+    def list_offsets(self, specs: dict[TopicPartition, Any], **kwargs: Any
+                     ) -> dict[TopicPartition, Future[Any]]:
+        self.moved.asked.append(set(specs))
+        answers = self.admin.list_offsets(specs, **kwargs)
+        if not self.stale:
+            return answers
+        failed: dict[TopicPartition, Future[Any]] = {}
+        for tp in answers:
+            future: Future[Any] = Future()
+            future.set_exception(KafkaException(KafkaError(self.moved.error)))
+            failed[tp] = future
+        return failed
+
+
+def test_an_error_that_asking_again_cannot_clear_is_raised_at_once(
+        kafka_bootstrap: str, topic: str) -> None:
+    admin = LeaderMovedOnce(kafka_bootstrap, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED|[Aa]uthoriz"):
+        EndOffsets({}, make_admin=admin).get([(topic, 0)])
+    assert len(admin.asked) == 1
