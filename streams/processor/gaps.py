@@ -220,7 +220,9 @@ class EndOffsets:
             self._admin = self._make_admin(self._conf)  # fresh metadata
 
 
-# Errors of a partition whose leader is moving: the client's metadata catches up.
+# Errors of a partition whose leader is moving: fresh metadata clears them.  Not
+# every retriable error: with the broker away, a probe fails at once and the
+# next tick asks again, as before, rather than making clients for 10 s.
 _LEADER_MOVING = frozenset({
     KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
@@ -231,7 +233,7 @@ LEADER_RETRY_S = 0.2
 
 def _leader_moving(exc: KafkaException) -> bool:
     err = exc.args[0] if exc.args else None
-    return isinstance(err, KafkaError) and (err.code() in _LEADER_MOVING or err.retriable())
+    return isinstance(err, KafkaError) and err.code() in _LEADER_MOVING
 
 
 __all__ = ["EndOffsets", "GapReadFailed", "GapReader", "input_record"]
