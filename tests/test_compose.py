@@ -53,6 +53,8 @@ def test_compose_keeps_the_broker_data_and_lets_workers_scale() -> None:
     # `--scale worker=2`: no fixed host port, no data folder shared between replicas
     assert all("-" in str(p).split(":")[-2] for p in worker["ports"]), worker["ports"]
     assert worker["volumes"] == ["/data"], "an anonymous volume per replica"
+    # A worker that stopped on a failure (exit code 70) is started again.
+    assert worker["restart"] == "on-failure"
 
 
 def test_the_image_installs_a_wheel_runs_unprivileged_and_reports_health() -> None:
