@@ -120,6 +120,23 @@ def test_end_offsets_are_answered_across_a_broker_restart(
     assert ends.get(partitions, timeout=30) == {(topic, 0): 2, (topic, 1): 1}
 
 
+def test_a_worker_never_restarted_lives_through_a_broker_restart(
+    own_broker: tuple[str, Broker], tmp_path: Path
+) -> None:
+    """No kill, no join: the same worker before and after the broker restart must go
+    on deciding and firing timers (its probes once failed for good after one)."""
+    bootstrap, broker = own_broker
+    settings = _settings(bootstrap, tmp_path, Guarantee.AT_LEAST_ONCE)
+    plan = Plan(waits=600, rate=100.0, kills=0, empty_disk=0, joins=0, broker_restarts=1,
+                settle_s=90.0)
+    report = run_chaos(settings, tmp_path, plan, broker=broker)
+    _save("broker-restart-live-worker", report)
+
+    _assert_clean(report)
+    assert [e["event"] for e in report.events].count("broker started") == 1
+    assert not [e for e in report.events if e["event"] in ("kill -9", "worker exited")]
+
+
 def test_broker_restarts_mid_run_lose_nothing(
     own_broker: tuple[str, Broker], tmp_path: Path
 ) -> None:
