@@ -35,7 +35,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
 
 from streams import codec
 from streams.config import Guarantee, Settings
@@ -243,7 +250,13 @@ class Watch(threading.Thread):
 
     def run(self) -> None:
         outcomes, actions = self.settings.topic("outcomes"), self.settings.topic("actions")
-        self.consumer.subscribe([outcomes, actions])
+        # Every partition assigned, not subscribed: a group member of librdkafka 2.x
+        # lost its coordinator across a broker restart, timed its session out and
+        # never joined again (a crash bench run then counted 4,385 waits stuck in a
+        # review the watch never saw opened).  Assigned partitions need no group.
+        self.consumer.assign([
+            TopicPartition(topic, p, OFFSET_BEGINNING) for topic in (outcomes, actions)
+            for p in self.consumer.list_topics(topic, timeout=30).topics[topic].partitions])
         while not self.stopped.is_set():
             for msg in self.consumer.consume(500, timeout=0.2):
                 if msg.error() is not None or msg.value() is None:
