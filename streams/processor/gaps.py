@@ -191,6 +191,8 @@ class EndOffsets:
         old one does not refresh what it knows of the leaders on that answer
         (librdkafka 2.x: the same error for 20 s, 100 times in a row), and a
         worker taking partitions over after a broker restart stopped on it.
+        A broker away or just back (no leader known yet) is asked again too,
+        until `timeout`, through the same client.
         """
         spec: Any = OffsetSpec  # its class methods are not typed
         give_up = time.monotonic() + timeout
@@ -203,37 +205,49 @@ class EndOffsets:
                  for t, p in pending},
                 isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=left)
             again: list[tuple[str, int]] = []
+            moved = False
             for tp, future in futures.items():
                 try:
                     info = future.result(timeout=left)
                 except KafkaException as exc:
-                    if not _leader_moving(exc) or time.monotonic() >= give_up:
+                    code = _code(exc)
+                    if (code not in _LEADER_MOVING and code not in _BROKER_AWAY
+                            or time.monotonic() >= give_up):
                         raise
                     again.append((tp.topic, tp.partition))
+                    moved = moved or code in _LEADER_MOVING
                     continue
                 out[(tp.topic, tp.partition)] = int(info.offset)
             if not again:
                 return out
-            log.info("end offsets asked again partitions=%d: a leader moved", len(again))
+            log.info("end offsets asked again partitions=%d: %s", len(again),
+                     "a leader moved" if moved else "the broker is not answering")
             pending = again
             time.sleep(LEADER_RETRY_S)
-            self._admin = self._make_admin(self._conf)  # fresh metadata
+            if moved:
+                self._admin = self._make_admin(self._conf)  # fresh metadata
 
 
-# Errors of a partition whose leader is moving: fresh metadata clears them.  Not
-# every retriable error: with the broker away, a probe fails at once and the
-# next tick asks again, as before, rather than making clients for 10 s.
+# Errors of a partition whose leader is moving: fresh metadata (a new client) clears them.
 _LEADER_MOVING = frozenset({
     KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
 })
+# Errors of a broker away or just back (no leader known yet): the same client asks
+# again.  A takeover right after a broker restart got "No leaders found" (_NOENT).
+_BROKER_AWAY = frozenset({  # librdkafka's local error codes start with "_"
+    KafkaError._NOENT,  # noqa: SLF001
+    KafkaError._TRANSPORT,  # noqa: SLF001
+    KafkaError._TIMED_OUT,  # noqa: SLF001
+    KafkaError._ALL_BROKERS_DOWN,  # noqa: SLF001
+})
 LEADER_RETRY_S = 0.2
 
 
-def _leader_moving(exc: KafkaException) -> bool:
+def _code(exc: KafkaException) -> int | None:
     err = exc.args[0] if exc.args else None
-    return isinstance(err, KafkaError) and err.code() in _LEADER_MOVING
+    return err.code() if isinstance(err, KafkaError) else None
 
 
 __all__ = ["EndOffsets", "GapReadFailed", "GapReader", "input_record"]
