@@ -236,11 +236,10 @@ class Watch(threading.Thread):
         self.settings = settings
         self.on_review = on_review
         self.outcomes: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        # Where each outcome was read: (partition, offset, timestamp ms), for the examples.
-        self.where: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-        # What a report's examples show of a conflicting wait and a repeated action.
-        self.seen: dict[str, list[str]] = defaultdict(list)
-        self.repeated_actions: list[str] = []
+        # Each outcome beside `outcomes`, for the examples: where it was read
+        # (partition, offset, timestamp ms) and its reason, parkedAt and endedAt.
+        self.where: dict[str, list[tuple[int, int, int, str, int, int]]] = defaultdict(list)
+        self.repeated_actions: list[str] = []  # the first few, for the examples
         self.action_ids: Counter[str] = Counter()
         self.reviews_opened: set[str] = set()
         self.stopped = threading.Event()
@@ -265,15 +264,12 @@ class Watch(threading.Thread):
                     o = codec.decode("Outcome", msg.value())
                     self.outcomes[o["correlationKey"]].append((o["outcomeId"], o["outcome"]))
                     self.where[o["correlationKey"]].append(
-                        (msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1]))
-                    self.seen[o["correlationKey"]].append(
-                        f"{o['outcome']} ({o['reason']}) id {o['outcomeId'][:8]} parked "
-                        f"{o['parkedAt']} ended {o['endedAt']} at partition "
-                        f"{msg.partition()} offset {msg.offset()} ms {msg.timestamp()[1]}")
+                        (msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1],
+                         o["reason"], o["parkedAt"], o["endedAt"]))
                 else:
                     a = codec.decode("Action", msg.value())
                     self.action_ids[a["actionId"]] += 1
-                    if self.action_ids[a["actionId"]] == 2:
+                    if self.action_ids[a["actionId"]] == 2 and len(self.repeated_actions) < 5:
                         self.repeated_actions.append(
                             f"{a['action']} of {a['correlationKey']} attempt {a['attempt']} "
                             f"id {a['actionId'][:8]} at partition {msg.partition()} offset "
@@ -442,9 +438,13 @@ def _judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started:
             continue
         if len(ids) > 1 or len(kinds) > 1:
             report.conflicting += 1
-            examples["conflicting"].append(f"{w.key} {w.kind} requested {w.requested_at} "
-                                           f"reply appended {w.reply_appended}: "
-                                           + "; ".join(watch.seen[w.key]))
+            examples["conflicting"].append(
+                f"{w.key} {w.kind} requested {w.requested_at} reply appended "
+                f"{w.reply_appended}: " + "; ".join(
+                    f"{kind} ({reason}) id {oid[:8]} parked {parked} ended {ended} at "
+                    f"partition {p} offset {offset} ms {ms}"
+                    for (oid, kind), (p, offset, ms, reason, parked, ended)
+                    in zip(got, watch.where[w.key], strict=True)))
             continue
         (kind,) = kinds
         report.received += kind == "RECEIVED"
@@ -456,7 +456,7 @@ def _judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started:
         report.duplicate_outcomes += len(got) - 1
         if len(got) > 1:
             examples["duplicated"].append(f"{w.key} read at (partition, offset, ms) "
-                                          f"{watch.where[w.key]}")
+                                          f"{[at[:3] for at in watch.where[w.key]]}")
     report.waits = len(waits)
     report.outcome_records = sum(len(v) for v in watch.outcomes.values())
     report.duplicate_actions = sum(n - 1 for n in watch.action_ids.values())
