@@ -13,6 +13,18 @@ that a tick does not emit them again.  A timer is emitted once per arming;
 it is emitted again only when its record was not delivered or was found not
 yet due (`requeue`), or when its partition moved (a new owner starts with
 nothing emitted).
+
+A wait has at most one timer record in flight.  Deciding a timer record
+fires every timer of its wait due by the record's due time, its own and the
+ones armed meanwhile (a reminder arms the next), and may end the wait; a
+second record sent for the same wait before the first came back was often
+stale by then: in a timer storm 4,974 of 29,960 timer records (the first
+reminder's record still in flight when the deadline fell due; deciding it
+armed the second reminder, whose record came after the deadline's had fired
+it).  So a timer of a wait whose record is on its way *rides* on that record:
+it is marked, not sent.  When the record has been decided (`changed`), a
+rider it did not fire - due later, or the record went stale - loses its mark
+and is read again.
 """
 
 from __future__ import annotations
@@ -32,7 +44,9 @@ SCAN_SLACK = 10_000
 # `next` of a partition whose index holds nothing after what was read.
 NOTHING_LATER = 2**63
 
-Emitted = dict[tuple[str, TimerKind], tuple[int, int]]  # (wait key, kind) -> (due, generation)
+# (wait key, kind) -> (due, generation, sent): sent, the timer's own record is in
+# flight; not sent, it rides on a later record of its wait in flight.
+Emitted = dict[tuple[str, TimerKind], tuple[int, int, bool]]
 
 
 @dataclass(frozen=True)
@@ -107,28 +121,50 @@ class DueTimers:
                 after: Iterable[ArmedTimer]) -> None:
         """A wait's timers changed (its row is stored): forget what was emitted of it.
 
-        If any timer emitted for the wait is gone, all its marks go: the one
-        record emitted for several due timers (`pop_due`) may be the one that
-        went, and what is still armed must then be emitted again.
+        A mark goes with its timer; a timer still armed keeps its mark only
+        while a record of its wait is in flight that fires it (its own, or a
+        later timer's that is still armed).  Otherwise - the record it rode
+        on went stale (a moved deadline) - it is emitted again.
         """
-        emitted = self._emitted.get(partition)
-        if emitted is not None:
-            now_armed = {(t.kind, t.due_at, t.generation) for t in after}
-            # A look-up per kind: a scan of every mark made a timer storm quadratic.
-            marks = [kind for kind in TimerKind if (wait_key, kind) in emitted] if emitted else []
-            if any((kind, *emitted[(wait_key, kind)]) not in now_armed for kind in marks):
-                for kind in marks:
-                    del emitted[(wait_key, kind)]
+        now_armed = {(t.kind, t.due_at, t.generation) for t in after}
+        self._uncover(partition, wait_key, now_armed)
         if partition in self._low:
             for t in after:
                 self._lower(partition, t.due_at)
 
+    def _uncover(self, partition: int, wait_key: str,
+                 armed: set[tuple[TimerKind, int, int]] | None = None) -> None:
+        """Drop the wait's marks whose timer is not armed (`armed`, when known), and
+        those no record in flight fires (none, or one due before them): they are
+        read again."""
+        emitted = self._emitted.get(partition)
+        if not emitted:
+            return
+        # A look-up per kind: a scan of every mark made a timer storm quadratic.
+        marks = {kind: mark for kind in TimerKind
+                 if (mark := emitted.get((wait_key, kind))) is not None}
+        if not marks:
+            return
+        if armed is not None:
+            for kind, (due, generation, _) in list(marks.items()):
+                if (kind, due, generation) not in armed:
+                    del emitted[(wait_key, kind)]
+                    del marks[kind]
+        carried = max((due for due, _, sent in marks.values() if sent), default=None)
+        for kind, (due, _, _) in marks.items():
+            if carried is None or due > carried:
+                del emitted[(wait_key, kind)]
+                if partition in self._low:
+                    self._lower(partition, due)
+
     def requeue(self, timer: DueTimer) -> None:
         emitted = self._emitted.get(timer.partition)
         kind = TimerKind(timer.kind)
-        if emitted is not None and emitted.get((timer.wait_key, kind)) == (
-                timer.due_at, timer.generation):
+        mark = emitted.get((timer.wait_key, kind)) if emitted is not None else None
+        if emitted is not None and mark is not None and mark[:2] == (timer.due_at,
+                                                                     timer.generation):
             del emitted[(timer.wait_key, kind)]
+            self._uncover(timer.partition, timer.wait_key)  # what rode on it
         if timer.partition in self._low:
             self._lower(timer.partition, timer.due_at)
 
@@ -147,6 +183,7 @@ class DueTimers:
         mark = emitted.get((wait_key, kind)) if emitted is not None else None
         if emitted is not None and mark is not None and mark[0] == due_at:
             del emitted[(wait_key, kind)]
+            self._uncover(partition, wait_key)
 
     def pop_due(self, due_by: Mapping[int, int], limit: int,
                 in_flight: Mapping[int, InFlight] | None = None) -> list[DueTimer]:
@@ -184,17 +221,23 @@ class DueTimers:
                         deferred = entry.due_at
                     continue
                 held = emitted.get((entry.wait_key, entry.kind))
-                if held != (entry.due_at, entry.generation):
-                    emitted[(entry.wait_key, entry.kind)] = (entry.due_at, entry.generation)
-                    latest.pop(entry.wait_key, None)
-                    latest[entry.wait_key] = DueTimer(p, entry.wait_key, entry.kind.value,
-                                                      entry.due_at, entry.generation)
-                    if len(out) + len(latest) >= limit:
-                        whole = False
-                        break
+                if held is None or held[:2] != (entry.due_at, entry.generation):
+                    rides = entry.wait_key not in latest and _record_in_flight(
+                        emitted, entry.wait_key)
+                    emitted[(entry.wait_key, entry.kind)] = (entry.due_at, entry.generation,
+                                                             False)
+                    if not rides:
+                        latest.pop(entry.wait_key, None)
+                        latest[entry.wait_key] = DueTimer(p, entry.wait_key, entry.kind.value,
+                                                          entry.due_at, entry.generation)
+                        if len(out) + len(latest) >= limit:
+                            whole = False
+                            break
                 if looked >= limit + SCAN_SLACK:
                     whole = False
                     break
+            for t in latest.values():  # the others of its wait ride on it
+                emitted[(t.wait_key, TimerKind(t.kind))] = (t.due_at, t.generation, True)
             out += sorted(latest.values(), key=lambda t: t.due_at)
             if deferred is not None:
                 self._deferred[p] = min(deferred, self._deferred.get(p, deferred))
@@ -205,7 +248,7 @@ class DueTimers:
             self._next[p] = (beyond[0] if beyond else NOTHING_LATER) if whole else last
             # Nothing is pending before what is still emitted, what was deferred,
             # and the first entry read; if none of these, before `until`.
-            self._low[p] = min((due for due, _ in emitted.values()),
+            self._low[p] = min((due for due, _, _ in emitted.values()),
                                default=first if first is not None else until + 1)
             if first is not None and first < self._low[p]:
                 self._low[p] = first
@@ -239,6 +282,15 @@ class DueTimers:
                 if n >= cap:
                     return n
         return n
+
+
+def _record_in_flight(emitted: Emitted, wait_key: str) -> bool:
+    """Whether a timer record of the wait is on its way (sent, not processed yet)."""
+    for kind in TimerKind:
+        mark = emitted.get((wait_key, kind))
+        if mark is not None and mark[2]:
+            return True
+    return False
 
 
 __all__ = ["SCAN_SLACK", "DueTimer", "DueTimers", "InFlight"]
