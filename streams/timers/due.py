@@ -46,6 +46,9 @@ NOTHING_LATER = 2**63
 
 # (wait key, kind) -> (due, generation, sent): sent, the timer's own record is in
 # flight; not sent, it rides on a later record of its wait in flight.
+# Iterating the enum class itself builds a generator of its members each time.
+_KINDS = tuple(TimerKind)
+
 Emitted = dict[tuple[str, TimerKind], tuple[int, int, bool]]
 
 
@@ -141,7 +144,7 @@ class DueTimers:
         if not emitted:
             return
         # A look-up per kind: a scan of every mark made a timer storm quadratic.
-        marks = {kind: mark for kind in TimerKind
+        marks = {kind: mark for kind in _KINDS
                  if (mark := emitted.get((wait_key, kind))) is not None}
         if not marks:
             return
@@ -286,7 +289,7 @@ class DueTimers:
 
 def _record_in_flight(emitted: Emitted, wait_key: str) -> bool:
     """Whether a timer record of the wait is on its way (sent, not processed yet)."""
-    for kind in TimerKind:
+    for kind in _KINDS:
         mark = emitted.get((wait_key, kind))
         if mark is not None and mark[2]:
             return True
