@@ -44,11 +44,11 @@ SCAN_SLACK = 10_000
 # `next` of a partition whose index holds nothing after what was read.
 NOTHING_LATER = 2**63
 
-# (wait key, kind) -> (due, generation, sent): sent, the timer's own record is in
-# flight; not sent, it rides on a later record of its wait in flight.
 # Iterating the enum class itself builds a generator of its members each time.
 _KINDS = tuple(TimerKind)
 
+# (wait key, kind) -> (due, generation, sent): sent, the timer's own record is in
+# flight; not sent, it rides on the record of its wait in flight.
 Emitted = dict[tuple[str, TimerKind], tuple[int, int, bool]]
 
 
