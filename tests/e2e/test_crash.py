@@ -63,7 +63,7 @@ def test_kill_9_while_behind_and_a_worker_joining_and_leaving_lose_nothing(
     kafka_bootstrap: str, tmp_path: Path, guarantee: Guarantee
 ) -> None:
     settings = _settings(kafka_bootstrap, tmp_path, guarantee)
-    plan = Plan(waits=1_600, rate=160.0, kills=3, empty_disk=1, joins=1)
+    plan = Plan(waits=3_200, rate=320.0, kills=3, empty_disk=1, joins=1)
     report = run_chaos(settings, tmp_path, plan)
     _save(guarantee.value, report)
 
