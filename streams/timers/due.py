@@ -143,9 +143,7 @@ class DueTimers:
         emitted = self._emitted.get(partition)
         if not emitted:
             return
-        # A look-up per kind: a scan of every mark made a timer storm quadratic.
-        marks = {kind: mark for kind in _KINDS
-                 if (mark := emitted.get((wait_key, kind))) is not None}
+        marks = _marks(emitted, wait_key)
         if not marks:
             return
         if armed is not None:
@@ -287,13 +285,15 @@ class DueTimers:
         return n
 
 
+def _marks(emitted: Emitted, wait_key: str) -> dict[TimerKind, tuple[int, int, bool]]:
+    """The wait's marks by kind (a look-up per kind: a scan of every mark made a timer
+    storm quadratic)."""
+    return {kind: mark for kind in _KINDS if (mark := emitted.get((wait_key, kind))) is not None}
+
+
 def _record_in_flight(emitted: Emitted, wait_key: str) -> bool:
     """Whether a timer record of the wait is on its way (sent, not processed yet)."""
-    for kind in _KINDS:
-        mark = emitted.get((wait_key, kind))
-        if mark is not None and mark[2]:
-            return True
-    return False
+    return any(sent for _, _, sent in _marks(emitted, wait_key).values())
 
 
 __all__ = ["SCAN_SLACK", "DueTimer", "DueTimers", "InFlight"]
