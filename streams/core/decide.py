@@ -296,28 +296,65 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
         trace=(TraceEntry(parked_at, "requested", f"definition {d.name}"),),
     )
     wait = _open_stage(wait, d, ctx, start=parked_at)
-    early: list[HeldReply | HeldCommand] = []
-    if slot is not None:
-        early = sorted([*slot.early_replies, *slot.early_commands], key=_arrival)
-    for held in early:
-        waited = ctx.now - held.received_at
+    if slot is None or not (slot.early_replies or slot.early_commands):
+        return Slot(wait=wait, next_generation=ctx.generation)
+    return _apply_early(wait, d, slot, ctx)
+
+
+def _apply_early(wait: Wait, d: WaitDefinition, held_by: Slot, ctx: _Ctx) -> Slot | None:
+    """Rules 2 and 7: replies and commands that overtook the request, each decided at its
+    own append time, in append order, after the timers due before it.
+
+    The request parks the wait at ``parked_at``, which may be well before the
+    request itself reached Kafka (``requestedAt``); a reply held meanwhile
+    that was appended after the deadline lost the race like any other reply,
+    and is rejected ``late``.  A held item older than the wait is decided as
+    the wait parks.  Timers due after the last of them and before the request
+    stay armed, overdue, as for a request without held input: the punctuator
+    emits them at once.
+    """
+    request_at = ctx.now
+    slot: Slot | None = Slot(wait=wait)
+    early: list[HeldReply | HeldCommand] = [*held_by.early_replies, *held_by.early_commands]
+    for held in sorted(early, key=_arrival):
+        waited = request_at - held.received_at
         if waited > d.early_reply_ttl_ms:
-            what = "reply" if isinstance(held, HeldReply) else "command"
-            detail = (f"Expected the request within the early-reply TTL of "
-                      f"{format_span_ms(d.early_reply_ttl_ms)} of the {what}, but it came "
-                      f"{format_span_ms(waited)} later")
-            if isinstance(held, HeldReply):
-                ctx.reject(RejectReason.UNMATCHED, detail, held.reply)
-            else:
-                ctx.effects.append(Reject(RejectReason.UNMATCHED, detail, command=held.command))
+            _refuse_held(held, ctx, f"Expected the request within the early-reply TTL of "
+                                    f"{format_span_ms(d.early_reply_ttl_ms)} of the "
+                                    f"{_held_what(held)}, but it came "
+                                    f"{format_span_ms(waited)} later")
+            continue
+        at = max(held.received_at, wait.parked_at)
+        slot = _catch_up(slot, at, ctx)
+        ctx.now = at
+        if slot is None or slot.wait is None:
+            # requestedAt so old that the wait ended and its retention passed before
+            # this reply or command was appended: nothing is left for it to decide.
+            _refuse_held(held, ctx, f"Expected the wait {wait.key!r} to be kept when the "
+                                    f"{_held_what(held)} was appended, but it had ended and "
+                                    "its retention had passed", late=True)
             continue
         if isinstance(held, HeldReply):
-            wait = _on_reply(wait, held.reply, d, ctx, held=True)
+            decided = _on_reply(slot.wait, held.reply, d, ctx, held=True)
         else:
             ctx.held_command = held.command
-            wait = _command_on_wait(wait, held.command, ctx)
+            decided = _command_on_wait(slot.wait, held.command, ctx)
             ctx.held_command = None
-    return Slot(wait=wait, next_generation=ctx.generation)
+        slot = replace(slot, wait=decided)
+    return slot
+
+
+def _held_what(held: HeldReply | HeldCommand) -> str:
+    return "reply" if isinstance(held, HeldReply) else "command"
+
+
+def _refuse_held(held: HeldReply | HeldCommand, ctx: _Ctx, detail: str, *,
+                 late: bool = False) -> None:
+    reason = RejectReason.LATE if late else RejectReason.UNMATCHED
+    if isinstance(held, HeldReply):
+        ctx.reject(reason, detail, held.reply)
+    else:
+        ctx.effects.append(Reject(reason, detail, command=held.command))
 
 
 # ---------------------------------------------------------------- replies
@@ -336,8 +373,8 @@ def _on_reply_record(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
 
 
 def _arrival(held: HeldReply | HeldCommand) -> tuple[int, int]:
-    """Arrival order: by arrival number (rows held before numbering: 0, by time)."""
-    return held.seq, held.received_at
+    """Append order: by append time, then arrival number (several in one millisecond)."""
+    return held.received_at, held.seq
 
 
 def _buffer_early(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:

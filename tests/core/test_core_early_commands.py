@@ -3,7 +3,7 @@
 Commands and requests travel on different topics, so a SUSPEND or CANCEL sent
 right after a request (or while the requests topic has a backlog) may be
 processed first.  It is held like an early reply, for the early-reply TTL,
-and applied, in arrival order, when the request parks the wait.
+and applied, in append order and each at its own append time, when the request parks the wait.
 """
 
 from __future__ import annotations

@@ -35,6 +35,33 @@ def test_an_early_reply_is_held_and_correlated_when_its_request_arrives(
     assert not seen.for_key("rejected", key)
 
 
+def test_a_reply_that_overtakes_its_request_still_loses_to_a_deadline_due_before_it(
+    worker: WorkerProcess, client: Client, watcher: Watcher
+) -> None:
+    """Rule 2 for early replies: the request is stamped 5 s before the reply reached
+    Kafka, with a 3 s deadline, so the deadline was due 2 s before the reply."""
+    lost, won = new_key(), new_key()
+    client.reply(lost, {"decision": "approved"}, replyId="after-the-deadline")
+    client.reply(won, {"decision": "approved"})
+    client.flush()  # both replies are on the broker before either request is sent
+    appended = int(time.time() * 1000)
+    client.start(lost, "race", requestedAt=appended - 5000, deadline="PT3S")
+    client.start(won, "race", requestedAt=appended - 1000, deadline="PT3S")
+    client.flush()
+    seen = watcher.until(lambda s: bool(s.for_key("outcomes", lost) and
+                                        s.for_key("outcomes", won) and
+                                        s.for_key("rejected", lost)), 30, "both outcomes")
+    [outcome] = seen.for_key("outcomes", lost)
+    assert (outcome["outcome"], outcome["reason"]) == ("ESCALATED", "deadline_exhausted")
+    assert outcome["endedAt"] == appended - 2000
+    [late] = seen.for_key("rejected", lost)
+    assert late["reason"] == "late"
+    assert json.loads(codec.decode("Reply", late["original"])["responseData"]) == {
+        "decision": "approved"}
+    [received] = seen.for_key("outcomes", won)
+    assert (received["outcome"], received["reason"]) == ("RECEIVED", "reply_valid")
+
+
 def test_a_command_that_overtakes_its_request_is_applied_when_the_request_arrives(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:
