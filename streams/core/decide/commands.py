@@ -1,0 +1,266 @@
+"""Rules 4, 9 and 11: an operator's suspend, resume, cancel, deliver, reschedule, review."""
+
+from __future__ import annotations
+
+from streams.core.copying import replace
+from streams.core.decide.context import (
+    OPERATOR_CHANNEL,
+    _by,
+    _Ctx,
+    _ended,
+    _missing_definition,
+    _timer_order,
+    _trace,
+)
+from streams.core.decide.early import _buffer_early_command
+from streams.core.decide.ending import _end
+from streams.core.decide.replies import _accept, _judge
+from streams.core.definition import (
+    WaitDefinition,
+)
+from streams.core.durations import (
+    format_span_ms,
+    format_utc_ms,
+    parse_duration_ms,
+    parse_signed_duration_ms,
+)
+from streams.core.effects import (
+    Discard,
+    DiscardReason,
+    OutcomeKind,
+    OutcomeReason,
+    RejectReason,
+)
+from streams.core.events import (
+    Command,
+    CommandKind,
+    Reply,
+    ReviewOutcome,
+    TimerKind,
+    split_correlation_key,
+)
+from streams.core.state import (
+    MAX_HELD_REPLIES,
+    HeldReply,
+    Slot,
+    Suspension,
+    Wait,
+    WaitStatus,
+)
+from streams.core.validation import parse_json, schema_issue
+
+
+def _on_command(slot: Slot | None, cmd: Command, ctx: _Ctx) -> Slot | None:
+    if slot is None or slot.wait is None:
+        return _buffer_early_command(slot, cmd, ctx)
+    w = slot.wait
+    new = _command_on_wait(w, cmd, ctx)
+    return slot if new is w else replace(slot, wait=new)
+
+
+def _command_on_wait(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
+    outer = ctx.by
+    ctx.by = (cmd.operator, cmd.reason)
+    try:
+        return _apply_command(w, cmd, ctx)
+    finally:
+        ctx.by = outer
+
+
+def _apply_command(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
+    if w.status is WaitStatus.DONE:
+        ctx.reject(RejectReason.LATE, f"{_ended(w)}; {cmd.command.value} does nothing")
+        return w
+    d = ctx.definitions.get(w.definition)
+    if cmd.command is CommandKind.CANCEL:
+        return _cancel(w, d, ctx, cmd)
+    if d is None:
+        ctx.reject(RejectReason.UNKNOWN_DEFINITION, _missing_definition(w))
+        return w
+    if cmd.command is CommandKind.SUSPEND:
+        return _suspend(w, ctx, cmd)
+    if cmd.command is CommandKind.RESUME:
+        return _resume(w, d, ctx)
+    if cmd.command is CommandKind.DELIVER:
+        return _deliver(w, d, ctx, cmd)
+    if cmd.command is CommandKind.RESCHEDULE:
+        return _reschedule(w, ctx, cmd)
+    return _review(w, d, ctx, cmd)
+
+
+def _suspend(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
+    """Rule 9: keep the wait's place and what is left of each timer; decide nothing."""
+    if w.status is WaitStatus.SUSPENDED:
+        ctx.effects.append(Discard(DiscardReason.ALREADY_SUSPENDED,
+                                   "Expected a wait to suspend, but it is already suspended"))
+        return w
+    # Negative when a timer was already due but not yet fired: it stays overdue on resume
+    # and fires at once, but only once (each kind is armed once).
+    remaining = tuple((t.kind, t.due_at - ctx.now) for t in sorted(w.timers, key=_timer_order))
+    suspension = Suspension(reason=cmd.reason, at=ctx.now, resume_to=w.status,
+                            remaining=remaining, operator=cmd.operator)
+    w = replace(w, status=WaitStatus.SUSPENDED, suspension=suspension, timers=())
+    return _trace(w, ctx.now, "suspended", _by(cmd.reason, cmd.operator))
+
+
+def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
+    """Rule 9: restore each timer with what was left, then decide the recorded replies."""
+    if w.status is not WaitStatus.SUSPENDED or w.suspension is None:
+        ctx.effects.append(Discard(DiscardReason.NOT_SUSPENDED,
+                                   f"Expected a suspended wait, but it is {w.status.value}"))
+        return w
+    s = w.suspension
+    timers = tuple(ctx.arm(kind, ctx.now + left) for kind, left in s.remaining)
+    held = w.held
+    w = replace(w, status=s.resume_to, suspension=None, timers=timers, held=())
+    w = _trace(w, ctx.now, "resumed", f"after {format_span_ms(ctx.now - s.at)} suspended")
+    resumed_by = ctx.by
+    for h in held:
+        if w.status is not WaitStatus.PARKED:
+            ctx.reject(
+                RejectReason.LATE,
+                "Expected the wait to be waiting for a reply, but "
+                + ("it ended before this recorded reply was decided"
+                   if w.status is WaitStatus.DONE
+                   else "an earlier reply won and is in review"),
+                h.reply,
+            )
+            continue
+        _, party = split_correlation_key(h.reply.correlation_key)
+        # Whoever sent the recorded reply settles the wait, not whoever resumed it.
+        ctx.by = (h.operator, h.reason) if h.by_operator else None
+        w = _judge(w, d, ctx, h.reply.response_data, h.reply.channel, party, h.reply,
+                   by_operator=h.by_operator)
+    ctx.by = resumed_by
+    return w
+
+
+def _cancel(w: Wait, d: WaitDefinition | None, ctx: _Ctx, cmd: Command) -> Wait:
+    w = _trace(w, ctx.now, "cancelled", _by(cmd.reason, cmd.operator))
+    if w.held:
+        w = _trace(w, ctx.now, "undecided",
+                   f"{len(w.held)} replies recorded while suspended were not decided")
+    return _end(w, d, ctx, OutcomeKind.CANCELLED, OutcomeReason.CANCELLED_BY_OPERATOR)
+
+
+def _deliver(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
+    """Manual delivery by an operator: still validated, never channel- or tenant-checked."""
+    if cmd.response_data is None:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   "Expected responseData with DELIVER, but none was given")
+        return w
+    reply = Reply(correlation_key=w.key, response_data=cmd.response_data, tenant=w.tenant,
+                  channel=OPERATOR_CHANNEL)
+    if w.status is WaitStatus.SUSPENDED:
+        if len(w.held) >= MAX_HELD_REPLIES:
+            ctx.reject(RejectReason.OVERFLOW,
+                       f"Expected at most {MAX_HELD_REPLIES} replies recorded while suspended, "
+                       f"but {len(w.held)} are already recorded")
+            return w
+        w = replace(w, held=(*w.held, HeldReply(reply, ctx.now, by_operator=True,
+                                                operator=cmd.operator, reason=cmd.reason)))
+        return _trace(w, ctx.now, "delivery_recorded", _by(cmd.reason, cmd.operator))
+    if w.status is WaitStatus.IN_REVIEW:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   "Expected a parked wait for DELIVER, but it is in review: answer with REVIEW")
+        return w
+    w = _trace(w, ctx.now, "delivered", _by(cmd.reason, cmd.operator))
+    return _judge(w, d, ctx, cmd.response_data, OPERATOR_CHANNEL, None, None, by_operator=True)
+
+
+def _reschedule(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
+    """Rule 11: move the current stage and level's deadline, to ``deadline`` from now or by
+    ``move_by``; the wait is as the command's time left it (``_catch_up`` ran first).
+
+    Only the deadline moves: reminders and polls keep their schedule (a
+    deadline moved before a reminder simply ends the reminders when it
+    passes).  A suspended wait's deadline is paused, so what moves is the
+    time it will have left on resume.  A new deadline that is not in the
+    future is refused, never applied as an instant escalation: the operator
+    who wants that can say so with CANCEL.
+    """
+    given = [name for name, v in (("deadline", cmd.deadline), ("moveBy", cmd.move_by))
+             if v is not None]
+    if len(given) != 1:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   "Expected exactly one of deadline and moveBy with RESCHEDULE, but got "
+                   + (" and ".join(given) if given else "neither"))
+        return w
+    try:
+        if cmd.deadline is not None:
+            to, shift = parse_duration_ms(cmd.deadline), None
+        else:
+            to, shift = None, parse_signed_duration_ms(cmd.move_by or "")
+    except ValueError as exc:
+        ctx.reject(RejectReason.INVALID_COMMAND, f"{exc} (the RESCHEDULE's {given[0]})")
+        return w
+    if w.status is WaitStatus.IN_REVIEW:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   "Expected a parked or suspended wait to reschedule, but it is in review: "
+                   "the reply under review stopped its deadline")
+        return w
+    why = _by(cmd.reason, cmd.operator)
+    if w.status is WaitStatus.SUSPENDED and w.suspension is not None:
+        s = w.suspension
+        left = next((ms for kind, ms in s.remaining if kind is TimerKind.DEADLINE), None)
+        if left is None:
+            ctx.reject(RejectReason.INVALID_COMMAND,
+                       "Expected a paused deadline to move, but the suspended wait has none")
+            return w
+        new_left = to if to is not None else left + (shift or 0)
+        if new_left <= 0:
+            ctx.reject(RejectReason.DEADLINE_PASSED,
+                       f"Expected the moved deadline to leave time when the wait resumes, but "
+                       f"it would be {format_span_ms(-new_left)} past")
+            return w
+        remaining = tuple((kind, new_left if kind is TimerKind.DEADLINE else ms)
+                          for kind, ms in s.remaining)
+        w = replace(w, suspension=Suspension(s.reason, s.at, s.resume_to, remaining, s.operator))
+        return _trace(w, ctx.now, "rescheduled",
+                      f"deadline left on resume {format_span_ms(left)} -> "
+                      f"{format_span_ms(new_left)}: {why}")
+    deadline = next((t for t in w.timers if t.kind is TimerKind.DEADLINE), None)
+    if deadline is None:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   f"Expected an armed deadline to move, but the {w.status.value} wait has none")
+        return w
+    due = ctx.now + to if to is not None else deadline.due_at + (shift or 0)
+    if due <= ctx.now:
+        ctx.reject(RejectReason.DEADLINE_PASSED,
+                   f"Expected a new deadline after the command's time {format_utc_ms(ctx.now)}, "
+                   f"but {format_utc_ms(due)} has passed")
+        return w
+    timers = tuple(t for t in w.timers if t is not deadline)
+    w = replace(w, timers=(*timers, ctx.arm(TimerKind.DEADLINE, due)))
+    moved = due - deadline.due_at
+    return _trace(w, ctx.now, "rescheduled",
+                  f"deadline {format_utc_ms(deadline.due_at)} -> {format_utc_ms(due)} "
+                  f"({'+' if moved >= 0 else ''}{format_span_ms(moved)}): {why}")
+
+
+def _review(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
+    """Rule 4: a person's decision on an invalid reply ends the wait (or stage) received."""
+    if w.status is not WaitStatus.IN_REVIEW:
+        ctx.reject(RejectReason.INVALID_COMMAND,
+                   f"Expected the wait to be in review, but it is {w.status.value}")
+        return w
+    if cmd.review_outcome == ReviewOutcome.ACCEPT.value:
+        data, valid, reason = w.response_data, False, OutcomeReason.REVIEW_ACCEPTED
+    elif cmd.review_outcome == ReviewOutcome.SUBMIT_CORRECTION.value:
+        parsed = parse_json(cmd.response_data)
+        issue = parsed.issue or schema_issue(d.response_schema, parsed.value)
+        if issue is not None:
+            ctx.reject(RejectReason.INVALID_COMMAND, f"{issue} (in the submitted correction)")
+            return w
+        data, valid, reason = cmd.response_data, True, OutcomeReason.REVIEW_CORRECTED
+    else:
+        ctx.reject(
+            RejectReason.INVALID_COMMAND,
+            f"Expected reviewOutcome {ReviewOutcome.ACCEPT.value!r} or "
+            f"{ReviewOutcome.SUBMIT_CORRECTION.value!r}, but got {cmd.review_outcome!r}",
+        )
+        return w
+    w = replace(w, review_outcome=cmd.review_outcome, review_note=cmd.review_note,
+                status=WaitStatus.PARKED)
+    w = _trace(w, ctx.now, "reviewed", f"{cmd.review_outcome}: {cmd.review_note or ''}")
+    return _accept(w, d, ctx, data, valid=valid, reason=reason, winner=None)
