@@ -16,7 +16,7 @@ from streams.client import XwaitClient
 from tests.console.conftest import Cluster, eventually, http, needs_processor_mapping, new_key
 from tests.e2e.harness import XWAIT, Watcher, settings_env
 
-pytestmark = [pytest.mark.kafka, needs_processor_mapping]
+pytestmark = [pytest.mark.kafka, needs_processor_mapping, pytest.mark.rule11]
 
 HOUR = 3_600_000
 MINUTE = 60_000

@@ -8,6 +8,8 @@ and applied, in append order and each at its own append time, when the request p
 
 from __future__ import annotations
 
+import pytest
+
 from streams.core import (
     BufferEarlyCommand,
     CommandKind,
@@ -30,6 +32,8 @@ from tests.core.core_harness import (
     the_outcome,
     the_reject,
 )
+
+pytestmark = [pytest.mark.rule7]
 
 
 def test_a_command_before_its_request_is_held_not_rejected() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from streams.core import (
     BufferEarlyReply,
     OutcomeKind,
@@ -11,6 +13,8 @@ from streams.core import (
     WaitStatus,
 )
 from tests.core.core_harness import APPROVED, MINUTE, T0, Run, outcomes, the_outcome, the_reject
+
+pytestmark = [pytest.mark.rule7, pytest.mark.rule8]
 
 
 def test_reply_before_its_request_is_buffered_with_an_expiry_timer() -> None:

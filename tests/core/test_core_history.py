@@ -3,6 +3,8 @@ reach the outcome as fields."""
 
 from __future__ import annotations
 
+import pytest
+
 from streams.core import (
     KEPT_PAYLOAD_BYTES,
     Command,
@@ -16,6 +18,8 @@ from streams.core import (
 )
 from streams.core.decide import emitted_trace
 from tests.core.core_harness import APPROVED, DAY, HOUR, KEY, Run, the_outcome
+
+pytestmark = [pytest.mark.rule5, pytest.mark.rule10]
 
 
 def test_a_finished_wait_keeps_its_outcome_response_and_trace_until_purged() -> None:

@@ -11,6 +11,7 @@ been there first.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -46,6 +47,8 @@ from tests.core.core_harness import (
     the_outcome,
     the_reject,
 )
+
+pytestmark = [pytest.mark.rule2, pytest.mark.rule7]
 
 RACE = load_definitions(REPO / "tests" / "e2e" / "waits")
 """``race``: deadline PT2S, no reminder, no escalation level: the deadline ends the wait."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,11 @@ from streams.core import (
     parse_signed_duration_ms,
 )
 from tests.core.core_harness import DAY, DEFINITIONS, HOUR, KEY, MINUTE, T0
+
+pytestmark = [
+    pytest.mark.rule2, pytest.mark.rule5, pytest.mark.rule8, pytest.mark.rule9,
+    pytest.mark.rule11,
+]
 
 DATA = [
     '{"decision": "approved"}', '{"decision": "maybe"}', "{broken",

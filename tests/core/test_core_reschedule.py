@@ -21,6 +21,8 @@ from streams.core import (
 )
 from tests.core.core_harness import DAY, HOUR, KEY, MINUTE, T0, Run, actions, the_reject
 
+pytestmark = [pytest.mark.rule11]
+
 
 def reschedule(run: Run, *, deadline: str | None = None, move_by: str | None = None,
                reason: str | None = "customer asked for more time",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -39,6 +40,11 @@ from tests.core.core_harness import (
     the_outcome,
     the_reject,
 )
+
+pytestmark = [
+    pytest.mark.rule1, pytest.mark.rule2, pytest.mark.rule3, pytest.mark.rule4, pytest.mark.rule5,
+    pytest.mark.rule6, pytest.mark.rule10,
+]
 
 
 def test_request_parks_the_wait_sends_the_request_and_arms_reminder_and_deadline() -> None:

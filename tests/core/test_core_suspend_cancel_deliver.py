@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from streams.core import (
     ActionKind,
     ArmTimer,
@@ -30,6 +32,8 @@ from tests.core.core_harness import (
     the_outcome,
     the_reject,
 )
+
+pytestmark = [pytest.mark.rule9]
 
 
 def test_suspend_disarms_every_timer_and_reports_reason_time_and_what_it_goes_back_to() -> None:

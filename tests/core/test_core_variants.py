@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from streams.core import (
     ActionKind,
     CommandKind,
@@ -25,6 +27,8 @@ from tests.core.core_harness import (
     the_outcome,
     the_reject,
 )
+
+pytestmark = [pytest.mark.rule1, pytest.mark.rule3, pytest.mark.rule4, pytest.mark.rule6]
 
 QUOTE = '{"amount": 120.5, "currency": "EUR"}'
 

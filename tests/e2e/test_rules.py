@@ -15,7 +15,10 @@ from streams.config import Settings
 from streams.partitioning import partition_for
 from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule2, pytest.mark.rule4, pytest.mark.rule7,
+    pytest.mark.rule8, pytest.mark.rule9,
+]
 
 
 def test_an_early_reply_is_held_and_correlated_when_its_request_arrives(

@@ -12,7 +12,9 @@ from streams.client import Outcome, XwaitClient
 from streams.config import Settings
 from tests.e2e.harness import Watcher, WorkerProcess
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule1, pytest.mark.rule4, pytest.mark.rule9,
+]
 
 
 def _cli(e2e: Settings, *args: str) -> list[str]:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule2]
 
 DEADLINE_S = 2.0  # the "race" definition
 

@@ -8,7 +8,9 @@ import pytest
 
 from tests.e2e.harness import Client, Seen, Watcher, WorkerProcess, new_key
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule3, pytest.mark.rule5, pytest.mark.rule6,
+]
 
 
 def _one_outcome(seen: Seen, key: str) -> bool:

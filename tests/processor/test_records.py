@@ -8,6 +8,7 @@ import struct
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,8 @@ from streams.processor.model import (
     RowWrite,
 )
 from streams.processor.records import RecordHandler, timer_record
+
+pytestmark = [pytest.mark.rule8]
 
 DEFS = load_definitions(Path(__file__).resolve().parents[2] / "topology" / "waits")
 PARTITIONS = 8
