@@ -35,7 +35,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from faust.types import StreamT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from streams.processor import faust_glue  # noqa: E402 - the worker's consumer settings
 from streams.testing.workers import proc_status_kib  # noqa: E402
 
 
@@ -55,7 +54,6 @@ def main() -> None:
             future.result(30)
 
     # The worker's consumer: read_committed, from the earliest offset, raw bytes.
-    faust_glue.read_committed_consumers()
     app = faust.App(f"{a.prefix}-faustpipe", broker=f"kafka://{a.bootstrap}", store="memory://",
                     topic_partitions=a.partitions, consumer_auto_offset_reset="earliest",
                     key_serializer="raw", value_serializer="raw", autodiscover=False,

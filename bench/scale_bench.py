@@ -94,11 +94,9 @@ STATS_POLL_S = 0.2
 COUNT_GRACE_S = 30.0
 # How long a phase may make no progress (counters, ownership) before the run gives up.
 STALL_S = 180.0
-# faust applies standby records to RocksDB a buffer at a time (the table's
-# standby_buffer_size, by default its recovery_buffer_size of 1000 records, for
-# all its partitions together) and only once the buffer is full: an idle
-# standby stays up to that many records behind on disk.  A standby that close
-# counts as caught up; the takeover reads the rest from the changelog.
+# A standby applies what each fetch brings (streams.processor.restore), so it is
+# at most a fetch behind; one this close counts as caught up, and the takeover
+# reads the rest from the changelog.
 STANDBY_SLACK = 1000
 # How long the standby's lag may stay the same before the takeover is measured
 # anyway (with the standby behind, the second restores the rest first).
@@ -316,15 +314,17 @@ def persisted_offsets(data_dir: Path, scratch: Path) -> dict[int, int]:
     """The changelog offset each partition database of a running worker holds.
 
     Read through a RocksDB secondary instance (read-only, beside the worker's
-    own): faust's `__faust\\0offset__` key, which the worker writes with every
-    batch and every restored or standby batch.
+    own): the `\\x00xwait.changelog_offset` key (`streams.processor.state`),
+    which the worker writes with every batch and every restored or standby batch.
     """
     import rocksdict
 
+    from streams.processor.state import CHANGELOG_OFFSET_KEY
+
     found: dict[int, int] = {}
-    for db_path in sorted(data_dir.glob("**/waits-*.db")):
+    for db_path in sorted(data_dir.glob("*/waits-*")):
         try:
-            partition = int(db_path.name[len("waits-"):-len(".db")])
+            partition = int(db_path.name[len("waits-"):])
         except ValueError:
             continue
         secondary = scratch / f"secondary-{partition}"
@@ -335,7 +335,7 @@ def persisted_offsets(data_dir: Path, scratch: Path) -> dict[int, int]:
         except Exception:  # noqa: BLE001, S112 - not there yet, or being opened: next poll
             continue
         try:
-            raw = db.get(b"__faust\x00offset__")
+            raw = db.get(CHANGELOG_OFFSET_KEY)
             if isinstance(raw, bytes):
                 found[partition] = int(raw)
         finally:

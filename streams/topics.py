@@ -67,6 +67,23 @@ class TopicState:
                 if key in REQUIRED_CONFIG and self.config.get(key) != want]
 
 
+# The worker's own topics, as topology/topics.yaml declares them; a topics.yaml
+# that lacks one (written for an earlier version) gets it from here.
+INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
+    "waits-changelog": {
+        "name": "{app}-waits-changelog",
+        "doc": "Changelog of the waits table (state of every wait and its early replies).",
+        "config": {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
+    },
+    "assignment": {
+        "name": "{app}-assignment",
+        "doc": "Internal, never written: its partitions stand for the waits' partitions "
+               "in the workers' consumer group.",
+        "config": {"cleanup.policy": "delete", "retention.ms": "3600000"},
+    },
+}
+
+
 def load_specs(settings: Settings, path: Path | None = None) -> list[TopicSpec]:
     """Read topics.yaml; `settings.partitions` overrides the file's count."""
     path = path or settings.topology / "topics.yaml"
@@ -82,7 +99,10 @@ def load_specs(settings: Settings, path: Path | None = None) -> list[TopicSpec]:
     if not isinstance(rf, int) or rf < 1:
         raise TopologyError(f"{path}: field 'replication_factor': expected a whole number >= 1")
     specs = []
-    for role, body in doc["topics"].items():
+    declared = dict(doc["topics"])
+    for role, body in INTERNAL_TOPICS.items():
+        declared.setdefault(role, body)  # a topology of an earlier version lacks them
+    for role, body in declared.items():
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             raise TopologyError(f"{path}: field 'topics.{role}.name': expected a string")
         config = body.get("config") or {}
@@ -193,3 +213,20 @@ def create(settings: Settings, specs: list[TopicSpec]) -> CreateReport:
         existed=existed,
         mismatched=[st for st in states if not st.matches],
     )
+
+
+def ensure(settings: Settings) -> CreateReport:
+    """What a worker does at start: create the topics that are missing, and refuse to
+    run on topics whose partition counts differ (a wait's records would not meet)."""
+    report = create(settings, load_specs(settings))
+    counts = [st for st in report.mismatched if st.exists and st.partitions != st.spec.partitions]
+    if counts:
+        raise TopologyError(
+            "Expected every topic to have " f"{settings.partitions} partitions "
+            "(XWAIT_PARTITIONS), but " + ", ".join(f"{st.spec.name} has {st.partitions}"
+                                                   for st in counts)
+            + ": co-partitioning is broken; see `xwait topics describe`")
+    for st in report.mismatched:
+        for problem in st.config_problems:
+            log.warning("topic %s: %s (see `xwait topics describe`)", st.spec.name, problem)
+    return report

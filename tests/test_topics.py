@@ -30,7 +30,7 @@ def test_create_makes_every_contract_topic_and_a_second_run_reports_them_as_exis
     assert sorted(first["created"]) == sorted(
         [f"{settings.topic_prefix}.{n}" for n in
          ("requests", "replies", "commands", "timers", "actions", "outcomes", "rejected")]
-        + [f"{settings.app_id}-waits-changelog"]
+        + [f"{settings.app_id}-waits-changelog", f"{settings.app_id}-assignment"]
     )
     assert first["existed"] == [] and first["problems"] == []
 

@@ -136,13 +136,7 @@ class Console:
 
     def worker_urls(self) -> dict[str, set[int]]:
         """Web URL of every worker of the group -> the waits partitions it owns."""
-        app: Any = self.host.app
-        topic = self.host.waits.changelog_topic.get_topic_name()
-        try:
-            meta = app.router.table_metadata(self.host.waits.name)
-        except KeyError:
-            meta = {}
-        urls = {str(url): set(tps.get(topic, ())) for url, tps in meta.items()}
+        urls = self.host.owners()
         if not any(_same(u, self.own_url) for u in urls):
             urls[self.own_url] = self.host.owned_partitions()
         return urls

@@ -1,6 +1,6 @@
 """What the console needs of the worker it is served by: a small, read-only interface.
 
-The worker (`streams.processor.app.Worker`) installs the console; the console
+The worker (`streams.processor.worker.Worker`) installs the console; the console
 must not import the worker's module back (that was an import circle: the app
 imported the console, which imported the app for its type).  So the console
 names here what it reads, and any object with these members can host it; mypy
@@ -73,12 +73,11 @@ class ConsoleHost(Protocol):
 
     @property
     def app(self) -> Any:
-        """The faust app: its web server, its router (who owns which partition)."""
+        """The faust app: its web server and HTTP client."""
         ...
 
-    @property
-    def waits(self) -> Any:
-        """The faust table of waits (its name and changelog topic, for the router)."""
+    def owners(self) -> dict[str, set[int]]:
+        """Web URL of every worker of the group -> the partitions it owns."""
         ...
 
     def owned_partitions(self) -> set[int]: ...

@@ -13,7 +13,7 @@ and gathers everything the commit must write:
   stored timer index and summary follow; counters; ignored timer records.
 
 Nothing here touches Kafka, RocksDB or faust: `streams.processor.commit`
-makes a batch durable, `streams.processor.app` wires it to faust.
+makes a batch durable, `streams.processor.applier` drives both.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import (
@@ -107,57 +107,6 @@ class GapReader:
                                         f"not read within {READ_TIMEOUT_S:.0f}s")
         except KafkaException as exc:
             raise GapReadFailed(f"{topic}[{partition}]: {exc}") from exc
-        finally:
-            consumer.close()
-
-    def data_ends(self, topic: str, ends: Mapping[int, int]) -> dict[int, int]:
-        """Per partition, the offset after the last record below its end that is data,
-        not a transaction marker.
-
-        faust restores a changelog partition until it has seen the record at
-        its end offset - 1.  Behind a committed transaction that offset is the
-        commit marker, which no consumer ever sees, so the restore would wait
-        forever; it must wait for the last data record instead.  The tails are
-        read backwards in growing windows: after crashes they may hold whole
-        aborted transactions, which read_committed consumers skip.  All the
-        partitions on one consumer: one at a time cost a takeover half a second
-        each.  (Blocking: run it in a thread.)
-        """
-        out = {p: 0 for p, end in ends.items() if end <= 0}
-        pending = {p: end for p, end in ends.items() if end > 0}
-        window = 256
-        while pending:
-            starts = {p: max(0, end - window) for p, end in pending.items()}
-            for p, last in self._last_data_offsets(topic, starts, pending).items():
-                if last >= 0 or starts[p] == 0:
-                    out[p] = last + 1
-                    del pending[p]
-            window *= 16
-        return out
-
-    def _last_data_offsets(self, topic: str, starts: Mapping[int, int],
-                           ends: Mapping[int, int]) -> dict[int, int]:
-        # A consumer of its own each time: a reused one reports the position of
-        # its previous assignment until it has fetched again.
-        consumer = Consumer(self._conf)
-        last = dict.fromkeys(ends, -1)
-        give_up = time.monotonic() + READ_TIMEOUT_S
-        where = [TopicPartition(topic, p) for p in ends]
-        try:
-            consumer.assign([TopicPartition(topic, p, start) for p, start in starts.items()])
-            while True:
-                for msg in consumer.consume(500, timeout=0.1):
-                    p, offset = msg.partition(), msg.offset()
-                    if (msg.error() is None and p is not None and p in ends
-                            and offset is not None and offset < ends[p]):
-                        last[p] = max(last[p], offset)
-                if all(tp.offset >= ends[tp.partition] for tp in consumer.position(where)):
-                    return last
-                if time.monotonic() > give_up:
-                    raise GapReadFailed(f"{topic} partitions {sorted(ends)}: the end offsets "
-                                        f"were not reached within {READ_TIMEOUT_S:.0f}s")
-        except KafkaException as exc:
-            raise GapReadFailed(f"{topic}: {exc}") from exc
         finally:
             consumer.close()
 

@@ -134,6 +134,12 @@ class InputReader:
     def resume(self, topic: str, partition: int) -> None:
         self._command("resume", (topic, partition))
 
+    def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit these next offsets as the reader's consumer group's (for lag monitors:
+        nobody starts from them; a failure is logged, never fatal)."""
+        if offsets:
+            self._command("commit", dict(offsets))
+
     def stop(self) -> None:
         if self._run is not None:
             self._run.stop.set()
@@ -233,6 +239,12 @@ class InputReader:
                 if tps:
                     consumer.resume(tps)  # a pause must not outlive the assignment it was for
                 assigned = bool(tps)
+            elif what == "commit":
+                try:
+                    consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in arg.items()],
+                                    asynchronous=True)
+                except KafkaException as exc:
+                    log.info("input offsets not committed to the group: %s", exc)
             elif what in ("pause", "resume") and assigned:
                 at.pop(arg, None)  # see `_read`: trusted only between two records
                 try:

@@ -2,7 +2,7 @@
 
 Everything here is synchronous and free of faust, so the whole path a record
 takes through a worker (decode, route, decide, encode) is tested without a
-broker; the worker in `streams.processor.app` only moves bytes.
+broker; the worker (`streams.processor.worker`) only moves bytes.
 """
 
 from __future__ import annotations

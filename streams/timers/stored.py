@@ -5,7 +5,7 @@
                                                               armed timers, where to scan from
 
 Both are derived from the rows and written in the same RocksDB write batch
-as the rows they derive from (`streams.processor.store`), so after a crash
+as the rows they derive from (`streams.processor.state`), so after a crash
 they agree with the table without a rebuild: a restart on its own disk reads
 nothing per row.  A partition restored from the changelog (an empty disk, a
 standby) gets them from the same hook that applies the restored rows.  They
@@ -18,7 +18,7 @@ and again (LittleHorse #1742, Zeebe #16691).  Anything armed earlier than
 `low` lowers it.
 
 Keys start with NUL, which no wait key contains (the processor refuses such
-keys), and `streams.processor.table_scan` skips them.
+keys), and `PartitionState.rows` skips them.
 """
 
 from __future__ import annotations

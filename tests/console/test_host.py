@@ -16,16 +16,16 @@ def test_no_console_module_imports_the_processors_app_not_even_for_types() -> No
     offenders = []
     for path in sorted(CONSOLE.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "streams.processor.app":
+            if isinstance(node, ast.ImportFrom) and node.module == "streams.processor.worker":
                 offenders.append(path.name)
             if isinstance(node, ast.Import) and any(
-                    a.name.startswith("streams.processor.app") for a in node.names):
+                    a.name.startswith("streams.processor.worker") for a in node.names):
                 offenders.append(path.name)
     assert offenders == []
 
 
 def test_importing_the_console_does_not_load_the_worker() -> None:
-    code = "import sys, streams.console; print('streams.processor.app' in sys.modules)"
+    code = "import sys, streams.console; print('streams.processor.worker' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=CONSOLE.parent.parent)
     assert result.stdout.strip() == "False"

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from streams.config import Settings
-from streams.processor.app import EXIT_COMMIT_FAILED
+from streams.processor.worker import EXIT_COMMIT_FAILED
 from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

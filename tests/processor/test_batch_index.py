@@ -21,35 +21,40 @@ from streams.processor.batch import build_batch
 from streams.processor.envelope import decode_row
 from streams.processor.model import InputRecord, Role
 from streams.processor.positions import Positions
-from streams.processor.store import TableStore
+from streams.processor.state import StateStores
 from streams.timers.stored import due_entries, index_changes
 from tests.processor.test_records import NOW, PART, handler, record, reply, request
 from tests.processor.test_records import _timer as timer_of
-from tests.timers.test_stored import _FaustStore, _Table, rdict
+
+
+def _stores(folder: Path) -> StateStores:
+    stores = StateStores(folder)
+    stores.open(PART)
+    return stores
 
 
 def stamped(rec: InputRecord, at: int) -> InputRecord:
     return replace(rec, timestamp=at, log_append_time=True)
 
 
-def decide_and_write(store: TableStore, records: list[InputRecord]) -> None:
+def decide_and_write(store: StateStores, records: list[InputRecord]) -> None:
     """One batch, written as the worker writes it (rows, then the index key by key)."""
     batch = build_batch(handler, records, lambda p, key: store.get(p, key), {}, {}, NOW)
     for p, part in batch.parts.items():
-        store.write(p, part.rows, Positions({}, 0), None, part.index)
+        store[p].write(part.rows, Positions({}, 0), None, part.index)
 
 
 Entries = set[tuple[str, str, int]]
 
 
-def index_and_heads(store: TableStore) -> tuple[Entries, Entries]:
+def index_and_heads(store: StateStores) -> tuple[Entries, Entries]:
     """(index entries, timers the stored rows list), as (wait key, kind, due_at)."""
     db = store.db(PART)
     indexed = {(e.wait_key, e.kind.value, e.due_at)
                for e in due_entries(db, -(2**62), 2**62)}
     listed = set()
     for key, value in db.items(from_key=b"\x01"):
-        if isinstance(key, bytes) and not key.startswith(b"__faust"):
+        if isinstance(key, bytes):
             listed |= {(key.decode(), t.kind.value, t.due_at)
                        for t in decode_row(value).head.timers}
     return indexed, listed
@@ -57,7 +62,7 @@ def index_and_heads(store: TableStore) -> tuple[Entries, Entries]:
 
 def test_a_wait_parked_and_answered_in_one_batch_leaves_only_its_retention_timer(
         tmp_path: Path) -> None:
-    store = TableStore(_Table(_FaustStore(rdict(tmp_path))))
+    store = _stores(tmp_path)
     decide_and_write(store, [stamped(request(0), NOW),
                              stamped(reply(0, {"decision": "approved"}), NOW + 50)])
 
@@ -70,7 +75,7 @@ def test_a_stale_timer_record_deletes_an_index_entry_its_row_does_not_list(
         tmp_path: Path) -> None:
     # Databases written before the fix hold such entries: the first record
     # the punctuator emits for one is decided stale and takes the entry away.
-    store = TableStore(_Table(_FaustStore(rdict(tmp_path))))
+    store = _stores(tmp_path)
     decide_and_write(store, [stamped(request(0), NOW)])
     _, listed = index_and_heads(store)
     key, _, due = min(listed)
@@ -95,7 +100,7 @@ _RECORDS = st.lists(st.tuples(st.sampled_from(["request", "valid", "invalid", "t
 @given(steps=_RECORDS, cuts=st.sets(st.integers(1, 11)))
 def test_the_index_lists_exactly_the_rows_timers_whatever_the_batches(
         tmp_path_factory: Any, steps: list[tuple[str, int]], cuts: set[int]) -> None:
-    store = TableStore(_Table(_FaustStore(rdict(tmp_path_factory.mktemp("db")))))
+    store = _stores(tmp_path_factory.mktemp("db"))
     records: list[InputRecord] = []
     at = NOW
     for offset, (what, step) in enumerate(steps):

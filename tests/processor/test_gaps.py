@@ -1,4 +1,4 @@
-"""Reading the broker directly: a skipped range, a changelog tail behind aborted transactions."""
+"""Reading the broker directly: a skipped range, end offsets across leader moves."""
 
 from __future__ import annotations
 
@@ -26,57 +26,6 @@ def topic(kafka_bootstrap: str) -> str:
     while name not in admin.list_topics(timeout=5).topics and time.monotonic() < deadline:
         time.sleep(0.1)
     return name
-
-
-def test_the_restore_waits_for_the_last_committed_record_not_for_markers_or_aborts(
-    kafka_bootstrap: str, topic: str
-) -> None:
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": topic})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for _ in range(3):
-        producer.produce(topic, value=b"row", partition=0)
-    producer.commit_transaction(30)  # offsets 0-2, its marker at 3
-    for _ in range(2):  # the transactions of two workers killed mid-batch, aborted since
-        producer.begin_transaction()
-        for _ in range(300):
-            producer.produce(topic, value=b"never seen", partition=0)
-        producer.flush(30)
-        producer.abort_transaction(30)
-    conf = {"bootstrap.servers": kafka_bootstrap, "group.id": f"{topic}-test"}
-    end = EndOffsets(conf).get([(topic, 0)])[(topic, 0)]
-    assert end == 3 + 1 + 2 * 301
-
-    assert GapReader(conf).data_ends(topic, {0: end}) == {0: 3}
-
-
-def test_the_tails_of_several_partitions_are_read_at_once(kafka_bootstrap: str) -> None:
-    """A takeover asks for every changelog partition it restores: one with data
-    behind an aborted transaction, one whose last record is data, one empty."""
-    name = f"{unique_prefix('g')}.tails"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(name, 3, 1)])[name].result(timeout=30)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": name})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for _ in range(2):
-        producer.produce(name, value=b"row", partition=0)
-    producer.commit_transaction(30)  # offsets 0-1, marker at 2
-    producer.begin_transaction()
-    for _ in range(5):
-        producer.produce(name, value=b"never seen", partition=0)
-    producer.flush(30)
-    producer.abort_transaction(30)  # offsets 3-7, marker at 8
-    plain = Producer({"bootstrap.servers": kafka_bootstrap})
-    for _ in range(4):
-        plain.produce(name, value=b"row", partition=1)
-    plain.flush(30)
-    conf = {"bootstrap.servers": kafka_bootstrap, "group.id": f"{name}-test"}
-    ends = EndOffsets(conf).get([(name, p) for p in range(3)])
-    assert [ends[(name, p)] for p in range(3)] == [9, 4, 0]
-
-    assert GapReader(conf).data_ends(name, {p: ends[(name, p)] for p in range(3)}) == {
-        0: 2, 1: 4, 2: 0}
 
 
 def test_a_range_is_read_whole_or_up_to_a_limit(kafka_bootstrap: str, topic: str) -> None:

@@ -16,11 +16,14 @@ from yarl import URL
 from streams.cli import build_parser, settings_from
 from streams.config import Settings, from_env
 from streams.definitions import load_definitions
-from streams.processor.app import Worker
+from streams.processor.faust_app import build
+from streams.processor.worker import Worker
 
 
 def _worker(settings: Settings) -> Worker:
-    return Worker(settings, load_definitions(settings.topology / "waits"))
+    worker = Worker(settings, load_definitions(settings.topology / "waits"))
+    build(worker)
+    return worker
 
 
 @pytest.mark.parametrize(("bind", "advertised", "published"), [

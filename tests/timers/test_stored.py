@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import rocksdict
-from faust.types import TP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core import ArmedTimer, TimerKind
-from streams.processor.envelope import Row, encode_row
-from streams.processor.model import RowHead
-from streams.processor.positions import Positions
-from streams.processor.store import TableStore
 from streams.timers.due import DueTimer, DueTimers, InFlight
 from streams.timers.stored import (
-    Summary,
-    due_entries,
     index_changes,
     index_key,
     parse_index,
@@ -73,86 +65,6 @@ def test_a_timer_armed_before_the_low_mark_lowers_it(tmp_path: Path) -> None:
     arm(db, "c", early)
     due.changed(0, "c", (), (early,))
     assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "c", "deadline", 4_000, 3)]
-
-
-@dataclass
-class _Message:
-    partition: int
-    key: bytes
-    value: bytes | None
-    offset: int
-
-    @property
-    def tp(self) -> TP:
-        return TP("waits-changelog", self.partition)
-
-
-@dataclass
-class _Event:
-    message: _Message
-
-
-class _FaustStore:
-    """What TableStore needs of faust's RocksDB store."""
-
-    offset_key = b"__faust\x00offset__"
-    use_rocksdict = True
-
-    def __init__(self, db: Any) -> None:
-        self.db = db
-
-    def _db_for_partition(self, partition: int) -> Any:
-        return self.db
-
-    def apply_changelog_batch(self, *args: object) -> None:
-        raise AssertionError("replaced")
-
-    def set_persisted_offset(self, *args: object) -> None:
-        raise AssertionError("not used")
-
-
-@dataclass
-class _Table:
-    data: _FaustStore
-
-
-def _row(*timers: ArmedTimer) -> bytes:
-    from streams.core import WaitStatus
-    head = RowHead(WaitStatus.PARKED, "d", None, tuple(sorted(timers, key=lambda t: t.due_at)))
-    return encode_row(Row(b"{}", {}, (), head))
-
-
-def test_a_restored_partition_gets_the_index_and_summary_the_worker_writes(
-    tmp_path: Path
-) -> None:
-    t1, t2, t3 = (ArmedTimer(TimerKind.DEADLINE, 9_000, 1),
-                  ArmedTimer(TimerKind.REMINDER, 3_000, 2),
-                  ArmedTimer(TimerKind.DEADLINE, 12_000, 5))
-    changelog = [(b"k1", _row(t1, t2)), (b"k2", _row(t3)), (b"k1", _row(t1)),
-                 (b"k2", None), (b"\x00xwait.positions", b"positions")]
-    db = rdict(tmp_path)
-    store = TableStore(_Table(_FaustStore(db)))
-    store.maintain_index_on_restore()
-    events = [_Event(_Message(0, k, v, i)) for i, (k, v) in enumerate(changelog)]
-    store.table.data.apply_changelog_batch(events, None, None)
-
-    assert [(e.wait_key, e.due_at) for e in due_entries(db, 0, 10**6)] == [("k1", 9_000)]
-    summary = store.summary(0)
-    assert summary is not None
-    assert (dict(summary.waits), summary.armed) == ({("parked", "d"): 1}, 1)
-    assert db.get(b"__faust\x00offset__") == b"4"
-
-
-def test_a_write_keeps_rows_index_summary_and_positions_together(tmp_path: Path) -> None:
-    db = rdict(tmp_path)
-    store = TableStore(_Table(_FaustStore(db)))
-    t = ArmedTimer(TimerKind.POLL, 100, 1)
-    _, puts = index_changes("w", (), (t,))
-    store.write(0, {b"w": _row(t)}, Positions({}, 7), 41, dict(puts), Summary(armed=1))
-    assert [e.wait_key for e in due_entries(db, 0, 200)] == ["w"]
-    assert store.positions(0) == Positions({}, 7)
-    stored = store.summary(0)
-    assert stored is not None and stored.armed == 1
 
 
 def test_a_wait_with_several_timers_due_gets_one_record_for_the_last(tmp_path: Path) -> None:
@@ -376,94 +288,6 @@ def test_skipping_idle_and_emitted_reads_emits_exactly_what_reading_all_every_ti
     # Then time runs past everything armed: the rest comes out the same, tick by tick.
     for _ in range(6):
         tick(until + 1_000)
-
-
-def _content(db: Any) -> tuple[dict[bytes, bytes], list[bytes]]:
-    """The rows and the timer index of a database (the worker's own marks left out)."""
-    rows, index = {}, []
-    for key, value in db.items():
-        if key.startswith(b"\x00t"):
-            index.append(key)
-        elif not key.startswith(b"\x00") and key != _FaustStore.offset_key:
-            rows[key] = value
-    return rows, index
-
-
-def _restored(tmp_path_factory: Any, events: list[tuple[int, bytes, bytes | None]],
-              name: str) -> TableStore:
-    """A store that restored `events` (offset, key, value) of partition 0 into an empty disk."""
-    db = rdict(tmp_path_factory.mktemp(name))
-    store = TableStore(_Table(_FaustStore(db)))
-    store.maintain_index_on_restore()
-    if events:
-        store.table.data.apply_changelog_batch(
-            [_Event(_Message(0, k, v, i)) for i, k, v in events], None, None)
-    return store
-
-
-_timer = st.builds(ArmedTimer, st.sampled_from(list(TimerKind)),
-                   st.integers(0, 10_000), st.integers(1, 5))
-_changelog = st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", b"e"]),
-                                # A wait has one timer of a kind at a time (the
-                                # index key is due time, kind, wait key).
-                                st.one_of(st.none(), st.lists(_timer, max_size=3,
-                                                              unique_by=lambda t: t.kind))),
-                      min_size=1, max_size=25)
-
-
-@given(_changelog, st.data())
-@settings(max_examples=150, deadline=None)
-def test_a_restore_that_began_past_the_changelog_start_is_filled_to_the_same_state(
-    tmp_path_factory: Any, changelog: list[tuple[bytes, list[ArmedTimer] | None]],
-    data: st.DataObject
-) -> None:
-    """faust may drop the first records of a changelog partition it restores (issue 8's
-    first cause, on a standby): the rest alone must not be taken for the whole. Filling
-    in what lies below, older than everything applied, gives what a full restore gives:
-    rows, index and census, deleted waits staying deleted."""
-    records = [(k, None if t is None else _row(*t)) for k, t in changelog]
-    skip = data.draw(st.integers(0, len(records)), label="records dropped")
-
-    numbered = [(i, k, v) for i, (k, v) in enumerate(records)]
-    whole = _restored(tmp_path_factory, numbered, "whole")
-    part = _restored(tmp_path_factory, numbered[skip:], "part")
-    if skip < len(records):
-        assert part.restored_from(0) == skip
-    part.fill_below(0, records[:skip])
-
-    assert part.restored_from(0) is None
-    assert _content(part.table.data.db) == _content(whole.table.data.db)
-    full, filled = whole.summary(0), part.summary(0)
-    assert full is not None and filled is not None
-    assert (+full.waits, full.armed) == (+filled.waits, filled.armed)
-    assert not [k for k in part.table.data.db.keys() if k.startswith(b"\x00xwait.gone.")]
-
-
-@given(_changelog, st.data())
-@settings(max_examples=100, deadline=None)
-def test_a_restore_that_ended_early_is_caught_up_to_the_same_state(
-    tmp_path_factory: Any, changelog: list[tuple[bytes, list[ArmedTimer] | None]],
-    data: st.DataObject
-) -> None:
-    """A previous owner may commit after the restore and before the take-over fenced it:
-    what the changelog holds past the last record applied (`changelog_offset`), applied on
-    top, gives what a restore of all of it gives: rows, index, census and offset."""
-    records = [(i, k, None if t is None else _row(*t))
-               for i, (k, t) in enumerate(changelog)]
-    cut = data.draw(st.integers(0, len(records)), label="records the restore saw")
-
-    whole = _restored(tmp_path_factory, records, "whole")
-    early = _restored(tmp_path_factory, records[:cut], "early")
-    last = early.changelog_offset(0)
-    assert last == (cut - 1 if cut else None)
-    start = 0 if last is None else last + 1
-    early.apply_changelog((0, i, k, v) for i, k, v in records[start:])
-
-    assert early.changelog_offset(0) == len(records) - 1
-    assert _content(early.table.data.db) == _content(whole.table.data.db)
-    full, caught_up = whole.summary(0), early.summary(0)
-    assert full is not None and caught_up is not None
-    assert (+full.waits, full.armed) == (+caught_up.waits, caught_up.armed)
 
 
 def test_an_index_entry_deleted_as_unlisted_leaves_no_mark_in_flight(tmp_path: Path) -> None:

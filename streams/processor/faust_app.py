@@ -1,0 +1,189 @@
+"""The faust boundary: the App that frames a worker, and how a worker process starts.
+
+faust-streaming is the frame and nothing more: its consumer group says
+which partitions each worker owns and which it keeps warm as a standby (its
+assignor co-partitions the subscribed topics and gives every partition a
+standby on another worker), it runs the worker's loops as tasks, serves the
+web API and console, and `faust -A streams.app worker` starts it.  It reads
+and writes none of the waits' state and none of the input records:
+
+* the group is subscribed to one internal topic, `<app id>-assignment`,
+  whose partitions stand for the waits' partitions (it has as many, and
+  nothing is ever written to it, so faust's fetch reads nothing);
+* on each assignment the actives and standbys of that topic go to the
+  ownership room (`takeover`), which restores, seeks and reads with
+  librdkafka; on each revocation, and before faust stops its consumer, it
+  gives the partitions up.
+
+Only public faust API is used (App, agent, task, page, the rebalance
+signals, `App.on_stop`, the assignor's assignment); `versions.check` refuses
+to start on a faust-streaming or aiokafka release this was not checked with,
+and `tests/processor/test_faust_canary.py` fails the day one behaves otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import faust
+from faust.types import TP, StreamT
+from faust.web import Request, Response, View
+
+from streams import codec, topics
+from streams.config import Settings
+from streams.console import install as install_console
+from streams.core import WaitDefinition
+from streams.definitions import load_definitions
+from streams.processor import collector, versions
+from streams.processor.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+def _credentials(settings: Settings) -> Any:
+    sec = settings.security
+    if sec.protocol == "PLAINTEXT":
+        return None
+    context = None
+    if sec.protocol.endswith("SSL"):
+        context = ssl.create_default_context(cafile=sec.ssl_cafile)
+        if sec.ssl_certfile:
+            context.load_cert_chain(sec.ssl_certfile, sec.ssl_keyfile)
+    if sec.protocol.startswith("SASL"):
+        return faust.SASLCredentials(username=sec.sasl_username, password=sec.sasl_password,
+                                     mechanism=sec.sasl_mechanism or "PLAIN",
+                                     ssl_context=context)
+    return context
+
+
+class XwaitApp(faust.App):
+    """faust's App, giving the partitions up before faust stops its consumer.
+
+    faust stops the fetch first, then its agents, and leaves the group last;
+    a worker that went on deciding and committing in between did so after
+    the next owner had restored without those commits (2,809 duplicate
+    outcomes under exactly_once in one long crash run).  `on_stop` is faust's
+    documented place to add to the stop ("remember to call super").
+    """
+
+    xwait: Worker
+
+    async def on_stop(self) -> None:
+        worker = getattr(self, "xwait", None)
+        if worker is not None:
+            await worker.ownership.stop(failed=worker.failure is not None)
+        await super().on_stop()
+
+
+def build(worker: Worker) -> faust.App:
+    """The faust App of `worker`: membership, its loops as tasks, the web pages."""
+    s = worker.settings
+    app = XwaitApp(
+        s.app_id,
+        broker=[f"kafka://{h.strip()}" for h in s.bootstrap.split(",")],
+        broker_credentials=_credentials(s),
+        datadir=str(s.data_dir),
+        processing_guarantee="at_least_once",  # the worker makes its own (commit.py)
+        topic_partitions=s.partitions,
+        topic_allow_declare=False,  # `topics.ensure` makes them (build_app)
+        topic_disable_leader=True,  # no leader-only tasks
+        consumer_auto_offset_reset="latest",
+        broker_session_timeout=s.session_timeout,
+        broker_heartbeat_interval=max(1.0, s.session_timeout / 6),
+        web_port=s.web_port,
+        web_bind=s.web_host,
+        # What peers connect to when the console forwards a request.
+        web_host=s.advertised_host,
+        web_tables_enabled=False,
+        key_serializer="raw",
+        value_serializer="raw",
+        autodiscover=False,
+        stream_wait_empty=False,
+    )
+    app.xwait = worker
+    worker.app = app
+    membership = app.topic(worker.assignment, partitions=s.partitions, acks=False,
+                           key_type=bytes, value_type=bytes, key_serializer="raw",
+                           value_serializer="raw")
+
+    async def members(stream: StreamT[bytes]) -> None:
+        """The group's subscription; the topic carries no records."""
+        async for _ in stream:
+            worker.counters["assignment.unexpected_records"] += 1
+
+    app.agent(membership, name="xwait-membership", concurrency=1)(members)
+    app.task(_guarded(worker, worker.intake.run, "the intake"))
+    app.task(_guarded(worker, worker.applier.run, "the applier"))
+    app.task(_guarded(worker, worker.punctuator.run, "the punctuator"))
+
+    async def assigned(sender: Any, assigned: set[TP], **kwargs: Any) -> None:
+        actives = {tp.partition for tp in app.assignor.assigned_actives()
+                   if tp.topic == worker.assignment}
+        standbys = {tp.partition for tp in app.assignor.assigned_standbys()
+                    if tp.topic == worker.assignment}
+        worker.ownership.assign(actives, standbys)
+
+    async def revoked(sender: Any, revoked: set[TP], **kwargs: Any) -> None:
+        await worker.ownership.revoke({tp.partition for tp in revoked
+                                       if tp.topic == worker.assignment})
+
+    app.on_partitions_assigned.connect(assigned)  # type: ignore[arg-type]
+    app.on_partitions_revoked.connect(revoked)  # type: ignore[arg-type]
+
+    async def stats(view: View, request: Request) -> Response:
+        return view.json(worker.stats())
+
+    app.page("/xwait/stats")(stats)
+    install_console(worker)
+    return app
+
+
+def _guarded(worker: Worker, loop: Any, what: str) -> Any:
+    """A task that stops the worker, loudly, if its loop fails (a bug, never input)."""
+    async def run() -> None:
+        try:
+            await loop()
+        except Exception as exc:  # noqa: BLE001 - a bug here must stop the worker
+            await worker.fail(exc, what)
+    run.__name__ = getattr(loop, "__name__", what)
+    return run
+
+
+def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | None = None
+              ) -> faust.App:
+    """Everything a worker process needs before faust runs, whichever way it is started
+    (`xwait worker` or `faust -A streams.app worker`)."""
+    versions.check()
+    if definitions is None:
+        definitions = load_definitions(settings.topology / "waits")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    codec.configure(settings)  # the Confluent wire format when a registry is set
+    topics.ensure(settings)
+    collector.tune(settings.gc_threshold)
+    # faust's logging set-up leaves the client libraries' loggers open to
+    # DEBUG: aiokafka then builds a log record per fetch and per send only to
+    # drop it (a tenth of a worker's CPU, measured with py-spy).
+    floor = logging.DEBUG if settings.log_level == "debug" else logging.INFO
+    for name in ("aiokafka", "kafka", "faust", "mode"):
+        logging.getLogger(name).setLevel(floor)
+    worker = Worker(settings, definitions)
+    watch = collector.GcWatch(worker.latency)
+    watch.install()
+    worker.gc_watch = watch
+    return build(worker)
+
+
+def run(settings: Settings) -> None:
+    """Run a worker in this process until it is stopped (SIGTERM / Ctrl-C)."""
+    app = build_app(settings)
+    sys.argv = ["xwait", "worker", f"--loglevel={settings.log_level}",
+                f"--web-port={settings.web_port}", f"--web-host={settings.advertised_host}",
+                f"--web-bind={settings.web_host}"]
+    app.main()
+
+
+__all__ = ["XwaitApp", "build", "build_app", "run"]

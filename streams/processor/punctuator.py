@@ -1,0 +1,246 @@
+"""The punctuator: stream time from end-offset probes, and the timer records it makes due.
+
+Every `timer_tick` seconds it probes the inputs' end offsets (the
+sequencer's proof that nothing older is still to come: a record's partition
+has a stream time only as far as every topic of it is known to be taken),
+then reads the timers due by each active partition's stream time from the
+stored index (`streams.timers.due`) and emits one record per wait to the
+timers topic, on a producer of its own outside any transaction: a timer
+record is checked against the stored row and the stream time when it comes
+back (`records`), so a duplicate or a stale one changes nothing, and one not
+delivered is emitted again.
+
+The applier asks for a probe of its own when released records wait for proof
+(`probe_soon`): under a steady load a record of a partition whose commands
+topic is quiet would otherwise wait for the next tick.
+
+Probes could be answered from a fetch's own watermarks (KIP-695's way), but
+librdkafka's cached `get_watermark_offsets` gives the high watermark, not
+the last stable offset, and carries no time: the sequencer's proof ("the end
+offset seen by a request sent at wall time S") needs the ListOffsets request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from streams.config import Settings
+from streams.processor.gaps import EndOffsets
+from streams.processor.latency import Latencies
+from streams.processor.model import INPUT_ROLES, Role
+from streams.processor.partitions import PartitionBook
+from streams.processor.reader import InputReader
+from streams.processor.records import timer_record
+from streams.processor.sequencer import Sequencer
+from streams.timers.due import DueTimer, DueTimers, InFlight
+
+log = logging.getLogger(__name__)
+
+# Least time between two probes the applier asks for itself (the punctuator
+# probes every tick besides): each is one ListOffsets request, and under a
+# steady load the applier asks after nearly every release.
+PROBE_MIN_S = 0.01
+# How often the input positions are committed as a consumer group's offsets
+# (for lag monitors; the worker itself starts from the stored positions).
+GROUP_COMMIT_INTERVAL_S = 2.0
+
+Fail = Callable[[BaseException, str], Awaitable[None]]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Punctuator:
+    def __init__(self, *, settings: Settings, sequencer: Sequencer, index: DueTimers,
+                 book: PartitionBook, reader: InputReader, end_offsets: EndOffsets,
+                 topics: Mapping[Role, str], counters: Counter[str], latency: Latencies,
+                 wake: asyncio.Event, fail: Fail, active: Callable[[], set[int]],
+                 in_flight: Callable[[set[int]], dict[int, InFlight]]) -> None:
+        self.settings = settings
+        self.sequencer = sequencer
+        self.index = index
+        self.book = book
+        self.reader = reader
+        self.end_offsets = end_offsets
+        self.topics = dict(topics)
+        self.roles = {name: role for role, name in self.topics.items()}
+        self.counters = counters
+        self.latency = latency
+        self.wake = wake
+        self.fail = fail
+        self.active = active
+        self.in_flight = in_flight
+        self.ends: dict[tuple[str, int], int] = {}  # input end offsets seen by the last probe
+        self.failure: BaseException | None = None
+        self._producer: Producer | None = None
+        self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
+        self._probing = asyncio.Lock()
+        self._last_probe = 0.0
+        self._background: asyncio.Future[None] | None = None
+        self._last_group_commit = 0.0
+
+    async def run(self) -> None:
+        """A tick, then `timer_tick` seconds' sleep, for as long as the worker runs.
+
+        Not faust's `app.timer`, which logs a WARNING ("Timer ... is
+        overlapping") for every tick that takes longer than its interval.
+        Under a backlog most ticks do - each waits for the event loop between
+        batches and for its timer records' acknowledgements - and a timer
+        storm logged one a second: noise in the logs of a worker that is only
+        busy.  Each tick's duration is in /xwait/stats (`latencyMs.tick`).
+        """
+        try:
+            while self.failure is None:
+                await asyncio.sleep(self.settings.timer_tick)
+                await self.tick()
+        finally:
+            if self._background is not None:
+                self._background.cancel()
+
+    async def tick(self) -> None:
+        """Probe the inputs' end offsets (stream time), then emit the timers due by it."""
+        owned = self.active()
+        if not owned or self.failure is not None:
+            self.counters["punctuator.skipped"] += 1
+            return
+        started = time.monotonic()
+        try:
+            await self.probe(owned)
+            self.wake.set()
+            await self._emit_due(owned)
+            self._commit_group_offsets(owned)
+        except (KafkaException, TimeoutError) as exc:  # the broker is away: next tick again
+            log.warning("punctuator tick failed: %s", exc)
+        self.latency.add("tick", round((time.monotonic() - started) * 1000))
+
+    # -- stream time -----------------------------------------------------------------
+    def probe_soon(self) -> None:
+        """Probe while the applier decides: records held for proof need not wait for a tick.
+
+        A record is released once no other input topic of its partition can
+        still hold an older one; a topic with nothing fetched proves that only
+        by a probe sent after the record was appended.  The probe goes to its
+        own thread; its answer wakes the applier.
+        """
+        if not self.active():
+            return
+        if self._background is not None and not self._background.done():
+            return
+        self._background = asyncio.ensure_future(self._probe_and_wake())
+
+    async def _probe_and_wake(self) -> None:
+        try:
+            early = PROBE_MIN_S - (time.monotonic() - self._last_probe)
+            if early > 0:
+                await asyncio.sleep(early)
+            if self._probing.locked() or time.monotonic() - self._last_probe < PROBE_MIN_S:
+                return
+            try:
+                await self.probe(self.active())
+            except (KafkaException, TimeoutError) as exc:
+                log.warning("probe failed: %s", exc)
+                return
+            self.wake.set()
+        except Exception as exc:  # noqa: BLE001 - a bug here must stop the worker, loudly
+            await self.fail(exc, "probing the inputs' end offsets")
+
+    async def probe(self, owned: set[int]) -> None:
+        if not owned:
+            return
+        async with self._probing:
+            self._last_probe = time.monotonic()
+            tps = [(self.topics[r], p) for p in sorted(owned) for r in INPUT_ROLES]
+            at = now_ms()  # before the request leaves: records appended later are not below
+            loop = asyncio.get_running_loop()
+            ends = await loop.run_in_executor(self._probe_thread, self.end_offsets.get, tps)
+            self.ends = ends
+            self.counters["probes"] += 1
+            self.sequencer.probed(at, [(self.roles[t], p, end) for (t, p), end in ends.items()])
+
+    async def ask(self, tps: list[tuple[str, int]], *, earliest: bool = False
+                  ) -> dict[tuple[str, int], int]:
+        """End (or earliest) offsets on the probe's own connections (for takeovers)."""
+        loop = asyncio.get_running_loop()
+        got: dict[tuple[str, int], int] = await loop.run_in_executor(
+            self._probe_thread, lambda: self.end_offsets.get(tps, earliest=earliest))
+        return got
+
+    # -- timers ----------------------------------------------------------------------
+    def _timer_producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer(self.settings.confluent(**{
+                "partitioner": "murmur2_random", "acks": "all", "linger.ms": 2,
+                "enable.idempotence": True,
+            }))
+        return self._producer
+
+    async def _emit_due(self, owned: set[int]) -> None:
+        times = {p: t for p, t in self.sequencer.times().items() if p in owned}
+        scan = time.perf_counter()
+        due = self.index.pop_due(times, self.settings.timer_batch, self.in_flight(owned))
+        self.latency.add("scan_us", round((time.perf_counter() - scan) * 1e6))
+        if not due:
+            return
+        try:
+            producer = self._timer_producer()
+        except KafkaException as exc:
+            for t in due:
+                self.index.requeue(t)
+            await self.fail(exc, "creating the timer producer")
+            return
+        failed: list[DueTimer] = []
+
+        def delivered(timer: DueTimer) -> Callable[[KafkaError | None, object], None]:
+            def report(err: KafkaError | None, _msg: object) -> None:
+                if err is not None:
+                    failed.append(timer)
+            return report
+
+        fired = now_ms()
+        topic = self.topics[Role.TIMERS]
+        for t in due:
+            producer.produce(topic, key=t.wait_key.encode(),
+                             value=timer_record(t.wait_key, t.kind, t.due_at, t.generation, fired),
+                             partition=t.partition, on_delivery=delivered(t))
+        remaining = await asyncio.get_running_loop().run_in_executor(None, producer.flush, 10.0)
+        if remaining:
+            failed = list(due)  # not known which: emitting one twice is harmless
+        for t in failed:
+            self.index.requeue(t)
+        if failed:
+            self.counters["timers.failed"] += len(failed)
+            log.warning("timer records not delivered count=%d: emitted again next tick",
+                        len(failed))
+        self.counters["timers.emitted"] += len(due) - len(failed)
+
+    def _commit_group_offsets(self, owned: set[int]) -> None:
+        if time.monotonic() - self._last_group_commit < GROUP_COMMIT_INTERVAL_S:
+            return
+        self._last_group_commit = time.monotonic()
+        durable = self.book.durable
+        self.reader.commit({(self.topics[role], p): offset
+                            for p in owned if p in durable
+                            for role, offset in durable[p].next_offset.items()})
+
+    def input_lag(self) -> dict[tuple[str, int], int]:
+        """Per active input partition: records not yet applied, as of the last probe."""
+        lag: dict[tuple[str, int], int] = {}
+        for (topic, p), end in self.ends.items():
+            pos = self.book.decided.get(p)
+            if pos is None:
+                continue
+            at = pos.get(self.roles[topic])
+            if at is not None:
+                lag[(topic, p)] = max(0, end - at)
+        return lag
+
+
+__all__ = ["GROUP_COMMIT_INTERVAL_S", "PROBE_MIN_S", "Punctuator"]

@@ -1,0 +1,360 @@
+"""Restoring partitions from the changelog, and keeping standby copies warm.
+
+One librdkafka consumer, outside any group and read_committed, reads the
+waits changelog (`<app id>-waits-changelog`) into the partitions' databases
+(`streams.processor.state`), in its own thread:
+
+* a partition being taken over is **restored**: read from the offset after
+  the last record its database holds up to a target, the changelog's last
+  stable offset asked for after the previous owner was fenced (the order of
+  Kafka Streams: fence, restore to the LSO, then seek the inputs).  After the
+  fence no transaction of the old owner can commit any more, and one still
+  open holds the LSO back instead of appearing after the restore, so what
+  the restore applied is everything that will ever be there before this
+  worker's own writes.  The restore is done when the consumer's position
+  reaches the target (transaction markers move the position and are never
+  delivered), and the partition starts deciding at once, whatever the other
+  partitions are doing;
+* a partition this worker is a **standby** for (faust's assignor gives each
+  partition a standby on another worker) is followed for as long as it is
+  one, so that taking it over restores only the last few records.
+
+Records are applied in write batches of up to `BATCH` records without the
+WAL (`PartitionState.apply_changelog`), each with the offset of its last
+record; a restore ends with a flush.  A crash mid-restore leaves a prefix,
+and the next start reads on from where it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from streams.errors import XwaitError
+from streams.processor.state import (
+    CHANGELOG_ID_KEY,
+    PartitionState,
+    StateStores,
+    head_or_none,
+    summary_move,
+)
+from streams.timers.stored import Summary, index_changes
+
+log = logging.getLogger(__name__)
+
+# Records taken from librdkafka at a time and applied in one write batch per partition.
+BATCH = 10_000
+# How long the thread waits for records while something is being read, and for a
+# command while nothing is.
+POLL_S = 0.05
+IDLE_S = 0.2
+# How long the watermarks of a partition may take to come (the broker is away: the
+# takeover fails and the worker stops, to be restarted by its supervisor).
+WATERMARK_TIMEOUT_S = 30.0
+# What librdkafka fetches ahead for a restore: far more than the input reader,
+# because a restore reads as fast as it can and nothing waits behind it.
+FETCH = {"queued.min.messages": 100_000, "queued.max.messages.kbytes": 65_536,
+         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608,
+         "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": 10}
+
+
+class RestoreFailed(XwaitError):
+    """A partition could not be restored from its changelog."""
+
+
+@dataclass
+class Restored:
+    """What a restore did: records applied, and from which offset to which."""
+
+    partition: int
+    records: int
+    start: int
+    end: int
+    seconds: float
+
+
+@dataclass
+class _Reading:
+    state: PartitionState
+    summary: Summary
+    start: int
+    target: int | None  # None: a standby, followed until released
+    done: asyncio.Future[Restored] | None
+    records: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class ChangelogReader:
+    """Restores and follows changelog partitions into their databases, in a thread."""
+
+    def __init__(self, conf: Mapping[str, Any], topic: str, stores: StateStores) -> None:
+        self._conf = {**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "isolation.level": "read_committed", "enable.partition.eof": False,
+                      **FETCH}
+        self._admin_conf = {k: v for k, v in conf.items() if k != "group.id"}
+        self._topic_id: str | None = None
+        self.topic = topic
+        self.stores = stores
+        self._commands: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
+        self._reading: dict[int, _Reading] = {}  # the thread's own
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.failure: BaseException | None = None
+        self.applied = 0  # records applied, all partitions, since the start (for stats)
+
+    # -- from the event loop ---------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name="xwait-restore", daemon=True)
+        self._thread.start()
+
+    def restore(self, partition: int, until: int) -> asyncio.Future[Restored]:
+        """Read the partition's changelog into its database up to offset `until`."""
+        return self._ask("restore", partition, until)
+
+    def follow(self, partition: int) -> None:
+        """Keep the partition's database up to date with its changelog (a standby)."""
+        self._command("follow", partition, None)
+
+    def release(self, partition: int) -> asyncio.Future[Restored]:
+        """Stop reading the partition; done once the thread no longer writes its database."""
+        return self._ask("release", partition, None)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def standbys(self) -> set[int]:
+        """The partitions followed as standbys (read from the loop: a snapshot)."""
+        return {p for p, r in list(self._reading.items()) if r.target is None}
+
+    def _ask(self, what: str, partition: int, arg: Any) -> asyncio.Future[Restored]:
+        self.start()
+        assert self._loop is not None  # noqa: S101 - set by start()
+        future: asyncio.Future[Restored] = self._loop.create_future()
+        if self.failure is not None:
+            future.set_exception(RestoreFailed(f"the changelog reader stopped: {self.failure}"))
+            return future
+        self._command(what, partition, (arg, future))
+        return future
+
+    def _command(self, what: str, partition: int, arg: Any) -> None:
+        self.start()
+        self._commands.put((what, partition, arg))
+
+    # -- the thread -------------------------------------------------------------------
+    def _run(self) -> None:
+        consumer: Consumer | None = None
+        try:
+            consumer = Consumer(self._conf)
+            while not self._stop.is_set():
+                self._apply_commands(consumer)
+                if not self._reading:
+                    self._wait_for_command()
+                    continue
+                self._read(consumer)
+        except BaseException as exc:  # noqa: BLE001 - reported to every waiter; the worker stops
+            self.failure = exc
+            log.exception("the changelog reader stopped")
+            for reading in self._reading.values():
+                if reading.done is not None:
+                    self._resolve(reading.done, exc)
+            self._fail_commands(exc)
+        finally:
+            if consumer is not None:
+                consumer.close()
+
+    def _fail_commands(self, exc: BaseException) -> None:
+        while True:
+            try:
+                _, _, arg = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(arg, tuple):
+                self._resolve(arg[1], exc)
+
+    def _wait_for_command(self) -> None:
+        try:
+            command = self._commands.get(timeout=IDLE_S)
+        except queue.Empty:
+            return
+        self._commands.put(command)  # applied in order by _apply_commands
+
+    def _apply_commands(self, consumer: Consumer) -> None:
+        while True:
+            try:
+                what, p, arg = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if what == "release":
+                _, future = arg
+                self._release(consumer, p, future)
+                continue
+            if p in self._reading:  # a standby becomes a restore, or the same asked twice
+                self._release(consumer, p, None)
+            target, future = arg if what == "restore" else (None, None)
+            try:
+                self._assign(consumer, p, target, future)
+            except Exception as exc:  # noqa: BLE001 - the caller decides (the worker stops)
+                if future is None:
+                    raise
+                self._resolve(future, RestoreFailed(f"{self.topic}[{p}]: {exc}"))
+
+    def _assign(self, consumer: Consumer, p: int, target: int | None,
+                done: asyncio.Future[Restored] | None) -> None:
+        state = self.stores.open(p)
+        last = state.changelog_offset()
+        low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                   timeout=WATERMARK_TIMEOUT_S, cached=False)
+        topic_id = self._changelog_id()
+        known = state.get(CHANGELOG_ID_KEY)
+        other = known is not None and topic_id is not None and known.decode() != topic_id
+        if other or (last is not None and last >= high):
+            # The database holds records of another changelog, or more than this one:
+            # the topics were deleted and made again.  Its rows belong to waits that no
+            # longer exist anywhere.
+            log.warning("state of partition %d is from another life of its changelog (topic "
+                        "id %s, now %s; last offset %s, changelog end %d): restoring from the "
+                        "changelog's first record", p, known, topic_id, last, high)
+            state = self.stores.reset(p)
+            last = None
+        if topic_id is not None and (other or known is None):
+            state.db.put(CHANGELOG_ID_KEY, topic_id.encode())
+        start = last + 1 if last is not None else max(low, 0)
+        summary = state.summary()
+        if summary is None:
+            summary = _build_summary(state)
+        reading = _Reading(state, summary, start, target, done)
+        if target is not None and start >= target:
+            self._finish(p, reading)
+            return
+        self._reading[p] = reading
+        consumer.incremental_assign([TopicPartition(self.topic, p,
+                                                    start if last is not None or start > 0
+                                                    else OFFSET_BEGINNING)])
+
+    def _changelog_id(self) -> str | None:
+        """The changelog topic's id (a new one each time the topic is made); None if the
+        broker does not say."""
+        if self._topic_id is None:
+            admin = AdminClient(self._admin_conf)
+            try:
+                found = admin.describe_topics(TopicCollection([self.topic]))[self.topic].result(
+                    timeout=WATERMARK_TIMEOUT_S)
+                self._topic_id = str(found.topic_id)
+            except KafkaException as exc:
+                log.warning("changelog topic id not known (%s): a database is checked "
+                            "against the changelog's end offset only", exc)
+        return self._topic_id
+
+    def _release(self, consumer: Consumer, p: int,
+                 future: asyncio.Future[Restored] | None) -> None:
+        reading = self._reading.pop(p, None)
+        if reading is not None:
+            consumer.incremental_unassign([TopicPartition(self.topic, p)])
+            reading.state.flush()
+            if reading.done is not None:  # a restore cut short (the partition was revoked)
+                self._resolve(reading.done, RestoreFailed(
+                    f"{self.topic}[{p}]: the restore was stopped (the partition moved)"))
+        if future is not None:
+            records = 0 if reading is None else reading.records
+            start = 0 if reading is None else reading.start
+            self._resolve(future, Restored(p, records, start, start + records, 0.0))
+
+    def _read(self, consumer: Consumer) -> None:
+        msgs = consumer.consume(BATCH, timeout=POLL_S)
+        by_partition: dict[int, list[tuple[int, bytes | None, bytes | None]]] = {}
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.fatal() or err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise RestoreFailed(f"{self.topic}: {err}")
+                log.warning("changelog fetch: %s (retrying)", err)
+                continue
+            p = msg.partition()
+            if p is None or p not in self._reading:
+                continue
+            by_partition.setdefault(p, []).append((msg.offset() or 0, msg.key(), msg.value()))
+        for p, records in by_partition.items():
+            reading = self._reading[p]
+            reading.records += reading.state.apply_changelog(records, reading.summary)
+            self.applied += len(records)
+        targeted = [p for p, r in self._reading.items() if r.target is not None]
+        if not targeted:
+            return
+        for tp in consumer.position([TopicPartition(self.topic, p) for p in targeted]):
+            reading = self._reading[tp.partition]
+            if reading.target is not None and tp.offset >= reading.target:
+                del self._reading[tp.partition]
+                consumer.incremental_unassign([TopicPartition(self.topic, tp.partition)])
+                self._finish(tp.partition, reading)
+
+    def _finish(self, p: int, reading: _Reading) -> None:
+        reading.state.flush()
+        if reading.done is not None:
+            end = reading.target if reading.target is not None else reading.start
+            self._resolve(reading.done, Restored(p, reading.records, reading.start, end,
+                                                 time.monotonic() - reading.started))
+
+    def _resolve(self, future: asyncio.Future[Restored],
+                 result: Restored | BaseException) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+
+        def settle() -> None:
+            if future.done():
+                return
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+        try:
+            loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the loop is closed: the worker is gone
+            self._stop.set()
+
+
+def _build_summary(state: PartitionState) -> Summary:
+    """The index and summary of a database that has rows but no summary (it was lost):
+    built once from the rows' heads, and written."""
+    summary = Summary()
+    if state.is_empty():
+        return summary
+    puts: list[tuple[bytes, bytes]] = []
+    for key, value in state.rows():
+        head = head_or_none(value)
+        if head.state is None and not head.timers:
+            continue
+        _, new = index_changes(key.decode(errors="replace"), (), head.timers)
+        puts += new
+        summary_move(summary, head_or_none(None), head, 0, len(new))
+    state.write_index(puts, summary)
+    log.info("timer index built from rows partition=%d timers=%d", state.partition,
+             summary.armed)
+    return summary
+
+
+__all__ = ["ChangelogReader", "RestoreFailed", "Restored"]

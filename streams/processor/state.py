@@ -1,0 +1,308 @@
+"""The worker's state: one RocksDB database per partition, written a batch at a time.
+
+    <data dir>/<app id>/waits-<p>/    one rocksdict database per partition p:
+        wait key (utf-8)          -> envelope.Row (slot, seen offsets, head)
+        positions.POSITIONS_KEY   -> positions.Positions (input offsets, stream time)
+        b"\\x00t" due kind key      -> the timer index (streams.timers.stored)
+        b"\\x00c"                   -> the partition's Summary (census, armed timers, low)
+        CHANGELOG_OFFSET_KEY      -> offset of the last changelog record this database holds
+        CHANGELOG_ID_KEY          -> the changelog topic's id (another id: another life)
+
+The database of a partition is a copy of a prefix of its changelog
+partition (`<app id>-waits-changelog`), plus what derives from it (index and
+summary, never in the changelog).  Two writers fill it, never at once: the
+applier, one atomic write batch per committed batch (`write`, step 5 of
+`streams.processor.commit`), and the changelog reader while the partition
+is restored or kept warm as a standby (`apply_changelog`).  Each write
+carries the offset of the last changelog record it reflects, so a database
+on disk is always a consistent prefix: a worker restarted on its own disk
+reads the changelog only from there on.
+
+A database is opened when the worker first needs the partition (owned or
+standby) and kept open while it is either; it stays on disk when the
+partition goes, so a partition that comes back restores only what was
+written since.  A database of another changelog topic (another topic id: the
+topics were deleted and made again), or ahead of its changelog, is from
+another life of the topics: `reset` deletes it and the restore starts from
+the changelog's first record.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import rocksdict
+
+from streams.processor.census import census_key
+from streams.processor.envelope import RowDecodeError, read_head
+from streams.processor.model import NO_WAIT, RowHead
+from streams.processor.positions import (
+    POSITIONS_KEY,
+    Positions,
+    PositionsDecodeError,
+    decode_positions,
+    encode_positions,
+)
+from streams.timers.stored import SUMMARY_KEY, Summary, index_changes
+
+log = logging.getLogger(__name__)
+
+# Keys of the worker's own records start with NUL; no wait key does (the
+# processor refuses keys with NUL: ProcessorReject.INVALID_KEY).
+OWN_PREFIX = b"\x00"
+CHANGELOG_OFFSET_KEY = b"\x00xwait.changelog_offset"
+CHANGELOG_ID_KEY = b"\x00xwait.changelog_id"
+
+# RocksDB sizing per partition: 4 MiB write buffers x 2 and an 8 MiB block
+# cache keep a worker with 8 partitions under ~150 MiB of RocksDB memory
+# (RocksDB's defaults, 64 MiB buffers x 3 and a large cache per database,
+# reserve gigabytes).  Larger buffers help only at far higher write rates.
+WRITE_BUFFER_BYTES = 4 * 1024 * 1024
+WRITE_BUFFERS = 2
+BLOCK_CACHE_BYTES = 8 * 1024 * 1024
+TARGET_FILE_BYTES = 16 * 1024 * 1024
+BLOOM_BITS = 10
+MAX_OPEN_FILES = 512
+
+
+def _options() -> rocksdict.Options:
+    options = rocksdict.Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.set_max_open_files(MAX_OPEN_FILES)
+    options.set_write_buffer_size(WRITE_BUFFER_BYTES)
+    options.set_max_write_buffer_number(WRITE_BUFFERS)
+    options.set_target_file_size_base(TARGET_FILE_BYTES)
+    table = rocksdict.BlockBasedOptions()
+    table.set_bloom_filter(BLOOM_BITS, True)
+    table.set_block_cache(rocksdict.Cache(BLOCK_CACHE_BYTES))
+    options.set_block_based_table_factory(table)
+    return options
+
+
+def _restore_write_options() -> rocksdict.WriteOptions:
+    """Restores write without the WAL: a crash loses whole memtables, newest first, so
+    what survives is still a prefix of the changelog with the offset it reflects, and
+    the next start reads again from there (`PartitionState.flush` ends a restore)."""
+    options = rocksdict.WriteOptions()
+    setattr(options, "disable_wal", True)  # noqa: B010 - a property the stubs call a method
+    return options
+
+
+def head_or_none(value: bytes | None) -> RowHead:
+    """The head of a stored row; no wait for none, or for one this version cannot read."""
+    if value is None:
+        return NO_WAIT
+    try:
+        return read_head(value)
+    except RowDecodeError:
+        return NO_WAIT
+
+
+def summary_move(summary: Summary, before: RowHead, after: RowHead, deletes: int,
+                 puts: int) -> None:
+    """Account one row's change from `before` to `after` in the partition's summary."""
+    old, new = census_key(before), census_key(after)
+    if old != new:
+        if old is not None:
+            summary.waits[old] -= 1
+            if summary.waits[old] <= 0:
+                del summary.waits[old]
+        if new is not None:
+            summary.waits[new] += 1
+    summary.armed += puts - deletes
+    for t in after.timers:
+        if t.due_at < summary.low:
+            summary.low = t.due_at
+
+
+class PartitionState:
+    """One partition's database: reads, the applier's atomic write, restored records."""
+
+    def __init__(self, partition: int, path: Path) -> None:
+        self.partition = partition
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db: Any = rocksdict.Rdict(str(path), options=_options())
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self.db.get(key)
+        return value if isinstance(value, bytes) else None
+
+    def positions(self) -> Positions | None:
+        """The stored input positions; None before the partition's first batch."""
+        raw = self.get(POSITIONS_KEY)
+        if raw is None:
+            return None
+        try:
+            return decode_positions(raw)
+        except PositionsDecodeError:
+            log.error("unreadable input positions partition=%d: reading the inputs from "
+                      "their earliest records", self.partition)
+            return None
+
+    def summary(self) -> Summary | None:
+        """The stored summary; None if the index was never built here."""
+        raw = self.get(SUMMARY_KEY)
+        if raw is None:
+            return None
+        try:
+            return Summary.decode(raw)
+        except (ValueError, KeyError, TypeError):
+            log.error("unreadable timer index summary partition=%d: rebuilding it",
+                      self.partition)
+            return None
+
+    def changelog_offset(self) -> int | None:
+        """The offset of the last changelog record this database holds; None if none."""
+        raw = self.get(CHANGELOG_OFFSET_KEY)
+        try:
+            return None if raw is None else int(raw)
+        except ValueError:
+            return None
+
+    def is_empty(self) -> bool:
+        return next(iter(self.db.keys()), None) is None
+
+    def rows(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every wait row (keys not starting with NUL), in key order."""
+        for key, value in self.db.items(from_key=b"\x01"):
+            if isinstance(key, bytes) and isinstance(value, bytes):
+                yield key, value
+
+    def write(self, rows: Mapping[bytes, bytes | None], positions: Positions,
+              changelog_offset: int | None, index: Mapping[bytes, bytes | None] | None = None,
+              summary: Summary | None = None) -> None:
+        """One atomic write: rows, timer index and summary, positions, changelog offset.
+
+        `rows` and `index` hold each key's last value (None: delete).
+        """
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in (*rows.items(), *(index or {}).items()):
+            if value is None:
+                wb.delete(key)
+            else:
+                wb.put(key, value)
+        if summary is not None:
+            wb.put(SUMMARY_KEY, summary.encode())
+        wb.put(POSITIONS_KEY, encode_positions(positions))
+        if changelog_offset is not None:
+            wb.put(CHANGELOG_OFFSET_KEY, str(changelog_offset).encode())
+        self.db.write(wb)
+
+    def write_index(self, index_puts: Iterable[tuple[bytes, bytes]], summary: Summary) -> None:
+        """The index and summary built from the rows (a database whose summary was lost)."""
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in index_puts:
+            wb.put(key, value)
+        wb.put(SUMMARY_KEY, summary.encode())
+        self.db.write(wb)
+
+    def apply_changelog(self, records: Iterable[tuple[int, bytes | None, bytes | None]],
+                        summary: Summary) -> int:
+        """Apply changelog records (offset, key, value) in order, in one write batch without
+        the WAL: rows, their index entries and census move (into `summary`, which the
+        caller keeps between calls), and the offset of the last record.  Returns how many
+        records were applied."""
+        db = self.db
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        overlay: dict[bytes, bytes | None] = {}
+        last = -1
+        n = 0
+        for offset, key, value in records:
+            last = offset
+            n += 1
+            if not isinstance(key, bytes):
+                continue
+            if not key.startswith(OWN_PREFIX):
+                old = overlay[key] if key in overlay else db.get(key)
+                before = head_or_none(old if isinstance(old, bytes) else None)
+                after = head_or_none(value)
+                if before.timers or after.timers:
+                    deletes, puts = index_changes(key.decode(errors="replace"), before.timers,
+                                                  after.timers)
+                    for k in deletes:
+                        wb.delete(k)
+                    for k, v in puts:
+                        wb.put(k, v)
+                    summary_move(summary, before, after, len(deletes), len(puts))
+                elif before.state is not after.state or before.definition != after.definition:
+                    summary_move(summary, before, after, 0, 0)
+                overlay[key] = value
+            if value is None:
+                wb.delete(key)
+            else:
+                wb.put(key, value)
+        if n:
+            wb.put(SUMMARY_KEY, summary.encode())
+            wb.put(CHANGELOG_OFFSET_KEY, str(last).encode())
+            db.write(wb, write_opt=_restore_write_options())
+        return n
+
+    def flush(self) -> None:
+        """Make what restores wrote without the WAL durable (a restore is complete)."""
+        self.db.flush()
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class StateStores:
+    """The open databases of the partitions a worker owns or keeps warm."""
+
+    def __init__(self, folder: Path, name: str = "waits") -> None:
+        self.folder = folder
+        self.name = name
+        self._open: dict[int, PartitionState] = {}
+
+    def path(self, partition: int) -> Path:
+        return self.folder / f"{self.name}-{partition}"
+
+    def open(self, partition: int) -> PartitionState:
+        """The partition's database, opened (made, if new) on first use."""
+        state = self._open.get(partition)
+        if state is None:
+            state = self._open[partition] = PartitionState(partition, self.path(partition))
+        return state
+
+    def __getitem__(self, partition: int) -> PartitionState:
+        return self._open[partition]
+
+    def __contains__(self, partition: object) -> bool:
+        return partition in self._open
+
+    def partitions(self) -> set[int]:
+        return set(self._open)
+
+    def close(self, partition: int) -> None:
+        """Close the partition's database; its files stay for the next time."""
+        state = self._open.pop(partition, None)
+        if state is not None:
+            state.close()
+
+    def reset(self, partition: int) -> PartitionState:
+        """Delete the partition's database (from another life of the changelog) and
+        open an empty one."""
+        self.close(partition)
+        path = self.path(partition)
+        rocksdict.Rdict.destroy(str(path), _options())
+        shutil.rmtree(path, ignore_errors=True)
+        return self.open(partition)
+
+    def close_all(self) -> None:
+        for partition in list(self._open):
+            self.close(partition)
+
+    # -- what the applier and the console use, by partition -------------------------
+    def db(self, partition: int) -> Any:
+        return self._open[partition].db
+
+    def get(self, partition: int, key: bytes) -> bytes | None:
+        return self._open[partition].get(key)
+
+
+__all__ = ["CHANGELOG_ID_KEY", "CHANGELOG_OFFSET_KEY", "OWN_PREFIX", "PartitionState",
+           "StateStores", "head_or_none", "summary_move"]

@@ -1,0 +1,274 @@
+"""Ownership: where a worker takes partitions over, gives them up, and keeps standbys warm.
+
+faust's group membership says which partitions this worker owns (actives)
+and which it keeps a copy of for another worker (standbys); this room does
+the rest, per partition, in the order Kafka Streams uses:
+
+1. **fence** the previous owner: under exactly_once, the partition's
+   transactional producer is initialised (`commit.ExactlyOnce.assign`), which
+   aborts whatever transaction the old owner left open and makes any later
+   produce or commit of its fail;
+2. **restore** the partition's database from its changelog up to the last
+   stable offset read after the fence (`restore.ChangelogReader`): from the
+   offset after the last record the database holds, so a restart on its own
+   disk or a warm standby reads only the last few records;
+3. **seek** the partition's inputs to the positions stored with its state
+   (`positions`), clamped to the earliest records retention kept, and take
+   its timer index and census from its summary; the partition decides from
+   then on, whatever the others are still doing.
+
+A revocation (faust's rebalances revoke everything, then assign) waits for
+the batch in flight (`Applier.drain`), then forgets the partitions
+everywhere; their databases stay open, since the next assignment usually
+gives them back.  Databases of partitions neither owned nor kept as standbys
+are closed (their files stay for the next time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+
+from streams.processor.applier import Applier
+from streams.processor.commit import Committer
+from streams.processor.intake import Intake
+from streams.processor.model import INPUT_ROLES, Role
+from streams.processor.partitions import PartitionBook
+from streams.processor.positions import Positions
+from streams.processor.punctuator import Punctuator
+from streams.processor.restore import ChangelogReader, Restored, RestoreFailed
+from streams.processor.sequencer import Sequencer
+from streams.processor.state import StateStores
+from streams.timers.due import DueTimers
+from streams.timers.stored import Summary
+
+log = logging.getLogger(__name__)
+
+# How long a stopping worker waits for the batch it is committing (under the
+# 30 s a Kubernetes pod gets by default between SIGTERM and SIGKILL).
+STOP_COMMIT_WAIT_S = 20.0
+
+Fail = Callable[[BaseException, str], Awaitable[None]]
+
+
+class _Laps:
+    """Seconds spent in each step of a takeover, for its log line: a slow one says which."""
+
+    def __init__(self) -> None:
+        self._start = self._mark = time.monotonic()
+        self.seconds: dict[str, float] = {}
+
+    def total(self) -> float:
+        return time.monotonic() - self._start
+
+    def lap(self, step: str) -> None:
+        now = time.monotonic()
+        self.seconds[step] = round(now - self._mark, 2)
+        self._mark = now
+
+    def __str__(self) -> str:
+        return " ".join(f"{step}:{secs:.2f}" for step, secs in self.seconds.items())
+
+
+class Ownership:
+    """Takes assigned partitions over (fence, restore, seek) and gives them up."""
+
+    def __init__(self, *, stores: StateStores, restorer: ChangelogReader, committer: Committer,
+                 intake: Intake, applier: Applier, sequencer: Sequencer, book: PartitionBook,
+                 index: DueTimers, punctuator: Punctuator, topics: Mapping[Role, str],
+                 changelog: str, counters: Counter[str], lock: asyncio.Lock,
+                 wake: asyncio.Event, ready: asyncio.Event, fail: Fail) -> None:
+        self.stores = stores
+        self.restorer = restorer
+        self.committer = committer
+        self.intake = intake
+        self.applier = applier
+        self.sequencer = sequencer
+        self.book = book
+        self.index = index
+        self.punctuator = punctuator
+        self.topics = dict(topics)
+        self.changelog = changelog
+        self.counters = counters
+        self.lock = lock
+        self.wake = wake
+        self.ready = ready
+        self.fail = fail
+        self.active: set[int] = set()  # deciding
+        self.assigned: set[int] = set()  # to decide: active, or being taken over
+        self.standbys: set[int] = set()
+        self.restores: dict[int, Restored] = {}  # the last restore of each partition
+        self._takeover: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    # -- faust's assignment ------------------------------------------------------------
+    def assign(self, actives: set[int], standbys: set[int]) -> None:
+        """The group's new assignment: take the new actives over, follow the standbys.
+
+        Returns at once: the takeover runs in the background, partition by
+        partition, so that faust's rebalance is not held up by restores.
+        """
+        if self._stopping:
+            return
+        standbys = standbys - actives
+        for p in sorted(standbys - self.standbys - self.active):
+            self.restorer.follow(p)
+        self.standbys = standbys
+        self.assigned = set(actives)
+        unused = self.stores.partitions() - actives - standbys
+        if unused:
+            asyncio.ensure_future(self._close(unused))
+        new = actives - self.active
+        if not new:
+            self.ready.set()
+            return
+        self.ready.clear()
+        self._takeover = asyncio.ensure_future(self._take_over(new))
+
+    async def _close(self, partitions: set[int]) -> None:
+        """Close databases of partitions this worker neither owns nor keeps warm."""
+        for p in sorted(partitions):
+            await self.restorer.release(p)
+            if p not in self.assigned and p not in self.standbys and p not in self.active:
+                self.stores.close(p)
+
+    async def _take_over(self, new: set[int]) -> None:
+        steps = _Laps()
+        try:
+            await self.committer.assign(new)  # 1. fence the previous owners
+            steps.lap("fence")
+            ends = await self.punctuator.ask([(self.changelog, p) for p in sorted(new)])
+            earliest = await self.punctuator.ask(
+                [(self.topics[r], p) for p in sorted(new) for r in INPUT_ROLES], earliest=True)
+            steps.lap("offsets")
+            pending = {self.restorer.restore(p, ends[(self.changelog, p)]): p
+                       for p in sorted(new)}
+            while pending:  # 2. restore; 3. seek, partition by partition as each is done
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                restored = []
+                for future in done:
+                    p = pending.pop(future)
+                    try:
+                        restored.append(future.result())
+                    except RestoreFailed:
+                        if p not in self.assigned:
+                            continue  # revoked meanwhile: cut short on purpose
+                        raise
+                await self._activate(restored, earliest)
+            steps.lap("restore")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. the broker is gone: stop, be restarted
+            await self.fail(exc, f"taking over partitions {sorted(new)}")
+            return
+        if self.assigned <= self.active:
+            self.ready.set()
+        records = sum(self.restores[p].records for p in new if p in self.restores)
+        log.info("partitions taken over partitions=%s restored_records=%d seconds=%.2f "
+                 "steps=%s", sorted(new), records, steps.total(), steps)
+
+    async def _activate(self, restored: list[Restored],
+                        earliest: Mapping[tuple[str, int], int]) -> None:
+        """Step 3 for restored partitions: seek their inputs and let them decide."""
+        async with self.lock:
+            starts: dict[int, dict[Role, int]] = {}
+            for r in restored:
+                p = r.partition
+                if p not in self.assigned or p in self.active:
+                    continue
+                self.restores[p] = r
+                self.counters["restore.records"] += r.records
+                state = self.stores[p]
+                stored = state.positions()
+                starts[p] = self._starts(p, stored, earliest)
+                stream_time = stored.stream_time if stored is not None else 0
+                summary = state.summary() or Summary()
+                self.book.take(p, Positions(starts[p], stream_time), summary)
+                self.sequencer.assign(p, starts[p], stream_time)
+                self.index.take(p, summary.low)
+                self.active.add(p)
+                log.info("partition taken over partition=%d restored_records=%d "
+                         "restore_seconds=%.2f positions=%s", p, r.records, r.seconds,
+                         {role.value: o for role, o in starts[p].items()})
+            if starts:
+                self.intake.take_over(starts)
+                self.wake.set()
+
+    def _starts(self, p: int, stored: Positions | None,
+                earliest: Mapping[tuple[str, int], int]) -> dict[Role, int]:
+        """Where each input of `p` is read from: its stored position; without one (a
+        partition never decided), or one below what retention kept, the earliest record."""
+        starts: dict[Role, int] = {}
+        for role in INPUT_ROLES:
+            topic = self.topics[role]
+            first = earliest[(topic, p)]
+            start = stored.get(role) if stored is not None else None
+            if start is not None and start < first:
+                log.warning("input position below the earliest record kept: records were "
+                            "deleted by retention before they were applied topic=%s "
+                            "partition=%d position=%d earliest=%d", topic, p, start, first)
+            starts[role] = first if start is None or start < first else start
+        return starts
+
+    # -- giving partitions up ------------------------------------------------------------
+    async def revoke(self, partitions: set[int]) -> None:
+        """faust revokes partitions: wait for the batch in flight, then let them go."""
+        await self._give_up(partitions)
+
+    async def _give_up(self, partitions: set[int]) -> None:
+        takeover, self._takeover = self._takeover, None
+        if takeover is not None and not takeover.done():
+            takeover.cancel()
+        for p in sorted(self.assigned - self.active):
+            asyncio.ensure_future(self.restorer.release(p))  # its restore stops
+        self.assigned -= partitions
+        async with self.lock:
+            await self.applier.drain()
+            self.ready.clear()
+            gone = partitions & self.active
+            if gone:
+                self.forget(gone)
+                await self.committer.revoke(gone)
+
+    def forget(self, partitions: set[int]) -> None:
+        """Everything the worker knows of these partitions, but their databases."""
+        self.active -= partitions
+        self.intake.forget(partitions)
+        self.applier.forget(partitions)
+        self.book.forget(partitions)
+        for p in partitions:
+            self.sequencer.drop(p)
+            self.index.drop(p)
+
+    async def stop(self, failed: bool) -> None:
+        """The worker stops: give every partition up before faust leaves the group.
+
+        Otherwise the applier went on deciding what it held and committing it
+        after faust had left the group, while the next owner restored the
+        changelog without those commits and decided the same inputs again:
+        2,809 duplicate outcomes under exactly_once in one long crash run, all
+        from a second worker stopped with SIGTERM.  A worker that fails gives
+        nothing up here: it commits nothing more anyway, and the failing commit
+        may be the one this would wait for.
+        """
+        if failed:
+            return
+        self._stopping = True
+        giving_up = asyncio.ensure_future(self._give_up(set(self.active) | self.assigned))
+        done, _ = await asyncio.wait({giving_up}, timeout=STOP_COMMIT_WAIT_S)
+        if not done:
+            # A commit hanging on an unreachable broker: stop regardless, as a crash
+            # would. Nothing of the batch is stored here; the next owner fences this
+            # worker's transactions and reads whatever of it the changelog holds.
+            log.warning("stopping with a batch still committing after %.0f s: the next "
+                        "owner of its partitions decides it again", STOP_COMMIT_WAIT_S)
+            return
+        self.restorer.stop()
+        self.stores.close_all()
+        log.info("stopping: the batch in flight is committed, every partition given up")
+
+
+__all__ = ["STOP_COMMIT_WAIT_S", "Ownership"]

@@ -1,0 +1,207 @@
+"""Restoring partitions from the changelog on the real broker, and following standbys.
+
+The changelog reader must end a restore at the target however the tail
+looks (commit markers, aborted transactions of killed workers, nothing at
+all), apply exactly the committed records, resume from the last offset a
+database holds, and refuse to build on a database from another life of the
+topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streams.core import ArmedTimer, TimerKind, WaitStatus
+from streams.processor.envelope import Row, encode_row
+from streams.processor.gaps import EndOffsets
+from streams.processor.model import RowHead
+from streams.processor.restore import ChangelogReader, Restored
+from streams.processor.state import StateStores
+from tests.prefixes import unique_prefix
+
+pytestmark = pytest.mark.kafka
+
+
+def _row(due: int) -> bytes:
+    head = RowHead(WaitStatus.PARKED, "d", None, (ArmedTimer(TimerKind.DEADLINE, due, 1),))
+    return encode_row(Row(b"{}", {}, (), head))
+
+
+def _topic(bootstrap: str, partitions: int = 1) -> str:
+    name = f"{unique_prefix('r')}-waits-changelog"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1,
+                                  config={"cleanup.policy": "compact"})])[name].result(30)
+    deadline = time.monotonic() + 15
+    while name not in admin.list_topics(timeout=5).topics:
+        assert time.monotonic() < deadline, f"{name} never showed in the metadata"
+        time.sleep(0.1)
+    return name
+
+
+def _restore(bootstrap: str, topic: str, stores: StateStores,
+             partitions: list[int]) -> list[Restored]:
+    """Restore the partitions to their last stable offsets, as a takeover does."""
+    conf = {"bootstrap.servers": bootstrap, "group.id": f"{topic}-test"}
+    ends = EndOffsets(conf).get([(topic, p) for p in partitions])
+
+    async def run() -> list[Restored]:
+        reader = ChangelogReader(conf, topic, stores)
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(
+                *(reader.restore(p, ends[(topic, p)]) for p in partitions)), 60))
+        finally:
+            reader.stop()
+
+    return asyncio.run(run())
+
+
+def test_a_restore_ends_at_the_last_stable_offset_past_markers_and_aborted_batches(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Partition 0: committed rows, then the aborted transactions of two killed workers;
+    partition 1: plain records; partition 2: nothing."""
+    topic = _topic(kafka_bootstrap, 3)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, key=f"k{i}".encode(), value=_row(1000 + i), partition=0)
+    producer.commit_transaction(30)
+    for _ in range(2):
+        producer.begin_transaction()
+        for i in range(300):
+            producer.produce(topic, key=f"k{i}".encode(), value=b"never seen", partition=0)
+        producer.flush(30)
+        producer.abort_transaction(30)
+    plain = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(4):
+        plain.produce(topic, key=f"p{i}".encode(), value=_row(2000 + i), partition=1)
+    plain.flush(30)
+
+    stores = StateStores(tmp_path)
+    done = {r.partition: r for r in _restore(kafka_bootstrap, topic, stores, [0, 1, 2])}
+
+    assert (done[0].records, done[1].records, done[2].records) == (3, 4, 0)
+    assert sorted(k for k, _ in stores[0].rows()) == [b"k0", b"k1", b"k2"]
+    assert stores[0].get(b"k0") == _row(1000)
+    summary = stores[1].summary()
+    assert summary is not None and (summary.armed, dict(summary.waits)) == (
+        4, {("parked", "d"): 4})
+    assert stores[1].changelog_offset() == 3
+
+
+def test_a_database_reads_only_what_the_changelog_gained_since(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = _topic(kafka_bootstrap)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(50):
+        producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
+    producer.flush(30)
+    stores = StateStores(tmp_path)
+    [first] = _restore(kafka_bootstrap, topic, stores, [0])
+    assert first.records == 50
+    for i in range(50, 60):
+        producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
+    producer.produce(topic, key=b"k0", value=None, partition=0)  # a wait purged
+    producer.flush(30)
+    stores.close(0)
+
+    [again] = _restore(kafka_bootstrap, topic, StateStores(tmp_path), [0])
+
+    assert (again.records, again.start) == (11, 50)
+    reopened = StateStores(tmp_path).open(0)
+    assert reopened.get(b"k0") is None and reopened.get(b"k59") == _row(59)
+    summary = reopened.summary()
+    assert summary is not None and summary.armed == 59
+
+
+def test_a_database_ahead_of_its_changelog_is_from_another_life_and_is_reset(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The topics were deleted and made again (`scripts/kafka reset`, a new cluster): the
+    rows on disk belong to waits that exist nowhere any more."""
+    topic = _topic(kafka_bootstrap)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, key=b"new", value=_row(5), partition=0)
+    producer.flush(30)
+    stores = StateStores(tmp_path)
+    from streams.processor.positions import Positions
+    stores.open(0).write({b"old": _row(1)}, Positions({}, 0), 700)  # offset 700 of the old
+    stores.close(0)
+
+    [restored] = _restore(kafka_bootstrap, topic, stores, [0])
+
+    assert restored.records == 1
+    assert [k for k, _ in stores[0].rows()] == [b"new"]
+
+
+def test_a_database_of_a_deleted_and_remade_changelog_is_reset_whatever_its_offsets(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = _topic(kafka_bootstrap)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, key=b"old", value=_row(1), partition=0)
+    producer.flush(30)
+    stores = StateStores(tmp_path)
+    _restore(kafka_bootstrap, topic, stores, [0])
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:  # the deletion takes a moment to complete
+        try:
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+            break
+        except Exception:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS while it is being deleted
+            assert time.monotonic() < deadline, "the changelog could not be made again"
+            time.sleep(0.2)
+    for i in range(3):  # more records than the old life had: offsets alone would not tell
+        producer.produce(topic, key=f"new{i}".encode(), value=_row(i), partition=0)
+    producer.flush(30)
+
+    [restored] = _restore(kafka_bootstrap, topic, stores, [0])
+
+    assert restored.records == 3
+    assert sorted(k for k, _ in stores[0].rows()) == [b"new0", b"new1", b"new2"]
+
+
+def test_a_standby_follows_its_partition_and_a_restore_then_reads_only_the_rest(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    topic = _topic(kafka_bootstrap)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    conf = {"bootstrap.servers": kafka_bootstrap, "group.id": f"{topic}-test"}
+    stores = StateStores(tmp_path)
+
+    async def run() -> Restored:
+        reader = ChangelogReader(conf, topic, stores)
+        try:
+            reader.follow(0)
+            for i in range(20):
+                producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
+            producer.flush(30)
+            deadline = time.monotonic() + 30
+            while reader.applied < 20:  # the standby keeps up as records come
+                assert time.monotonic() < deadline, f"standby applied {reader.applied} of 20"
+                await asyncio.sleep(0.05)
+            assert reader.standbys() == {0}
+            for i in range(20, 25):
+                producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
+            producer.flush(30)
+            end = EndOffsets(conf).get([(topic, 0)])[(topic, 0)]
+            return await asyncio.wait_for(reader.restore(0, end), 30)
+        finally:
+            reader.stop()
+
+    restored = asyncio.run(run())
+
+    assert restored.end == 25 and restored.start >= 20
+    assert stores[0].changelog_offset() == 24
+    assert sum(1 for _ in stores[0].rows()) == 25
