@@ -1,14 +1,16 @@
 # The xwait worker and CLI, installed from a wheel.  Used by docker-compose.yml.
 #
-# Stage 1 builds wheels of xwait and of every dependency; stage 2 installs
-# them without a compiler, without network and without the source tree, so
-# the image runs exactly what `pip install xwait-*.whl` gives a user (the
-# schemas and example topology are package data inside the wheel).
+# Stage 1 builds wheels of every dependency at the versions of requirements.lock
+# (hashes checked) and of xwait; stage 2 installs them without a compiler,
+# without network and without the source tree, so the image runs exactly what
+# `pip install xwait-*.whl` gives a user, with the locked versions (the schemas
+# and example topology are package data inside the wheel).
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY streams ./streams
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -r requirements.lock \
+ && pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
 # An unprivileged user owns the RocksDB folder; nothing runs as root.
