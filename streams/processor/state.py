@@ -37,8 +37,9 @@ from typing import Any
 
 import rocksdict
 
-from streams.processor.census import census_key
-from streams.processor.envelope import RowDecodeError, read_head
+from streams.core import WaitStatus
+from streams.processor.census import CensusKey, census_key
+from streams.processor.envelope import NO_FACTS, RawFacts, RowDecodeError, raw_facts, read_head
 from streams.processor.model import NO_WAIT, RowHead
 from streams.processor.positions import (
     POSITIONS_KEY,
@@ -47,7 +48,7 @@ from streams.processor.positions import (
     decode_positions,
     encode_positions,
 )
-from streams.timers.stored import SUMMARY_KEY, Summary, index_changes
+from streams.timers.stored import SUMMARY_KEY, Summary, raw_due, raw_index_entry
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,22 @@ def _restore_write_options() -> rocksdict.WriteOptions:
     options = rocksdict.WriteOptions()
     setattr(options, "disable_wal", True)  # noqa: B010 - a property the stubs call a method
     return options
+
+
+_STATES = list(WaitStatus)
+_CENSUS: dict[tuple[int, bytes], CensusKey] = {}
+
+
+def _census(facts: RawFacts) -> CensusKey | None:
+    """The census key of a row's raw facts (the same as `census.census_key` of its head)."""
+    state_i, definition = facts[0], facts[1]
+    if state_i == 0:
+        return None
+    key = _CENSUS.get((state_i, definition))
+    if key is None:
+        key = _CENSUS[(state_i, definition)] = (_STATES[state_i - 1].value,
+                                                definition.decode(errors="replace"))
+    return key
 
 
 def head_or_none(value: bytes | None) -> RowHead:
@@ -206,10 +223,16 @@ class PartitionState:
         """Apply changelog records (offset, key, value) in order, in one write batch without
         the WAL: rows, their index entries and census move (into `summary`, which the
         caller keeps between calls), and the offset of the last record.  Returns how many
-        records were applied."""
+        records were applied.
+
+        Every restored record goes through here: the rows' heads are read as raw bytes
+        (`envelope.raw_facts`), and index keys are cut from them (`raw_index_entry`).
+        """
         db = self.db
         wb = rocksdict.WriteBatch(raw_mode=True)
-        overlay: dict[bytes, bytes | None] = {}
+        overlay: dict[bytes, RawFacts] = {}
+        waits = summary.waits
+        low = summary.low
         last = -1
         n = 0
         for offset, key, value in records:
@@ -218,25 +241,41 @@ class PartitionState:
             if not isinstance(key, bytes):
                 continue
             if not key.startswith(OWN_PREFIX):
-                old = overlay[key] if key in overlay else db.get(key)
-                before = head_or_none(old if isinstance(old, bytes) else None)
-                after = head_or_none(value)
-                if before.timers or after.timers:
-                    deletes, puts = index_changes(key.decode(errors="replace"), before.timers,
-                                                  after.timers)
-                    for k in deletes:
-                        wb.delete(k)
-                    for k, v in puts:
-                        wb.put(k, v)
-                    summary_move(summary, before, after, len(deletes), len(puts))
-                elif before.state is not after.state or before.definition != after.definition:
-                    summary_move(summary, before, after, 0, 0)
-                overlay[key] = value
+                if key in overlay:
+                    before = overlay[key]
+                else:
+                    old = db.get(key)
+                    before = raw_facts(old) if isinstance(old, bytes) else NO_FACTS
+                after = raw_facts(value)
+                overlay[key] = after
+                old_timers, new_timers = before[2], after[2]
+                if old_timers != new_timers:
+                    gone = set(old_timers).difference(new_timers)
+                    for timer in gone:
+                        wb.delete(raw_index_entry(timer, key)[0])
+                    for timer in new_timers:
+                        if timer not in old_timers:
+                            index_key, generation = raw_index_entry(timer, key)
+                            wb.put(index_key, generation)
+                            summary.armed += 1
+                            due = raw_due(timer)
+                            if due < low:
+                                low = due
+                    summary.armed -= len(gone)
+                if before[:2] != after[:2]:
+                    old_key, new_key = _census(before), _census(after)
+                    if old_key is not None:
+                        waits[old_key] -= 1
+                        if waits[old_key] <= 0:
+                            del waits[old_key]
+                    if new_key is not None:
+                        waits[new_key] += 1
             if value is None:
                 wb.delete(key)
             else:
                 wb.put(key, value)
         if n:
+            summary.low = low
             wb.put(SUMMARY_KEY, summary.encode())
             wb.put(CHANGELOG_OFFSET_KEY, str(last).encode())
             db.write(wb, write_opt=_restore_write_options())
