@@ -38,8 +38,8 @@ from streams.config import Settings
 from streams.console import install as install_console
 from streams.core import WaitDefinition
 from streams.definitions import load_definitions
-from streams.processor import collector, versions
-from streams.processor.worker import Worker
+from streams.processor import collector, fleet, versions
+from streams.processor.worker import Worker, assignment_topic
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,11 @@ def build(worker: Worker) -> faust.App:
         topic_disable_leader=True,  # no leader-only tasks
         consumer_auto_offset_reset="latest",
         broker_session_timeout=s.session_timeout,
-        broker_heartbeat_interval=max(1.0, s.session_timeout / 6),
+        # A worker learns that the group is rebalancing (a worker left, or joined) only
+        # from its next heartbeat's answer: at session/6 (3.3 s by default) a standby
+        # took over a stopped worker's partitions seconds later than it could.  A
+        # heartbeat a second is one small request.
+        broker_heartbeat_interval=min(1.0, s.session_timeout / 6),
         web_port=s.web_port,
         web_bind=s.web_host,
         # What peers connect to when the console forwards a request.
@@ -163,6 +167,7 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     codec.configure(settings)  # the Confluent wire format when a registry is set
     topics.ensure(settings)
+    fleet.check(settings, assignment_topic(settings))
     collector.tune(settings.gc_threshold)
     # faust's logging set-up leaves the client libraries' loggers open to
     # DEBUG: aiokafka then builds a log record per fetch and per send only to

@@ -331,6 +331,19 @@ class StateStores:
         shutil.rmtree(path, ignore_errors=True)
         return self.open(partition)
 
+    def changelog_offsets(self) -> dict[str, int | None]:
+        """Partition -> the offset of the last changelog record its open database holds
+        (actives and standbys alike; for /xwait/stats)."""
+        out: dict[str, int | None] = {}
+        for p in sorted(self.partitions()):
+            state = self._open.get(p)
+            if state is not None:
+                try:
+                    out[str(p)] = state.changelog_offset()
+                except rocksdict.DbClosedError:  # closed meanwhile by the restorer's thread
+                    continue
+        return out
+
     def close_all(self) -> None:
         for partition in list(self._open):
             self.close(partition)

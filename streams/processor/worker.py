@@ -192,6 +192,7 @@ class Worker:
             "restoring": sorted(self.ownership.assigned - self.ownership.active),
             "restores": {str(p): {"records": r.records, "seconds": round(r.seconds, 3)}
                          for p, r in sorted(self.ownership.restores.items())},
+            "changelogOffsets": self.stores.changelog_offsets(),
             "armedTimers": self.armed_timers(),
             "timersInFlight": self.index.in_flight(),
             "waits": dict(waits),
