@@ -7,8 +7,10 @@ operator's name is asked once, kept in localStorage, and sent with every
 command so the trace says who acted.
 
 The page runs under a Content-Security-Policy that allows exactly its own
-inline script and style (by hash, `PAGE_CSP`), nothing loaded from elsewhere,
-no framing: data shown is always inserted as text, never as HTML.
+inline script and style (by hash, `PAGE_CSP`) and the files its own worker
+serves (the vendored bpmn-js viewer and its stylesheets, `'self'`), nothing
+loaded from elsewhere, no framing: data shown is always inserted as text,
+never as HTML (the diagram's count badges are built as elements too).
 """
 
 from __future__ import annotations
