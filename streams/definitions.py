@@ -49,7 +49,7 @@ from streams.core.durations import parse_cycle_ms, parse_duration_ms
 from streams.core.errors import DefinitionError
 from streams.core.events import PARTY_SEPARATOR
 
-__all__ = ["DefinitionError", "load_definition", "load_definitions"]
+__all__ = ["DefinitionError", "definition_from_mapping", "load_definition", "load_definitions"]
 
 _TOP_FIELDS = frozenset({
     "name", "variant", "channels", "parties", "reminder", "deadline", "escalation",
@@ -84,6 +84,15 @@ def load_definition(path: Path) -> WaitDefinition:
         raise DefinitionError(str(path), "(document)", "a readable YAML document",
                               f"reading it failed: {exc}") from exc
     return _Reader(str(path)).definition(raw, default_name=path.stem)
+
+
+def definition_from_mapping(raw: object, *, file: str, default_name: str) -> WaitDefinition:
+    """A definition from the YAML format's mapping, with the loader's every check.
+
+    For definitions that come from elsewhere than a YAML file (a BPMN import):
+    the same rules as at start-up, so what is accepted here a worker accepts.
+    """
+    return _Reader(file).definition(raw, default_name=default_name)
 
 
 class _Reader:

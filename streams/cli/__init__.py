@@ -19,7 +19,10 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
-  and the field) or the folder holds none.
+  and the field) or the folder holds none.  `definitions export`: 2 for an
+  unknown name or a broken definition.  `definitions import`: 1 when the
+  file's shape breaks the pattern (the message names the node) or the
+  definition it gives is refused; 2 when the file cannot be read.
 * `status`, `list`: 4 when the key is unknown (404), 1 when the worker refused
   the request; 3 when no worker answered at `--console` or none could answer
   for the key during a rebalance (503).
@@ -150,11 +153,37 @@ def build_parser() -> argparse.ArgumentParser:
     _common(tail)
 
     definitions = sub.add_parser(
-        "definitions", help="list and validate the wait definitions in topology/waits")
+        "definitions", help="list and validate the wait definitions in topology/waits; "
+                            "export one as BPMN, import one from BPMN")
     _common(definitions)
+    _definition_commands(definitions)
 
     _reading_commands(sub)
     return parser
+
+
+def _definition_commands(definitions: argparse.ArgumentParser) -> None:
+    """`definitions export` and `definitions import`; bare `definitions` lists them."""
+    dsub = definitions.add_subparsers(dest="definitions_command", metavar="{export,import}")
+    export = dsub.add_parser(
+        "export", help="write a definition as BPMN 2.0 (--bpmn) or as normalised YAML",
+        description="Write the definition NAME of topology/waits (or the YAML file at that "
+                    "path) as BPMN 2.0 XML with its diagram (--bpmn), for Camunda Modeler or "
+                    "bpmn.io, or as YAML with every default spelled out.")
+    export.add_argument("name", help="definition name, or the path of a .yaml file")
+    export.add_argument("--bpmn", action="store_true", help="BPMN 2.0 XML (default: YAML)")
+    export.add_argument("-o", "--output", type=Path, help="write to FILE (default: stdout)")
+    # SUPPRESS: given before `export`, the flag keeps its value (argparse would reset it).
+    export.add_argument("--topology", type=Path, default=argparse.SUPPRESS,
+                        help="topology folder (XWAIT_TOPOLOGY)")
+    imp = dsub.add_parser(
+        "import", help="read a modelled external wait (BPMN 2.0) into a definition's YAML",
+        description="Read FILE.bpmn, check that it has the external wait's shape and that "
+                    "the definition it gives is one a worker accepts, and write that "
+                    "definition as YAML (for topology/waits). Refused shapes are named by node.")
+    imp.add_argument("file", type=Path, help="the .bpmn file")
+    imp.add_argument("-o", "--output", type=Path, help="write to FILE (default: stdout)")
+    imp.add_argument("--name", help="the definition's name (default: the process's name)")
 
 
 def _reading_commands(sub: Any) -> None:
@@ -352,6 +381,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_result(args, settings)
         if args.command == "definitions":
+            if getattr(args, "definitions_command", None) == "export":
+                from streams.cli.bpmn import run_export
+
+                return run_export(args, settings)
+            if getattr(args, "definitions_command", None) == "import":
+                from streams.cli.bpmn import run_import
+
+                return run_import(args, settings)
             from streams.cli.definitions import run_definitions
 
             return run_definitions(args, settings)

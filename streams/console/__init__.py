@@ -8,6 +8,10 @@ Everything is served by the worker's own faust web server (bound to
                                                 with a token configured: `Authorization:
                                                 Bearer` the read or the command token
     POST /xwait/api/waits/{key}/{command}       `Authorization: Bearer $XWAIT_CONSOLE_TOKEN`
+    GET  /xwait/api/definitions, /xwait/api/definitions/{name}
+                                                each definition's BPMN diagram and the counts
+                                                on its nodes (`streams.console.diagram`)
+    GET  /xwait/static/bpmn-js/<version>/...    the vendored bpmn-js viewer the page draws with
     GET  /metrics                               Prometheus text format 0.0.4 (counts only)
 
 Every response carries a Content-Security-Policy and X-Frame-Options: DENY
@@ -23,7 +27,9 @@ from typing import Any
 
 from faust.web import Request, Response, View
 
+from streams.console.activity import Activity
 from streams.console.api import Console, register
+from streams.console.diagram import register_diagram
 from streams.console.host import ConsoleHost
 from streams.console.metrics import CONTENT_TYPE, Metrics
 from streams.console.page import PAGE, PAGE_CSP
@@ -56,7 +62,10 @@ def install(host: ConsoleHost) -> None:
     console = Console(host)
     metrics = Metrics(host, lambda: console.producer_failures)
     host.observers.append(metrics.observations)
+    activity = Activity(host.definitions)
+    host.observers.append(activity)
     register(host, console)
+    register_diagram(host, console, activity)
 
     async def count_rebalance(sender: Any, assigned: Any = None, **kwargs: Any) -> None:
         metrics.collector.rebalances += 1
