@@ -38,6 +38,7 @@ from streams.processor.gaps import EndOffsets, GapReader
 from streams.processor.inputs import InputGate
 from streams.processor.intake import Intake
 from streams.processor.latency import Latencies
+from streams.processor.looplag import LoopLag
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.partitions import PartitionBook
 from streams.processor.punctuator import Punctuator
@@ -75,6 +76,7 @@ class Worker:
         self.definitions = definitions
         self.counters: Counter[str] = Counter()
         self.latency = Latencies()
+        self.loop_lag = LoopLag()
         self.observers: list[Observer] = []  # called after each record is durable
         self.ready = asyncio.Event()  # set while every assigned partition decides
         self.failure: BaseException | None = None
@@ -200,6 +202,7 @@ class Worker:
             "streamTime": {str(p): t for p, t in sorted(self.sequencer.times().items())},
             "held": self.sequencer.held(),
             "latencyMs": self.latency.summary(),
+            "loopLagMs": self.loop_lag.summary(),
             "gcThreshold": list(gc.get_threshold()),
             "gcPasses": None if self.gc_watch is None else list(self.gc_watch.passes),
             "positions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
