@@ -111,6 +111,12 @@ class Settings:
     # Empty means default_app_id(topic_prefix); XWAIT_APP_ID overrides it.
     app_id: str = ""
     partitions: int = 8
+    # Replicas of every topic `xwait topics create` makes, and how many of them
+    # must hold a write before Kafka acknowledges it.  None: topics.yaml's
+    # (1 in the example: one broker); with min ISR unset, 2 from 3 replicas
+    # up, else 1 (see streams.topics.default_min_insync).
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
     topology: Path = PACKAGED_TOPOLOGY
     data_dir: Path = DEFAULT_DATA_DIR
     guarantee: Guarantee = Guarantee.AT_LEAST_ONCE
@@ -204,6 +210,12 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _optional_int(env: Mapping[str, str], name: str) -> int | None:
+    if not env.get(name):
+        return None
+    return _int(env, name, 0)
+
+
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -273,6 +285,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         topic_prefix=env.get("XWAIT_TOPIC_PREFIX") or defaults.topic_prefix,
         app_id=env.get("XWAIT_APP_ID") or "",
         partitions=_int(env, "XWAIT_PARTITIONS", defaults.partitions),
+        replication_factor=_optional_int(env, "XWAIT_REPLICATION_FACTOR"),
+        min_insync_replicas=_optional_int(env, "XWAIT_MIN_INSYNC_REPLICAS"),
         topology=Path(env.get("XWAIT_TOPOLOGY") or defaults.topology),
         data_dir=Path(env.get("XWAIT_DATA_DIR") or defaults.data_dir),
         guarantee=guarantee,

@@ -110,8 +110,17 @@ def build_parser() -> argparse.ArgumentParser:
     topics = sub.add_parser("topics", help="create or check the contract's topics")
     topics_sub = topics.add_subparsers(dest="topics_command", required=True)
     for name, text in (("create", "create missing topics (idempotent)"),
-                       ("describe", "show topics; fail when co-partitioning is broken")):
-        _common(topics_sub.add_parser(name, help=text))
+                       ("describe", "show topics; fail when co-partitioning is broken, a "
+                                    "partition is under-replicated or has no leader, or a "
+                                    "setting differs from the topology")):
+        cmd = topics_sub.add_parser(name, help=text)
+        cmd.add_argument("--replication-factor", type=_positive_int,
+                         help="replicas of every topic (XWAIT_REPLICATION_FACTOR; default: "
+                              "topics.yaml's, 1 in the example)")
+        cmd.add_argument("--min-insync-replicas", type=_positive_int,
+                         help="replicas a write needs in sync (XWAIT_MIN_INSYNC_REPLICAS; "
+                              "default: 2 from 3 replicas up, else 1)")
+        _common(cmd)
 
     worker = sub.add_parser("worker", help="run a stream-processing worker")
     worker.add_argument("--data-dir", type=Path, help="RocksDB folder (XWAIT_DATA_DIR)")
@@ -294,7 +303,8 @@ def settings_from(args: argparse.Namespace) -> config.Settings:
                if getattr(args, v, None) is not None}
     settings = config.from_env({**os.environ, **flagged})
     overrides: dict[str, Any] = {}
-    for name in ("bootstrap", "topic_prefix", "partitions", "topology", "data_dir",
+    for name in ("bootstrap", "topic_prefix", "partitions", "replication_factor",
+                 "min_insync_replicas", "topology", "data_dir",
                  "timer_tick", "web_port", "web_host", "web_advertised_host", "log_level",
                  "console_url", "schema_registry_url"):
         overrides[name] = getattr(args, name, None)
