@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--web-advertised-host",
                         help="host other workers reach this one by (XWAIT_WEB_ADVERTISED_HOST)")
     worker.add_argument("--loglevel", dest="log_level", help="log level (XWAIT_LOG_LEVEL)")
+    worker.add_argument("--processes", type=_positive_int, default=1,
+                        help="run N workers of the app under one supervisor, each with its "
+                             "own data folder (<data-dir>/<i>) and web port (<web-port>+i), "
+                             "i = 0..N-1 (default 1: this process is the worker)")
     _common(worker)
 
     _producing_commands(sub)
@@ -324,7 +328,8 @@ def emit(data: Any, as_json: bool, text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(raw)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
     # librdkafka narrates every retry (coordinator loading, connection refused);
     # the CLI reports the outcome in one line of its own instead, which names
@@ -337,6 +342,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streams.cli.topics import run_topics
 
             return run_topics(args, settings)
+        if args.command == "worker" and args.processes > 1:
+            from streams.cli.supervisor import supervise
+
+            return supervise(settings, raw, args.processes)
         if args.command == "worker":
             from streams.cli.worker import run_worker
 
