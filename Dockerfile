@@ -22,8 +22,9 @@ WORKDIR /home/xwait
 ENV XWAIT_DATA_DIR=/data \
     XWAIT_WEB_HOST=0.0.0.0
 EXPOSE 6066
-# Healthy once the worker's web server answers (it serves /xwait/stats from
-# start-up on); a worker whose event loop hangs stops answering.
+# Healthy while /healthz answers 200: the web server is up and the worker's
+# event loop turns (it says 503 after the loop was held 30 s, and a loop that
+# hangs does not answer at all).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=90s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('XWAIT_WEB_PORT', '6066') + '/xwait/stats', timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('XWAIT_WEB_PORT', '6066') + '/healthz', timeout=4)"]
 CMD ["xwait", "worker"]

@@ -11,7 +11,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv lock kafka kafka-stop registry registry-stop topics worker bench compare scale flood clean browser
+.PHONY: demo test lint venv lock kafka kafka-stop cluster cluster-stop registry registry-stop topics worker bench compare scale flood clean browser
 
 # The virtualenv holds exactly the versions of requirements-dev.lock (hashes
 # checked), then xwait itself from the checkout.  `make lock` writes the lock
@@ -36,6 +36,13 @@ kafka: $(STAMP)
 
 kafka-stop:
 	scripts/kafka stop
+
+# Three KRaft nodes on 127.0.0.1:29092-29094 (README "A three-node cluster").
+cluster: $(STAMP)
+	scripts/kafka start --nodes 3
+
+cluster-stop:
+	scripts/kafka stop --nodes 3
 
 # A local Schema Registry (Apicurio, Confluent API); see README "A Schema Registry".
 registry:

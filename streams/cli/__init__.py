@@ -113,8 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     topics = sub.add_parser("topics", help="create or check the contract's topics")
     topics_sub = topics.add_subparsers(dest="topics_command", required=True)
     for name, text in (("create", "create missing topics (idempotent)"),
-                       ("describe", "show topics; fail when co-partitioning is broken")):
-        _common(topics_sub.add_parser(name, help=text))
+                       ("describe", "show topics; fail when co-partitioning is broken, a "
+                                    "partition is under-replicated or has no leader, or a "
+                                    "setting differs from the topology")):
+        cmd = topics_sub.add_parser(name, help=text)
+        cmd.add_argument("--replication-factor", type=_positive_int,
+                         help="replicas of every topic (XWAIT_REPLICATION_FACTOR; default: "
+                              "topics.yaml's, 1 in the example)")
+        cmd.add_argument("--min-insync-replicas", type=_positive_int,
+                         help="replicas a write needs in sync (XWAIT_MIN_INSYNC_REPLICAS; "
+                              "default: 2 from 3 replicas up, else 1)")
+        _common(cmd)
 
     worker = sub.add_parser("worker", help="run a stream-processing worker")
     worker.add_argument("--data-dir", type=Path, help="RocksDB folder (XWAIT_DATA_DIR)")
@@ -126,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--web-advertised-host",
                         help="host other workers reach this one by (XWAIT_WEB_ADVERTISED_HOST)")
     worker.add_argument("--loglevel", dest="log_level", help="log level (XWAIT_LOG_LEVEL)")
+    worker.add_argument("--processes", type=_positive_int, default=1,
+                        help="run N workers of the app under one supervisor, each with its "
+                             "own data folder (<data-dir>/<i>) and web port (<web-port>+i), "
+                             "i = 0..N-1 (default 1: this process is the worker)")
     _common(worker)
 
     _producing_commands(sub)
@@ -323,7 +336,8 @@ def settings_from(args: argparse.Namespace) -> config.Settings:
                if getattr(args, v, None) is not None}
     settings = config.from_env({**os.environ, **flagged})
     overrides: dict[str, Any] = {}
-    for name in ("bootstrap", "topic_prefix", "partitions", "topology", "data_dir",
+    for name in ("bootstrap", "topic_prefix", "partitions", "replication_factor",
+                 "min_insync_replicas", "topology", "data_dir",
                  "timer_tick", "web_port", "web_host", "web_advertised_host", "log_level",
                  "console_url", "schema_registry_url"):
         overrides[name] = getattr(args, name, None)
@@ -343,7 +357,8 @@ def emit(data: Any, as_json: bool, text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(raw)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
     # librdkafka narrates every retry (coordinator loading, connection refused);
     # the CLI reports the outcome in one line of its own instead, which names
@@ -356,6 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streams.cli.topics import run_topics
 
             return run_topics(args, settings)
+        if args.command == "worker" and args.processes > 1:
+            from streams.cli.supervisor import supervise
+
+            return supervise(settings, raw, args.processes)
         if args.command == "worker":
             from streams.cli.worker import run_worker
 
