@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -316,16 +317,19 @@ class StateStores:
         self.folder = folder
         self.name = name
         self._open: dict[int, PartitionState] = {}
+        # The loop and the changelog reader's thread both open and close databases.
+        self._lock = threading.Lock()
 
     def path(self, partition: int) -> Path:
         return self.folder / f"{self.name}-{partition}"
 
     def open(self, partition: int) -> PartitionState:
         """The partition's database, opened (made, if new) on first use."""
-        state = self._open.get(partition)
-        if state is None:
-            state = self._open[partition] = PartitionState(partition, self.path(partition))
-        return state
+        with self._lock:
+            state = self._open.get(partition)
+            if state is None:
+                state = self._open[partition] = PartitionState(partition, self.path(partition))
+            return state
 
     def __getitem__(self, partition: int) -> PartitionState:
         return self._open[partition]
@@ -334,11 +338,13 @@ class StateStores:
         return partition in self._open
 
     def partitions(self) -> set[int]:
-        return set(self._open)
+        with self._lock:
+            return set(self._open)
 
     def close(self, partition: int) -> None:
         """Close the partition's database; its files stay for the next time."""
-        state = self._open.pop(partition, None)
+        with self._lock:
+            state = self._open.pop(partition, None)
         if state is not None:
             state.close()
 
