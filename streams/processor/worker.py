@@ -190,6 +190,7 @@ class Worker:
         return {
             "counters": dict(self.counters),
             "ownedPartitions": sorted(owned),
+            "ready": self.ready.is_set(),  # every assigned partition taken over
             "standbyPartitions": sorted(self.ownership.standbys),
             "restoring": sorted(self.ownership.assigned - self.ownership.active),
             "restores": {str(p): {"records": r.records, "seconds": round(r.seconds, 3)}
