@@ -124,6 +124,7 @@ def build(worker: Worker) -> faust.App:
     app.task(_guarded(worker, worker.applier.run, "the applier"))
     app.task(_guarded(worker, worker.punctuator.run, "the punctuator"))
     app.task(_guarded(worker, worker.loop_lag.run, "the loop lag monitor"))
+    app.task(_guarded(worker, worker.watch, "the commit watchdog"))
 
     async def assigned(sender: Any, assigned: set[TP], **kwargs: Any) -> None:
         actives = {tp.partition for tp in app.assignor.assigned_actives()

@@ -147,3 +147,33 @@ def test_only_the_timers_of_waits_with_input_in_flight_wait_for_it(tmp_path: Pat
         assert w.applier.in_flight({PART}) == {}
 
     asyncio.run(scenario())
+
+
+def test_a_commit_that_never_returns_stops_the_worker(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Every step of a commit is bounded; one that still has not returned long after hangs
+    in the Kafka client, and the worker stops (to be started again) instead of idling."""
+    from types import SimpleNamespace
+
+    from streams.processor import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "COMMIT_HANG_S", 0.05)
+    monkeypatch.setattr(worker_module, "WATCH_EVERY_S", 0.01)
+
+    async def scenario() -> list[str]:
+        w = World(tmp_path)
+        w.stage(request(0))
+        await w.applier.run_batch()
+        await w.settle()  # the commit waits for the broker, for good
+        stopped: list[str] = []
+
+        async def fail(exc: BaseException, what: str) -> None:
+            stopped.append(f"{what}: {exc}")
+            host.failure = exc
+
+        host = SimpleNamespace(failure=None, applier=w.applier, fail=fail)
+        await asyncio.wait_for(worker_module.Worker.watch(host), 5)  # type: ignore[arg-type]
+        return stopped
+
+    assert asyncio.run(scenario()) == ["a commit: the commit in flight has not returned in 0 s"]
