@@ -68,6 +68,10 @@ class Intake:
         self.paused: set[TP] = set()  # input partitions paused (flow control)
         # (role, partition) behind its end -> (next offset, since when it has not moved)
         self._stuck_since: dict[tuple[Role, int], tuple[int, float]] = {}
+        # Direct reads of stalled ranges under way: beside the applier, never awaited by
+        # it (a read can take up to gaps.READ_TIMEOUT_S while the broker is away, and the
+        # applier waited for it: nothing was decided meanwhile, in any partition).
+        self._stall_reads: dict[tuple[Role, int], asyncio.Task[None]] = {}
         self.failure: BaseException | None = None
 
     # -- the reader's batches ----------------------------------------------------------
@@ -171,10 +175,11 @@ class Intake:
         self.paused = {tp for tp in self.paused if tp[1] not in partitions}
         self._stuck_since = {k: v for k, v in self._stuck_since.items()
                              if k[1] not in partitions}
+        # A read under way checks the gate's epoch before it takes anything: let it end.
 
     # -- housekeeping ------------------------------------------------------------------
     async def housekeep(self) -> None:
-        await self._unstick()
+        self._unstick()
         self._steer_fetch()
 
     def _pause(self, tp: TP) -> None:
@@ -199,7 +204,7 @@ class Intake:
                     self.reader.resume(*tp)
                     self.counters["inputs.resumed"] += 1
 
-    async def _unstick(self) -> None:
+    def _unstick(self) -> None:
         """Read directly what a topic behind its end offset does not deliver.
 
         A topic not taken to the end offset of the last probe holds its
@@ -221,7 +226,10 @@ class Intake:
             if now - since < STUCK_S:
                 continue
             del self._stuck_since[key]
-            await self._read_stalled(*key, start, stop)
+            running = self._stall_reads.get(key)
+            if running is None or running.done():
+                self._stall_reads[key] = asyncio.ensure_future(
+                    self._read_stalled(*key, start, stop))
 
     async def _read_stalled(self, role: Role, p: int, start: int, stop: int) -> None:
         epoch = self.gate.epoch
