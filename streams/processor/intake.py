@@ -23,6 +23,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from streams.processor import flow
 from streams.processor.gaps import GapReader
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 STUCK_S = 2.0
 # Most records one such direct read takes (the rest come through the fetch).
 STALLED_READ_MAX = 1000
+# Direct reads at once (gaps and stalls): more than one, so that one slow read does not
+# hold every other partition's.
+READ_THREADS = 4
 
 Fail = Callable[[BaseException, str], Awaitable[None]]
 TP = tuple[str, int]
@@ -72,6 +76,10 @@ class Intake:
         # it (a read can take up to gaps.READ_TIMEOUT_S while the broker is away, and the
         # applier waited for it: nothing was decided meanwhile, in any partition).
         self._stall_reads: dict[tuple[Role, int], asyncio.Task[None]] = {}
+        # Direct reads on threads of their own: a read whose client hangs (a consumer's
+        # close can wait for a coordinator that is away) must not take the threads the
+        # rest of the worker needs.
+        self._reads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="xwait-reads")
         self.failure: BaseException | None = None
 
     # -- the reader's batches ----------------------------------------------------------
@@ -139,7 +147,8 @@ class Intake:
         role, partition = gap.role, gap.partition
         loop = asyncio.get_running_loop()
         try:
-            found = await loop.run_in_executor(None, self.gaps.read, role, self.topics[role],
+            found = await loop.run_in_executor(self._reads, self.gaps.read, role,
+                                               self.topics[role],
                                                partition, gap.start, gap.stop)
         except Exception as exc:  # noqa: BLE001 - any failure: stop rather than skip
             await self.fail(exc, f"reading offsets {gap.start}..{gap.stop - 1} of "
@@ -235,7 +244,8 @@ class Intake:
         epoch = self.gate.epoch
         loop = asyncio.get_running_loop()
         try:
-            found = await loop.run_in_executor(None, self.gaps.read, role, self.topics[role], p,
+            found = await loop.run_in_executor(self._reads, self.gaps.read, role,
+                                               self.topics[role], p,
                                                start, stop, STALLED_READ_MAX)
         except Exception as exc:  # noqa: BLE001 - the broker is away: try again later
             log.warning("reading a stalled input range failed topic=%s partition=%d: %s",

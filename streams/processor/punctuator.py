@@ -82,6 +82,7 @@ class Punctuator:
         self.failure: BaseException | None = None
         self._producer: Producer | None = None
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
+        self._flush_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-timers")
         self._probing = asyncio.Lock()
         self._last_probe = 0.0
         self._background: asyncio.Future[None] | None = None
@@ -218,7 +219,8 @@ class Punctuator:
             producer.produce(topic, key=t.wait_key.encode(),
                              value=timer_record(t.wait_key, t.kind, t.due_at, t.generation, fired),
                              partition=t.partition, on_delivery=delivered(t))
-        remaining = await asyncio.get_running_loop().run_in_executor(None, producer.flush, 10.0)
+        remaining = await asyncio.get_running_loop().run_in_executor(self._flush_thread,
+                                                                     producer.flush, 10.0)
         if remaining:
             failed = list(due)  # not known which: emitting one twice is harmless
         for t in failed:
