@@ -44,6 +44,9 @@ STALLED_READ_MAX = 1000
 # Direct reads at once (gaps and stalls): more than one, so that one slow read does not
 # hold every other partition's.
 READ_THREADS = 4
+# Direct reads of one input in a row that found records the fetch did not deliver, after
+# which the reader takes a new consumer (`InputReader.renew`).
+RENEW_AFTER = 3
 
 Fail = Callable[[BaseException, str], Awaitable[None]]
 TP = tuple[str, int]
@@ -76,6 +79,8 @@ class Intake:
         # it (a read can take up to gaps.READ_TIMEOUT_S while the broker is away, and the
         # applier waited for it: nothing was decided meanwhile, in any partition).
         self._stall_reads: dict[tuple[Role, int], asyncio.Task[None]] = {}
+        # Direct reads in a row that found records the fetch did not deliver, per input.
+        self._undelivered: Counter[tuple[Role, int]] = Counter()
         # Direct reads on threads of their own: a read whose client hangs (a consumer's
         # close can wait for a coordinator that is away) must not take the threads the
         # rest of the worker needs.
@@ -263,6 +268,16 @@ class Intake:
             self.take(rec)
         self.sequencer.skipped(role, p, covered)
         self.counters["inputs.stalls_read"] += 1
+        if found:
+            self._undelivered[(role, p)] += 1
+            if self._undelivered[(role, p)] >= RENEW_AFTER:
+                # The fetch stands still below records that are there: a new consumer.
+                self._undelivered.clear()
+                self.counters["inputs.reader_renewed"] += 1
+                self.reader.renew()
+                self.read_owned()
+        else:
+            self._undelivered.pop((role, p), None)
         self.counters["inputs.stall_records"] += len(found)
         log.log(logging.WARNING if found else logging.INFO,
                 "input range read directly topic=%s partition=%d offsets=%d..%d records=%d%s",

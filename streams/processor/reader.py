@@ -134,6 +134,13 @@ class InputReader:
     def resume(self, topic: str, partition: int) -> None:
         self._command("resume", (topic, partition))
 
+    def renew(self) -> None:
+        """Replace the consumer with a new one (then `assign` again): the fetch stopped
+        delivering records that are there.  Seen after broker restarts: a librdkafka
+        consumer assigned its partitions delivered nothing more, and the worker went on
+        only by its direct reads, a thousand records every two seconds a partition."""
+        self._command("renew", None)
+
     def commit(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """Commit these next offsets as the reader's consumer group's (for lag monitors:
         nobody starts from them; a failure is logged, never fatal)."""
@@ -165,7 +172,7 @@ class InputReader:
             self._learn_topics(consumer)
             assigned = False
             while not run.stop.is_set():
-                assigned = self._apply_commands(run, consumer, assigned, at)
+                consumer, assigned = self._apply_commands(run, consumer, assigned, at)
                 if not assigned:
                     time.sleep(POLL_S)
                     continue
@@ -226,13 +233,20 @@ class InputReader:
         run.taken.wait()
 
     def _apply_commands(self, run: _Run, consumer: Consumer, assigned: bool,
-                        at: dict[_TP, int]) -> bool:
+                        at: dict[_TP, int]) -> tuple[Consumer, bool]:
         while True:
             try:
                 what, arg = run.commands.get_nowait()
             except queue.Empty:
-                return assigned
-            if what == "assign":
+                return consumer, assigned
+            if what == "renew":  # an `assign` follows
+                consumer.close()
+                consumer = Consumer(self._conf)
+                assigned = False
+                at.clear()
+                log.warning("input consumer replaced: its fetch did not deliver records that "
+                            "are there")
+            elif what == "assign":
                 tps = [TopicPartition(t, p, o) for (t, p), o in arg.items()]
                 consumer.assign(tps)
                 at.clear()

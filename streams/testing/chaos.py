@@ -40,6 +40,7 @@ from confluent_kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
     Consumer,
     KafkaError,
+    KafkaException,
     Producer,
     TopicPartition,
 )
@@ -47,6 +48,10 @@ from confluent_kafka import (
 from streams import codec
 from streams.config import Guarantee, Settings
 from streams.testing.workers import WorkerProcess
+
+# How long the watch may read nothing while a partition holds records beyond it before
+# it takes another consumer (see Watch._renew_if_stuck).
+WATCH_STALL_S = 10.0
 
 DEFINITION = """\
 # The chaos run's wait: replies race a short deadline; invalid replies go to review.
@@ -245,7 +250,11 @@ class Watch(threading.Thread):
         self.action_ids: Counter[str] = Counter()
         self.reviews_opened: set[str] = set()
         self.stopped = threading.Event()
-        self.consumer = Consumer(settings.confluent(**{
+        self.renewed = 0  # consumers replaced after they stood still below the end
+        self.consumer = self._consumer()
+
+    def _consumer(self) -> Consumer:
+        return Consumer(self.settings.confluent(**{
             "group.id": f"chaos-watch-{secrets.token_hex(4)}", "auto.offset.reset": "earliest",
             "enable.auto.commit": False, "isolation.level": "read_committed"}))
 
@@ -255,13 +264,21 @@ class Watch(threading.Thread):
         # lost its coordinator across a broker restart, timed its session out and
         # never joined again (a crash bench run then counted 4,385 waits stuck in a
         # review the watch never saw opened).  Assigned partitions need no group.
-        self.consumer.assign([
-            TopicPartition(topic, p, OFFSET_BEGINNING) for topic in (outcomes, actions)
-            for p in self.consumer.list_topics(topic, timeout=30).topics[topic].partitions])
+        at = {(topic, p): OFFSET_BEGINNING for topic in (outcomes, actions)
+              for p in self.consumer.list_topics(topic, timeout=30).topics[topic].partitions}
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in at.items()])
+        quiet_since = time.monotonic()
         while not self.stopped.is_set():
-            for msg in self.consumer.consume(500, timeout=0.2):
+            msgs = self.consumer.consume(500, timeout=0.2)
+            if msgs:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > WATCH_STALL_S:
+                quiet_since = time.monotonic()
+                self._renew_if_stuck(at)
+            for msg in msgs:
                 if msg.error() is not None or msg.value() is None:
                     continue
+                at[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
                 if msg.topic() == outcomes:
                     o = codec.decode("Outcome", msg.value())
                     self.outcomes[o["correlationKey"]].append((o["outcomeId"], o["outcome"]))
@@ -281,6 +298,26 @@ class Watch(threading.Thread):
                         self.reviews_opened.add(a["correlationKey"])
                         self.on_review(a["correlationKey"])
         self.consumer.close()
+
+    def _renew_if_stuck(self, at: dict[tuple[str, int], int]) -> None:
+        """A consumer standing still below the end of a partition: another one, from where
+        this one was.  Seen after broker restarts under exactly_once: the watch read nothing
+        more while 6,175 reviews it never saw opened waited for it (the worker had written
+        them), and the run counted those waits lost."""
+        behind = False
+        for (topic, p), offset in at.items():
+            try:
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                              timeout=5, cached=False)
+            except KafkaException:
+                return  # the broker is away: nothing to conclude
+            behind = behind or high > max(offset, 0) + 1  # + 1: a commit marker may end it
+        if not behind:
+            return
+        self.consumer.close()
+        self.consumer = self._consumer()
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in at.items()])
+        self.renewed += 1
 
     def ended(self) -> int:
         return len(self.outcomes)
@@ -423,7 +460,7 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
                 event("worker exited", log=w1.log_tail(20))
                 break
         load.pump(2.0)  # late duplicates, if any, arrive too
-        event("settled", ended=watch.ended())
+        event("settled", ended=watch.ended(), watch_renewed=watch.renewed)
     finally:
         load.close()
         w2.stop()

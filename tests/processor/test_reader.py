@@ -107,6 +107,25 @@ def test_a_paused_partition_waits_and_one_given_up_is_no_longer_read(
     _run(kafka_bootstrap, topic, body)
 
 
+def test_a_renewed_reader_reads_on_from_where_it_is_assigned_with_a_new_consumer(
+        kafka_bootstrap: str, topic: str) -> None:
+    """What the intake does when the fetch stands still below records that are there."""
+    _produce(kafka_bootstrap, topic, {0: 5})
+
+    async def body(reader: InputReader) -> None:
+        reader.assign({(topic, 0): 0})
+        got = await _collect(reader, 5)
+        assert [r.offset for r in got] == list(range(5))
+        reader.renew()
+        reader.assign({(topic, 0): 3})  # the intake assigns the offsets it expects
+        _produce(kafka_bootstrap, topic, {0: 2})
+        got = await _collect(reader, 4)
+        assert [r.offset for r in got] == [3, 4, 5, 6]
+        assert got[0].follows is None  # a new consumer claims nothing before its first
+
+    _run(kafka_bootstrap, topic, body)
+
+
 def test_aborted_records_are_not_input(kafka_bootstrap: str, topic: str) -> None:
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": topic})
     producer.init_transactions(30)
