@@ -64,6 +64,9 @@ BATCH = 10_000
 # command while nothing is.
 POLL_S = 0.05
 IDLE_S = 0.2
+# How long a restore may make no progress at all (no record, no position) before the
+# reader takes a new consumer.
+RESTORE_STALL_S = 20.0
 # How long the watermarks of a partition may take to come (the broker is away: the
 # takeover fails and the worker stops, to be restarted by its supervisor).
 WATERMARK_TIMEOUT_S = 30.0
@@ -98,6 +101,7 @@ class _Reading:
     done: asyncio.Future[Restored] | None
     records: int = 0
     started: float = field(default_factory=time.monotonic)
+    position: int = -1  # the consumer's, as last read
 
 
 class ChangelogReader:
@@ -118,6 +122,8 @@ class ChangelogReader:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.failure: BaseException | None = None
         self.applied = 0  # records applied, all partitions, since the start (for stats)
+        self.renewed = 0  # consumers replaced after a restore stood still
+        self._moved_at = time.monotonic()
 
     # -- from the event loop ---------------------------------------------------------
     def start(self) -> None:
@@ -173,7 +179,11 @@ class ChangelogReader:
                 if not self._reading:
                     self._apply_commands(consumer, wait=IDLE_S)
                     continue
-                self._read(consumer)
+                if self._read(consumer):
+                    self._moved_at = time.monotonic()
+                elif (any(r.target is not None for r in self._reading.values())
+                        and time.monotonic() - self._moved_at > RESTORE_STALL_S):
+                    consumer = self._renew(consumer)
         except BaseException as exc:  # noqa: BLE001 - reported to every waiter; the worker stops
             self.failure = exc
             log.exception("the changelog reader stopped")
@@ -243,6 +253,7 @@ class ChangelogReader:
         if summary is None:
             summary = _build_summary(state)
         reading = _Reading(state, summary, start, target, done)
+        self._moved_at = time.monotonic()  # a restore begins: its stall counts from now
         if target is not None and start >= target:
             self._finish(p, reading)
             return
@@ -279,7 +290,25 @@ class ChangelogReader:
             start = 0 if reading is None else reading.start
             self._resolve(future, Restored(p, records, start, start + records, 0.0))
 
-    def _read(self, consumer: Consumer) -> None:
+    def _renew(self, consumer: Consumer) -> Consumer:
+        """A new consumer for every partition being read, from the offset after the last
+        record each database holds: a restore made no progress for RESTORE_STALL_S (a
+        librdkafka consumer can stand still for good after a broker restart)."""
+        log.warning("changelog reader: no progress for %.0f s restoring partitions %s: a new "
+                    "consumer", RESTORE_STALL_S, sorted(p for p, r in self._reading.items()
+                                                        if r.target is not None))
+        consumer.close()
+        consumer = Consumer(self._conf)
+        starts = {p: r.state.changelog_offset() for p, r in self._reading.items()}
+        consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING if last is None
+                                        else last + 1) for p, last in starts.items()])
+        self._moved_at = time.monotonic()
+        self.renewed += 1
+        return consumer
+
+    def _read(self, consumer: Consumer) -> bool:
+        """Read and apply what the fetch has; whether anything moved (records applied, a
+        restore's position advanced or done)."""
         msgs = consumer.consume(BATCH, timeout=POLL_S)
         by_partition: dict[int, list[tuple[int, bytes | None, bytes | None]]] = {}
         for msg in msgs:
@@ -293,19 +322,24 @@ class ChangelogReader:
             if p is None or p not in self._reading:
                 continue
             by_partition.setdefault(p, []).append((msg.offset() or 0, msg.key(), msg.value()))
+        moved = bool(by_partition)
         for p, records in by_partition.items():
             reading = self._reading[p]
             reading.records += reading.state.apply_changelog(records, reading.summary)
             self.applied += len(records)
         targeted = [p for p, r in self._reading.items() if r.target is not None]
         if not targeted:
-            return
+            return moved
         for tp in consumer.position([TopicPartition(self.topic, p) for p in targeted]):
             reading = self._reading[tp.partition]
+            if tp.offset > reading.position:
+                reading.position = tp.offset
+                moved = True
             if reading.target is not None and tp.offset >= reading.target:
                 del self._reading[tp.partition]
                 consumer.incremental_unassign([TopicPartition(self.topic, tp.partition)])
                 self._finish(tp.partition, reading)
+        return moved
 
     def _finish(self, p: int, reading: _Reading) -> None:
         reading.state.flush()
