@@ -130,11 +130,19 @@ def kafka_bootstrap() -> Iterator[str]:
         result = _kafka("start", "--port", port)
         if result.returncode != 0:
             pytest.fail(f"scripts/kafka start failed:\n{result.stdout}\n{result.stderr}")
-        started = True
+        # Only a broker this start launched is this session's to stop: one that
+        # was slow to answer the probe (a busy machine) but already ran - the
+        # user's, with their worker on it - is reused and left running.
+        started = broker_was_launched(result.stdout)
     yield bootstrap
     _delete_topics_made(bootstrap)
     if started:
         _kafka("stop", "--port", port)
+
+
+def broker_was_launched(start_output: str) -> bool:
+    """Whether `scripts/kafka start` printed that it launched a broker (not reused one)."""
+    return any(line.startswith("kafka started in ") for line in start_output.splitlines())
 
 
 def _bootstrap_port() -> str | None:
