@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { echo "creating the virtualenv $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@echo "installing xwait and its dependencies into $(VENV) (about 2 minutes the first time)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@{ $(BIN)/python -m pip install --progress-bar off -e '.[dev]' || echo PIP-FAILED; } 2>&1 \
+	@{ PYTHONUNBUFFERED=1 $(BIN)/python -m pip install --progress-bar off -e '.[dev]' || echo PIP-FAILED; } 2>&1 \
 		| tee $(VENV)/pip-install.log | grep --line-buffered -E '^(Collecting|Successfully|ERROR)'; \
 		! grep -q PIP-FAILED $(VENV)/pip-install.log || { tail -n 30 $(VENV)/pip-install.log >&2; \
 		echo "pip install failed; the whole log: $(VENV)/pip-install.log" >&2; exit 1; }
