@@ -34,7 +34,8 @@ def test_sdk_starts_a_wait_replies_and_reads_the_typed_outcome(
                 found = record
     assert found is not None, "the SDK consumer saw the outcome"
     assert (found.outcome, found.reason, found.tenant) == ("RECEIVED", "reply_valid", "acme")
-    assert json.loads(found.response_data or "") == {"decision": "approved"}
+    assert found.response_data == {"decision": "approved"}  # the value, not JSON text
+    assert json.loads(found.response_data_text or "") == {"decision": "approved"}
     assert [t.event for t in found.trace][0] == "requested"
 
 
