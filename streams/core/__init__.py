@@ -7,6 +7,8 @@ test enforces it), so every rule of the wait is tested here without a broker.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -122,6 +124,26 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *__all__])
+
+
+class _Core(types.ModuleType):
+    """This package, where ``decide`` stays the function whatever imports its module.
+
+    ``decide`` names both the function and the module that defines it.
+    Importing the module ``streams.core.decide`` (from anywhere) makes the
+    import system set the package's attribute ``decide`` to that module; the
+    eager imports this package had before ran after it and put the function
+    back.  Imported lazily, nothing would: ``from streams.core import decide``
+    gave the module.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "decide" and isinstance(value, types.ModuleType):
+            return  # the import system naming the submodule
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Core
 
 
 __all__ = [
