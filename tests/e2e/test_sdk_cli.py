@@ -10,7 +10,7 @@ import pytest
 from streams.cli import main
 from streams.client import Outcome, XwaitClient
 from streams.config import Settings
-from tests.e2e.harness import Watcher, WorkerProcess
+from tests.e2e.harness import Watcher, WorkerProcess, until_status
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -76,7 +76,9 @@ def test_cli_suspend_resume_and_review_correct_a_wait(
     assert main(_cli(e2e, "suspend", key, "--reason", "audit")) == 0
     assert main(_cli(e2e, "reply", key, "--channel", "portal", "--data",
                      '{"decision": "perhaps"}')) == 0
-    time.sleep(1.5)
+    until_status(worker, key, lambda code, body: len(body.get("held") or []) == 1,
+                 "the reply held while suspended")
+    watcher.poll(0.2)
     assert not watcher.seen.for_key("actions", key)[1:], "nothing is decided while suspended"
     assert main(_cli(e2e, "resume", key)) == 0
     watcher.until(lambda s: any(a["action"] == "REVIEW_NEEDED" for a in s.for_key("actions", key)),
