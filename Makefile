@@ -73,9 +73,10 @@ browser-check:
 		"(install it with \`make browser\` or \`sudo apt-get install chromium\`)"; fi
 
 # Everything CI runs: lint, types, and the whole suite against a real broker
-# (tests start one through scripts/kafka when none answers).
+# (tests start one through scripts/kafka when none answers), on two processes:
+# each test module stays on one, the slowest start first (tests/conftest.py).
 test: lint browser-check
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup --no-loadscope-reorder
 
 worker: topics
 	$(BIN)/xwait worker
