@@ -76,7 +76,7 @@ browser-check:
 # (tests start one through scripts/kafka when none answers), on two processes:
 # each test module stays on one, the slowest start first (tests/conftest.py).
 test: lint browser-check
-	$(BIN)/pytest -n 2 --dist loadgroup --no-loadscope-reorder
+	$(BIN)/pytest -n 2
 
 worker: topics
 	$(BIN)/xwait worker

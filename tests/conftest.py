@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -72,22 +73,37 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     os.environ.pop(RUN_DIR, None)
 
 
-def _where(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
+def _module_group(nodeid: str) -> str:
+    """What runs on one process: a test's module, or the group of modules sharing a fixture."""
+    where = nodeid.split("::", 1)[0]
+    return next((group for prefix, group in GROUPS.items() if where.startswith(prefix)), where)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow modules first; one xdist group per module (or shared fixture), never split."""
+    """The slowest modules first (each module's tests keep their order)."""
     def rank(item: pytest.Item) -> int:
-        where = _where(item)
+        where = item.nodeid.split("::", 1)[0]
         return next((i for i, p in enumerate(SLOW_FIRST) if where.startswith(p)),
                     len(SLOW_FIRST))
 
-    items.sort(key=rank)  # stable: each module's tests keep their order
-    for item in items:
-        where = _where(item)
-        group = next((g for p, g in GROUPS.items() if where.startswith(p)), where)
-        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=rank)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Hand whole modules (and groups) to the two processes, in collection order.
+
+    xdist's own `--dist loadgroup` marks tests through their node ids, which
+    pytest 9.2 no longer lets it rewrite; its `loadscope` scheduler, asked for
+    a test's scope, gets the module or group here instead.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+        def _split_scope(self, nodeid: str) -> str:
+            return _module_group(nodeid)
+
+    config.option.loadscopereorder = False  # keep the slowest first, as collected
+    return ByModule(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -108,7 +108,8 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        parser.exit(message=f"xwait {_version()}\n")
+        print(f"xwait {_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 # Flags that stand for XWAIT_* security variables; applied as if set in the
