@@ -384,6 +384,9 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "worker":
             from streams.cli.worker import run_worker
 
+            # A worker runs for days: its first metadata request gets the whole
+            # 5 s after its (slower) start-up, never a remainder a busy machine ate.
+            _budget.answer_by(None)
             return run_worker(settings)
         if args.command == "start":
             from streams.cli.start import run_start
