@@ -51,12 +51,15 @@ def _worker(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[
 
 @pytest.mark.slow
 def test_a_worker_with_the_broker_down_exits_3_in_one_line(tmp_path: Path) -> None:
-    began = time.monotonic()
     done = _worker({"XWAIT_BOOTSTRAP": "127.0.0.1:1", "XWAIT_TOPIC_PREFIX": "down"}, tmp_path)
     assert done.returncode == 3, done.stderr
-    assert time.monotonic() - began < 15
     assert done.stderr.startswith("xwait: Kafka unreachable: 127.0.0.1:1 did not answer")
     assert len(done.stderr.strip().splitlines()) == 1
+    # It waited 5 s for the broker, not longer, after its start-up (which a CPU hog
+    # stretched to 25 s: the time of the whole run is no measure of that).
+    waited = float(done.stderr.split(" did not answer a metadata request within ", 1)[1]
+                   .split()[0])
+    assert waited <= 5.0
 
 
 @pytest.mark.slow
