@@ -55,6 +55,8 @@ GROUPS = {"tests/console/": "console", "tests/codec/test_codec_registry.py": "re
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_WholeModules(), "xwait-whole-modules")
     if hasattr(config, "workerinput") or os.environ.get(RUN_DIR):
         return  # an xdist worker (or a run inside a run): the controller owns the folder
     run_dir = Path(tempfile.mkdtemp(prefix="xwait-test-run-"))
@@ -89,21 +91,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Hand whole modules (and groups) to the two processes, in collection order.
+class _WholeModules:
+    """Registered only with pytest-xdist (`-p no:xdist` knows no such hook)."""
 
-    xdist's own `--dist loadgroup` marks tests through their node ids, which
-    pytest 9.2 no longer lets it rewrite; its `loadscope` scheduler, asked for
-    a test's scope, gets the module or group here instead.
-    """
-    from xdist.scheduler import LoadScopeScheduling
+    @staticmethod
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """Hand whole modules (and groups) to the two processes, in collection order.
 
-    class ByModule(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
-        def _split_scope(self, nodeid: str) -> str:
-            return _module_group(nodeid)
+        xdist's own `--dist loadgroup` marks tests through their node ids, which
+        pytest 9.2 no longer lets it rewrite; its `loadscope` scheduler, asked
+        for a test's scope, gets the module or group here instead.
+        """
+        from xdist.scheduler import LoadScopeScheduling
 
-    config.option.loadscopereorder = False  # keep the slowest first, as collected
-    return ByModule(config, log)
+        class ByModule(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+            def _split_scope(self, nodeid: str) -> str:
+                return _module_group(nodeid)
+
+        config.option.loadscopereorder = False  # keep the slowest first, as collected
+        return ByModule(config, log)
 
 
 @pytest.fixture(autouse=True)
