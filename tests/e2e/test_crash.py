@@ -76,13 +76,9 @@ def test_kill_9_while_behind_and_a_worker_joining_and_leaving_lose_nothing(
         assert report.duplicate_actions == 0, "read_committed sees each action once"
 
 
-@pytest.fixture(scope="module")
-def _module_broker() -> Iterator[tuple[str, Broker]]:
-    """A broker of this module's own (scripts/kafka on a free port), free to be restarted.
-
-    One for the module's three broker-restart tests: a broker start cost 9-26 s
-    of set-up each on a busy machine.  Each test uses topics of its own.
-    """
+@pytest.fixture
+def own_broker() -> Iterator[tuple[str, Broker]]:
+    """A broker of this test's own (scripts/kafka on a free port), free to be restarted."""
     port = str(free_port())
     env = {**os.environ, "XWAIT_KAFKA_HEAP": "256m"}
 
@@ -98,13 +94,6 @@ def _module_broker() -> Iterator[tuple[str, Broker]]:
                                           start=lambda: kafka("start"))
     finally:
         kafka("reset")  # stops it and deletes its data
-
-
-@pytest.fixture
-def own_broker(_module_broker: tuple[str, Broker]) -> tuple[str, Broker]:
-    """The module's broker, running when a test begins (a test before may have stopped it)."""
-    _module_broker[1].start()  # idempotent: a running broker is reused at once
-    return _module_broker
 
 
 def test_end_offsets_are_answered_across_a_broker_restart(
