@@ -10,16 +10,25 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Debian's chromium, which the console's browser tests drive (tests/console/test_browser.py).
+CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test lint venv lock kafka kafka-stop cluster cluster-stop registry registry-stop topics worker bench compare scale flood clean browser
+.PHONY: demo test lint venv lock kafka kafka-stop cluster cluster-stop registry registry-stop topics worker bench compare scale flood clean browser browser-check
 
 # The virtualenv holds exactly the versions of requirements-dev.lock (hashes
 # checked), then xwait itself from the checkout.  `make lock` writes the lock
-# files again from pyproject.toml (after a change of dependencies).
+# files again from pyproject.toml (after a change of dependencies).  pip's own
+# progress lines show: the first install takes about two minutes, and a silent
+# terminal for that long looks hung.
 $(STAMP): pyproject.toml requirements-dev.lock
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || { echo "creating the virtualenv $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "installing xwait's locked dependencies into $(VENV) (about 2 minutes the first time)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.lock
+	@{ PYTHONUNBUFFERED=1 $(BIN)/python -m pip install --progress-bar off -r requirements-dev.lock \
+		|| echo PIP-FAILED; } 2>&1 \
+		| tee $(VENV)/pip-install.log | grep --line-buffered -E '^(Collecting|Successfully|ERROR)'; \
+		! grep -q PIP-FAILED $(VENV)/pip-install.log || { tail -n 30 $(VENV)/pip-install.log >&2; \
+		echo "pip install failed; the whole log: $(VENV)/pip-install.log" >&2; exit 1; }
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
@@ -64,14 +73,28 @@ lint: $(STAMP)
 
 # The console's browser test drives Debian's chromium through Playwright; no
 # browser is ever downloaded by Playwright itself (no `playwright install`).
+# `make browser` installs it (as root, or through sudo).
 browser:
-	@test -x /usr/bin/chromium || { apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@test -x $(CHROMIUM) || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		echo "installing Debian's chromium (apt-get) for the console's browser tests"; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+# Before the suite: a missing chromium is installed only by root in a session
+# without a terminal (CI, a container's build); anywhere else `make test` says
+# what to install and the browser tests are skipped, each with that line.
+browser-check:
+	@if test -x $(CHROMIUM); then :; \
+	elif [ "$$(id -u)" = 0 ] && ! [ -t 0 ]; then $(MAKE) --no-print-directory browser; \
+	else echo "chromium is not installed: the console's browser tests will be skipped" \
+		"(install it with \`make browser\` or \`sudo apt-get install chromium\`)"; fi
 
 # Everything CI runs: lint, types, and the whole suite against a real broker
-# (tests start one through scripts/kafka when none answers).
-test: lint browser
-	$(BIN)/pytest
+# (tests start one through scripts/kafka when none answers), on two processes:
+# each test module stays on one, the slowest start first (tests/conftest.py).
+test: lint browser-check
+	$(BIN)/pytest -n 2
 
 worker: topics
 	$(BIN)/xwait worker

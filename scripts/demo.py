@@ -177,7 +177,7 @@ def main() -> int:
                     f" (level {action.level})" if action.level else "") + (
                     f" attempt {action.attempt}" if action.action == "SEND_REMINDER" else ""))
                 if action.action == "REVIEW_NEEDED":
-                    issue = json.loads(action.payload or "{}").get("validationIssue", "")
+                    issue = (action.payload or {}).get("validationIssue", "")
                     say(story, f"review needed: {issue}")
                     xw.review(story.key, "Accept", "confirmed by phone", operator="demo")
                     say(story, "operator accepts it: 'confirmed by phone'")

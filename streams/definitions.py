@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import exceptions as schema_exceptions
-from jsonschema import validators
 
 from streams.core.definition import (
     DEFAULT_EARLY_REPLY_TTL_MS,
@@ -60,14 +58,21 @@ _LEVEL_FIELDS = frozenset({"target", "deadline"})
 _REMINDER_FIELDS = frozenset({"every", "limit"})
 
 
-def load_definitions(folder: Path) -> dict[str, WaitDefinition]:
-    """Every ``*.yaml`` in ``folder``, by definition name; refuses the first wrong one."""
+def load_definitions(folder: Path, *, check_schemas: bool = True) -> dict[str, WaitDefinition]:
+    """Every ``*.yaml`` in ``folder``, by definition name; refuses the first wrong one.
+
+    ``check_schemas=False`` skips checking that each ``response_schema`` is a
+    valid JSON Schema (the rest is read and checked all the same): the SDK and
+    CLI, which only look up names, variants and channels, then do not load
+    jsonschema (0.1 s of a command's start-up). A worker, and `xwait
+    definitions`, check everything.
+    """
     if not folder.is_dir():
         raise DefinitionError(str(folder), "(folder)", "a folder of wait definitions",
                               "it does not exist")
     found: dict[str, WaitDefinition] = {}
     for path in sorted(folder.glob("*.yaml")):
-        definition = load_definition(path)
+        definition = load_definition(path, check_schemas=check_schemas)
         if definition.name in found:
             raise DefinitionError(
                 str(path), "name", "a name no other definition uses",
@@ -77,13 +82,13 @@ def load_definitions(folder: Path) -> dict[str, WaitDefinition]:
     return found
 
 
-def load_definition(path: Path) -> WaitDefinition:
+def load_definition(path: Path, *, check_schemas: bool = True) -> WaitDefinition:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise DefinitionError(str(path), "(document)", "a readable YAML document",
                               f"reading it failed: {exc}") from exc
-    return _Reader(str(path)).definition(raw, default_name=path.stem)
+    return _Reader(str(path), check_schemas).definition(raw, default_name=path.stem)
 
 
 def definition_from_mapping(raw: object, *, file: str, default_name: str) -> WaitDefinition:
@@ -98,8 +103,9 @@ def definition_from_mapping(raw: object, *, file: str, default_name: str) -> Wai
 class _Reader:
     """Reads one file; knows the file name so every error can name it."""
 
-    def __init__(self, file: str) -> None:
+    def __init__(self, file: str, check_schemas: bool = True) -> None:
         self.file = file
+        self.check_schemas = check_schemas
 
     def fail(self, field: str, expected: str, found: str) -> DefinitionError:
         return DefinitionError(self.file, field, expected, found)
@@ -237,6 +243,11 @@ class _Reader:
             return None
         if not isinstance(raw, dict):
             raise self.fail(field, "a JSON Schema object", f"got {raw!r}")
+        if not self.check_schemas:
+            return json.dumps(raw, sort_keys=True, separators=(",", ":"))
+        from jsonschema import exceptions as schema_exceptions
+        from jsonschema import validators
+
         cls = validators.validator_for(raw, default=validators.Draft202012Validator)
         try:
             cls.check_schema(raw)

@@ -7,20 +7,19 @@ murmur2 (``Utils.toPositive(Utils.murmur2(key)) % partitions``); librdkafka
 defaults to a CRC32 partitioner, and its ``murmur2_random`` setting is the one
 that agrees with Java for non-null keys. This module is the reference the
 service checks records against, to forward a misrouted record instead of
-losing it. Pure Python, no Kafka client imported: the CLI, the SDK and the
-core may all use it.
+losing it. No Kafka client imported: the CLI, the SDK and the core may all
+use it.
 """
 
 from __future__ import annotations
 
-import struct
 from functools import lru_cache
+
+from murmurhash2 import murmurhash2 as _murmurhash2
 
 __all__ = ["murmur2", "partition_for"]
 
 _SEED = 0x9747B28C
-_M = 0x5BD1E995
-_MASK = 0xFFFFFFFF
 
 
 def murmur2(data: bytes) -> int:
@@ -28,32 +27,12 @@ def murmur2(data: bytes) -> int:
 
     Signed, like Java's ``int``, so the values equal Kafka's published test
     vectors; ``murmur2(x) & 0xFFFFFFFF`` is the unsigned form other ports
-    (aiokafka) return. Runs per record: whole 4-byte words are unpacked in one
-    ``struct`` call, and masking is done once per step.
+    (aiokafka) return. The hash is the ``murmurhash2`` library's (compiled):
+    0.2 us a 32-byte key against 2.6 us for the pure-Python port this module
+    held before, 5.0 for aiokafka's (tests/test_partitioning.py checks it
+    against Kafka's vectors and aiokafka's port on any bytes).
     """
-    length = len(data)
-    h = (_SEED ^ length) & _MASK
-    words = length >> 2
-    if words:
-        for k in struct.unpack_from(f"<{words}I", data):
-            k = (k * _M) & _MASK
-            k ^= k >> 24
-            k = (k * _M) & _MASK
-            h = ((h * _M) & _MASK) ^ k
-
-    tail = length & 3
-    if tail:
-        base = length & ~3
-        if tail == 3:
-            h ^= data[base + 2] << 16
-        if tail >= 2:
-            h ^= data[base + 1] << 8
-        h ^= data[base]
-        h = (h * _M) & _MASK
-
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
+    h: int = _murmurhash2(data, _SEED)
     return h - 0x100000000 if h & 0x80000000 else h
 
 
@@ -63,8 +42,8 @@ def partition_for(key: bytes, partitions: int) -> int:
 
     ``(murmur2(key) & 0x7fffffff) % partitions``: Java's ``toPositive`` masks
     the sign bit rather than taking ``abs``, so both must agree bit for bit.
-    Cached: a wait's records all ask for the same key (about 12 us a hash in
-    Python, a dictionary lookup when cached; 65,536 keys of about 100 bytes).
+    Cached: a wait's records all ask for the same key (a dictionary lookup
+    when cached; 65,536 keys of about 100 bytes).
     """
     if partitions <= 0:
         raise ValueError(f"partitions must be at least 1, got {partitions}")

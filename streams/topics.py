@@ -246,21 +246,39 @@ def describe(settings: Settings, specs: list[TopicSpec]) -> list[TopicState]:
     return states
 
 
-def _wait_visible(admin: AdminClient, names: list[str]) -> None:
-    """Return once a metadata request lists every topic in `names`.
+def _not_ready(admin: AdminClient, names: list[str]) -> list[str]:
+    """The topics of `names` the broker's metadata does not list with a leader per partition."""
+    try:
+        meta = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+    except KafkaException as exc:
+        raise KafkaUnavailable(f"the broker did not answer a metadata request: {exc}") from exc
+    missing = []
+    for name in names:
+        topic = meta.topics.get(name)
+        if (topic is None or topic.error is not None or not topic.partitions
+                or any(p.leader < 0 or p.error is not None for p in topic.partitions.values())):
+            missing.append(name)
+    return missing
+
+
+def wait_visible(admin: AdminClient, names: list[str]) -> None:
+    """Return once a metadata request lists every topic in `names`, each partition led.
 
     A created topic reaches the broker's metadata cache a moment after
-    CreateTopics answers; a describe right after a create (what `create`
-    reports) could otherwise call the new topics missing.
+    CreateTopics answers, and its partitions get their leader a moment after
+    that: a describe right after a create (what `create` reports) could call
+    the new topics missing, and a producer started right after `xwait topics
+    create` was told "topic does not exist" (seen on a busy machine).
     """
     deadline = time.monotonic() + ADMIN_TIMEOUT_S
     while names:
-        missing = [n for n in names if n not in _existing(admin)]
+        missing = _not_ready(admin, names)
         if not missing:
             return
         if time.monotonic() > deadline:
-            raise KafkaUnavailable(f"created topics did not show in the broker's metadata "
-                                   f"within {ADMIN_TIMEOUT_S:.0f}s: {', '.join(missing)}")
+            raise KafkaUnavailable(f"created topics did not show in the broker's metadata, "
+                                   f"each partition with a leader, within "
+                                   f"{ADMIN_TIMEOUT_S:.0f}s: {', '.join(missing)}")
         time.sleep(_VISIBLE_POLL_S)
 
 
@@ -302,7 +320,7 @@ def create(settings: Settings, specs: list[TopicSpec]) -> CreateReport:
                     existed.append(name)  # another process created it meanwhile
                     continue
                 raise KafkaUnavailable(f"creating topic {name}: {exc}") from exc
-        _wait_visible(admin, created)
+        wait_visible(admin, created)
     states = describe(settings, specs)
     return CreateReport(
         created=created,

@@ -2,19 +2,28 @@
 
 The broker comes from `scripts/kafka`, the same script a user runs: a broker
 already answering on XWAIT_KAFKA_PORT (default 9092) is reused, otherwise one
-is started for the session and stopped at its end.
+is started for the run and stopped at its end.
+
+`make test` runs the suite on two processes (pytest-xdist): each process asks
+for the broker under a lock, the run's controller stops it at the very end if
+one of them launched it, and each test module (the console's package, the
+registry's two modules) stays on one process with its topics and workers.
+The slowest modules go first, so that the two processes end together.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -30,6 +39,77 @@ NO_CONSOLE = "http://127.0.0.1:9"
 """A worker URL where nothing listens (the discard port): the SDK and CLI check keys
 against a worker only when one answers, and a test must never reach a stray worker
 someone runs on the default port 6066."""
+
+
+RUN_DIR = "_XWAIT_TEST_RUN_DIR"
+"""Environment variable naming a folder the run's processes share (set by the controller)."""
+_OWN_RUN_DIR = pytest.StashKey[Path]()
+
+# Modules started first, slowest first (about 4.5, 0.6, 1 and 0.4 minutes): the rest
+# fills the other process meanwhile.  A module missing here only starts later.
+SLOW_FIRST = ("tests/e2e/test_crash.py", "tests/e2e/test_leaving_worker.py", "tests/console/",
+              "tests/e2e/test_scaling.py")
+# Modules that share a session's or package's costly fixture run on one process.
+GROUPS = {"tests/console/": "console", "tests/codec/test_codec_registry.py": "registry",
+          "tests/e2e/test_registry.py": "registry"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_WholeModules(), "xwait-whole-modules")
+    if hasattr(config, "workerinput") or os.environ.get(RUN_DIR):
+        return  # an xdist worker (or a run inside a run): the controller owns the folder
+    run_dir = Path(tempfile.mkdtemp(prefix="xwait-test-run-"))
+    os.environ[RUN_DIR] = str(run_dir)  # xdist's workers start later and inherit it
+    config.stash[_OWN_RUN_DIR] = run_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After every process is done: stop the broker if this run launched it."""
+    run_dir = config.stash.get(_OWN_RUN_DIR, None)
+    if run_dir is None:
+        return
+    for launched in run_dir.glob("launched-*"):
+        _kafka("stop", "--port", launched.name.removeprefix("launched-"))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.environ.pop(RUN_DIR, None)
+
+
+def _module_group(nodeid: str) -> str:
+    """What runs on one process: a test's module, or the group of modules sharing a fixture."""
+    where = nodeid.split("::", 1)[0]
+    return next((group for prefix, group in GROUPS.items() if where.startswith(prefix)), where)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest modules first (each module's tests keep their order)."""
+    def rank(item: pytest.Item) -> int:
+        where = item.nodeid.split("::", 1)[0]
+        return next((i for i, p in enumerate(SLOW_FIRST) if where.startswith(p)),
+                    len(SLOW_FIRST))
+
+    items.sort(key=rank)
+
+
+class _WholeModules:
+    """Registered only with pytest-xdist (`-p no:xdist` knows no such hook)."""
+
+    @staticmethod
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """Hand whole modules (and groups) to the two processes, in collection order.
+
+        xdist's own `--dist loadgroup` marks tests through their node ids, which
+        pytest 9.2 no longer lets it rewrite; its `loadscope` scheduler, asked
+        for a test's scope, gets the module or group here instead.
+        """
+        from xdist.scheduler import LoadScopeScheduling
+
+        class ByModule(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
+            def _split_scope(self, nodeid: str) -> str:
+                return _module_group(nodeid)
+
+        config.option.loadscopereorder = False  # keep the slowest first, as collected
+        return ByModule(config, log)
 
 
 @pytest.fixture(autouse=True)
@@ -122,19 +202,29 @@ def schema_registry() -> Iterator[str]:
 def kafka_bootstrap() -> Iterator[str]:
     port = os.environ.get("XWAIT_KAFKA_PORT") or _bootstrap_port() or "9092"
     bootstrap = f"127.0.0.1:{port}"
-    probe = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
-    try:
-        probe.list_topics(timeout=3)
-        started = False
-    except Exception:  # noqa: BLE001 - any failure means: no broker there yet
-        result = _kafka("start", "--port", port)
-        if result.returncode != 0:
-            pytest.fail(f"scripts/kafka start failed:\n{result.stdout}\n{result.stderr}")
-        started = True
+    run_dir = Path(os.environ.get(RUN_DIR) or tempfile.gettempdir())
+    with open(run_dir / f"broker-{port}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other process waits while one starts it
+        probe = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
+        try:
+            probe.list_topics(timeout=3)
+        except Exception:  # noqa: BLE001 - any failure means: no broker there yet
+            result = _kafka("start", "--port", port)
+            if result.returncode != 0:
+                pytest.fail(f"scripts/kafka start failed:\n{result.stdout}\n{result.stderr}")
+            # Only a broker this start launched is this run's to stop (at its very
+            # end, pytest_unconfigure): one that was slow to answer the probe (a
+            # busy machine) but already ran - the user's, with their worker on
+            # it - is reused and left running.
+            if broker_was_launched(result.stdout):
+                (run_dir / f"launched-{port}").touch()
     yield bootstrap
     _delete_topics_made(bootstrap)
-    if started:
-        _kafka("stop", "--port", port)
+
+
+def broker_was_launched(start_output: str) -> bool:
+    """Whether `scripts/kafka start` printed that it launched a broker (not reused one)."""
+    return any(line.startswith("kafka started in ") for line in start_output.splitlines())
 
 
 def _bootstrap_port() -> str | None:

@@ -6,15 +6,15 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
+from tests.made_topics import create_topics
 from tests.prefixes import unique_prefix
 
 
 def _topic(bootstrap: str) -> str:
     name = f"{unique_prefix('b')}-broker"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=30)
+    create_topics(bootstrap, NewTopic(name, 1, 1))
     return name
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import broker_was_launched
 from tests.e2e.harness import free_port
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kafka"
@@ -65,6 +66,8 @@ def test_start_reuses_a_broker_another_checkout_started(
     )
     assert result.returncode == 0, result.stderr
     assert "reusing it" in result.stdout
+    # The test session reads the same lines: a reused broker is not the session's to stop.
+    assert not broker_was_launched(result.stdout)
     stop = subprocess.run([sys.executable, str(SCRIPT), "stop", "--port", port],
                           capture_output=True, text=True, check=False,
                           env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)})
@@ -123,3 +126,12 @@ def test_node_commands_outside_a_cluster_and_too_small_clusters_are_refused(
     assert status.returncode == 1
     assert status.stdout.count("not running") == 3
     assert not list(tmp_path.glob("cluster-*/node-*/data")), "a status starts nothing"
+
+
+def test_the_session_stops_only_a_broker_its_own_start_launched() -> None:
+    """`make test` beside a user's broker (and worker) leaves it running, however slowly
+    it answered the session's first probe."""
+    assert broker_was_launched("kafka started in 6.9s (pid 4242): bootstrap 127.0.0.1:9092")
+    assert not broker_was_launched("kafka already running (pid 4242): bootstrap 127.0.0.1:9092")
+    assert not broker_was_launched("kafka already running on 127.0.0.1:9092 (not started from "
+                                   "/x; reusing it): bootstrap 127.0.0.1:9092")

@@ -50,3 +50,13 @@ def test_the_outcome_reasons_documented_are_exactly_the_ones_the_core_names() ->
     assert all(re.search(rf"\b{v}\b", reason["doc"]) for v in values)
     listed = README.split("Outcome reasons (`Outcome.reason`):", 1)[1].split("\n\n", 1)[0]
     assert set(re.findall(r"`([a-z_]+)`", listed)) == values
+
+
+def test_every_rejection_reason_the_worker_publishes_is_in_the_readmes_list() -> None:
+    from streams.core.effects import RejectReason
+    from streams.processor.model import ProcessorReject
+
+    listed = README.split("Rejection reasons (`Rejected.reason`):", 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`([a-z_]+)`", listed))
+    missing = sorted({r.value for r in (*RejectReason, *ProcessorReject)} - named)
+    assert missing == []  # issue 31: invalid_key (a key with a NUL byte) was missing

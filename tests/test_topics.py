@@ -55,7 +55,7 @@ def test_an_input_topic_stamped_by_producers_is_reported_as_a_problem(
     replies = f"{settings.topic_prefix}.replies"
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
     admin.create_topics([NewTopic(replies, settings.partitions, 1)])[replies].result(timeout=30)
-    topics._wait_visible(admin, [replies])
+    topics.wait_visible(admin, [replies])
 
     assert main(_cli(settings, "topics", "describe", "--json")) == 1
     problems = json.loads(capsys.readouterr().out)["problems"]
@@ -69,7 +69,7 @@ def test_describe_fails_loudly_when_one_topic_has_a_different_partition_count(
     odd = f"{settings.topic_prefix}.replies"
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
     admin.create_topics([NewTopic(odd, settings.partitions + 1, 1)])[odd].result(timeout=30)
-    topics._wait_visible(admin, [odd])
+    topics.wait_visible(admin, [odd])
 
     assert main(_cli(settings, "topics", "create")) == 1
     out = capsys.readouterr().out
@@ -104,7 +104,7 @@ def test_a_changelog_that_is_not_compacted_is_reported_as_a_problem(
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
     admin.create_topics([NewTopic(changelog, settings.partitions, 1)])[changelog].result(
         timeout=30)
-    topics._wait_visible(admin, [changelog])
+    topics.wait_visible(admin, [changelog])
 
     assert main(_cli(settings, "topics", "create", "--json")) == 1
     problems = json.loads(capsys.readouterr().out)["problems"]

@@ -55,11 +55,12 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-def test_the_wheel_carries_the_schemas_the_example_topology_and_py_typed(wheel: Path) -> None:
+def test_the_wheel_carries_schemas_example_topology_console_page_and_py_typed(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in [*(REPO / "streams" / "schemas").rglob("*.avsc"),
                  *(REPO / "streams" / "topology").rglob("*.yaml"),
                  *(REPO / "streams" / "console" / "static" / "bpmn-js").iterdir(),
+                 *(f for f in (REPO / "streams" / "console" / "static").iterdir() if f.is_file()),
                  REPO / "streams" / "py.typed"]:
         assert str(path.relative_to(REPO)) in names, f"{path.name} missing from the wheel"
 

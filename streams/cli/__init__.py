@@ -37,14 +37,20 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from streams import config
-from streams.codec import RegistryUnavailable
+from streams.client import _budget
 from streams.errors import ConfigError, KafkaUnavailable, XwaitError
+
+# Start-up cost is part of the CLI's interface: `--help`, `status` and `reply`
+# should spend at most 0.3 s of CPU before doing anything (issue 31: 0.9 s).
+# So this module imports only argparse, the settings and the error root; each
+# command imports what it needs when it runs (streams.cli.<command>), and the
+# version is looked up only for `--version`.
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -87,10 +93,26 @@ def _console_flag(parser: argparse.ArgumentParser | Any) -> None:
 
 
 def _version() -> str:
+    from importlib import metadata  # 30 ms: only for --version
+
     try:
         return metadata.version("xwait")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare tree
         return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """`--version`, looked up only when asked for (argparse's own wants the text up front)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:  # noqa: A002
+        super().__init__(option_strings, dest, nargs=0, default=default,
+                         help=help or "show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"xwait {_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 # Flags that stand for XWAIT_* security variables; applied as if set in the
@@ -107,7 +129,7 @@ SECURITY_FLAGS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="xwait", description="The external wait, on Kafka.")
-    parser.add_argument("--version", action="version", version=f"xwait {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
     topics = sub.add_parser("topics", help="create or check the contract's topics")
@@ -159,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="stop after S seconds (with --count: fail when fewer arrived)")
     tail.add_argument("--group", dest="group_id",
                       help="consumer group, to commit progress (default: a throw-away group)")
-    tail.add_argument("--key", help="only the records of this wait key")
+    tail.add_argument("--key", help="only the records of this wait key, from when it parked "
+                                    "(a wait no worker knows: from the oldest record)")
     tail.add_argument("--raw", action="store_true",
                       help="print exactly what `codec.from_json` reads back (bytes as base64, "
                            "JSON fields as text) instead of decoded text and nested JSON")
@@ -355,7 +378,38 @@ def emit(data: Any, as_json: bool, text: str) -> None:
     print(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
 
 
+_IMPORTED = time.monotonic()
+
+EXIT_MARGIN_S = 0.4
+"""What is kept of the 5 s for saying "Kafka unreachable" and closing the clients."""
+
+
+def _process_started() -> float:
+    """``time.monotonic()`` when this process started (from /proc), else when this module
+    was imported: the 5 s the README promises count from running the command."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            after_name = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
+    return time.monotonic() - min(max(age, 0.0), time.monotonic() - _IMPORTED + 60.0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # Run as a command (argv None), the budget counts from the process start;
+    # called from Python (tests, scripts), from this call.
+    started = _process_started() if argv is None else time.monotonic()
+    _budget.answer_by(started + _budget.CONNECT_TIMEOUT_S - EXIT_MARGIN_S)
+    try:
+        return _main(argv)
+    finally:
+        _budget.answer_by(None)  # the SDK, used in the same process later, has no budget
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)
@@ -378,6 +432,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "worker":
             from streams.cli.worker import run_worker
 
+            # A worker runs for days: its first metadata request gets the whole
+            # 5 s after its (slower) start-up, never a remainder a busy machine ate.
+            _budget.answer_by(None)
             return run_worker(settings)
         if args.command == "start":
             from streams.cli.start import run_start
@@ -425,14 +482,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KafkaUnavailable as exc:
         print(f"xwait: Kafka unreachable: {exc}", file=sys.stderr)
         return EXIT_KAFKA
-    except RegistryUnavailable as exc:
-        print(f"xwait: Schema Registry unreachable: {exc}", file=sys.stderr)
-        return EXIT_KAFKA
+    except BrokenPipeError:
+        # `xwait tail ... | head`: the reader has what it wanted and left.  Stop
+        # quietly, as cat does, instead of a traceback (and another at exit,
+        # when Python flushes stdout into the closed pipe).
+        _silence_stdout()
+        return EXIT_OK
     except XwaitError as exc:
-        print(f"xwait: {exc}", file=sys.stderr)
+        from streams.client.errors import NoSuchWait
+        from streams.codec import RegistryUnavailable  # only on this path: fastavro and all
+
+        if isinstance(exc, RegistryUnavailable):
+            print(f"xwait: Schema Registry unreachable: {exc}", file=sys.stderr)
+            return EXIT_KAFKA
+        text = exc.explain("--force") if isinstance(exc, NoSuchWait) else str(exc)
+        print(f"xwait: {text}", file=sys.stderr)
         return _exit_code(exc)
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE  # pragma: no cover - parser.error exits
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is no file (captured in tests)
+        pass
 
 
 def _exit_code(exc: XwaitError) -> int:

@@ -9,6 +9,7 @@ outcomes topic holds none for it), so a shell script can branch on it.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from streams import codec
@@ -42,6 +43,7 @@ def run_result(args: argparse.Namespace, settings: Settings) -> int:
     emit(readable(codec.RecordType.OUTCOME, record), args.json,
          f"{outcome.outcome.value} ({outcome.reason})  key={outcome.correlation_key}  "
          f"reminders={outcome.reminders_sent}  escalation-level={outcome.escalation_level}"
-         + (f"  data={outcome.response_data}" if outcome.response_data is not None else ""))
+         + (f"  data={json.dumps(outcome.response_data)}" if outcome.response_data is not None
+            else ""))
     # A symbol a newer schema added: the wait ended, but not in a way this build knows.
     return _EXIT_BY_OUTCOME.get(outcome.outcome, EXIT_FAILED)

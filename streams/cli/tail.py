@@ -10,6 +10,12 @@ By default a line is meant to be read: a JSON-text field (``responseData``,
 text. ``--raw`` prints exactly what ``streams.codec.to_json`` writes (bytes
 as base64, JSON fields as text), which ``codec.from_json`` reads back, for
 fixing a rejected record by hand and replaying it.
+
+With ``--key``, the tail starts where that wait's records start, as
+``xwait result`` does: at its park time as a worker reports it, or at the
+oldest record of the key's partition when no worker knows the wait (purged,
+or no worker answering). Without a key it prints new records only, unless
+``--from-beginning``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from typing import Any
 
 from streams import codec
 from streams.cli import EXIT_FAILED, EXIT_OK
-from streams.client import UndecodableOutput, XwaitConsumer
+from streams.client import UndecodableOutput, XwaitConsumer, _console
+from streams.client.client import RESULT_LOOKBACK_MS
 from streams.codec import RecordType, UndecodableRecord
 from streams.config import Settings
 
@@ -80,12 +87,30 @@ def readable(record_type: RecordType, record: Mapping[str, Any]) -> dict[str, An
     return out
 
 
+def parked_since(settings: Settings, key: str) -> int | None:
+    """Where one wait's records start (epoch ms), from a worker; None when none knows it."""
+    try:
+        status, body = _console.get(
+            settings.console_url, _console.wait_path(key), timeout=_console.CHECK_TIMEOUT_S,
+            token=settings.console_read_token or settings.console_token)
+    except _console.ConsoleUnreachable:
+        return None
+    parked = body.get("parkedAt") if status == 200 and isinstance(body, dict) else None
+    return parked - RESULT_LOOKBACK_MS if isinstance(parked, int) else None
+
+
 def run_tail(args: argparse.Namespace, settings: Settings) -> int:
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     seen = undecodable = 0
+    from_beginning, since_ms = args.from_beginning, None
+    if args.key is not None and not from_beginning and args.group_id is None:
+        # One wait's records: from its park time, so a wait that already ended
+        # shows them; a wait no worker knows, from its partition's oldest record.
+        since_ms = parked_since(settings, args.key)
+        from_beginning = since_ms is None
     consumer: XwaitConsumer[Any] = XwaitConsumer(
-        args.kind, settings, group_id=args.group_id, from_beginning=args.from_beginning,
-        key=args.key)
+        args.kind, settings, group_id=args.group_id, from_beginning=from_beginning,
+        key=args.key, since_ms=since_ms)
     try:
         while args.count is None or seen < args.count:
             remaining = None if deadline is None else deadline - time.monotonic()

@@ -16,16 +16,13 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from streams.client._budget import CONNECT_TIMEOUT_S, answer_by, connect_timeout
 from streams.client.errors import TopicMissing
 from streams.config import LIBRDKAFKA_LOGGER, Settings
 from streams.errors import ConfigError, KafkaUnavailable
 
-__all__ = ["CONNECT_TIMEOUT_S", "LIBRDKAFKA_LOGGER", "build", "known_topics", "probe"]
-
-CONNECT_TIMEOUT_S = 5.0
-"""How long the first metadata request may take before the broker counts as unreachable.
-A healthy broker answers in milliseconds; much shorter fails on a slow remote cluster,
-much longer leaves a CLI user staring at a silent terminal."""
+__all__ = ["CONNECT_TIMEOUT_S", "LIBRDKAFKA_LOGGER", "answer_by", "build", "connect_timeout",
+           "known_topics", "probe"]
 
 _C = TypeVar("_C", Producer, Consumer, AdminClient)
 
@@ -70,8 +67,9 @@ def known_topics(client: Producer | Consumer | AdminClient, bootstrap: str,
                  wanted: str | None) -> set[str]:
     """One metadata round trip: the broker's topics, after checking ``wanted`` is among them."""
     _LAST_ERROR.message = None
+    timeout = connect_timeout()
     try:
-        meta = client.list_topics(timeout=CONNECT_TIMEOUT_S)
+        meta = client.list_topics(timeout=timeout)
     except KafkaException as exc:
         err = exc.args[0]
         text = err.str() if isinstance(err, KafkaError) else str(err)
@@ -79,7 +77,7 @@ def known_topics(client: Producer | Consumer | AdminClient, bootstrap: str,
         why = f"; librdkafka: {_LAST_ERROR.message}" if _LAST_ERROR.message else ""
         raise KafkaUnavailable(
             f"{bootstrap} did not answer a metadata request within "
-            f"{CONNECT_TIMEOUT_S:g} s ({text}{why}); check XWAIT_BOOTSTRAP, the security "
+            f"{timeout:.1f} s ({text}{why}); check XWAIT_BOOTSTRAP, the security "
             "settings and that Kafka runs"
         ) from exc
     if wanted is not None and wanted not in meta.topics:

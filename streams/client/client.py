@@ -32,7 +32,6 @@ The client is meant for one thread at a time; create one per thread.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import secrets
@@ -185,7 +184,10 @@ class XwaitClient:
     def definitions(self) -> Mapping[str, WaitDefinition]:
         """The wait definitions of ``<topology>/waits``, loaded once (DefinitionError if broken)."""
         if self._definitions is None:
-            self._definitions = load_definitions(self.settings.topology / "waits")
+            # Names, variants and channels are all the client reads: the JSON
+            # Schemas are the workers' to check (and `xwait definitions`').
+            self._definitions = load_definitions(self.settings.topology / "waits",
+                                                 check_schemas=False)
         return self._definitions
 
     def _definition(self, name: str) -> WaitDefinition:
@@ -305,7 +307,7 @@ class XwaitClient:
                 f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
         if not isinstance(channel, str) or not channel:
             raise InvalidRequest(f"channel must be a non-empty string, got {channel!r}")
-        wait = self._check_wait(wait_key, force)
+        wait = self._check_wait(wait_key, force, "reply")
         self._check_channel(channel, None if wait is None else wait.get("definition"))
         record = {
             "correlationKey": correlation_key,
@@ -333,8 +335,12 @@ class XwaitClient:
             return
         raise UnknownChannel(channel, sorted({c for d in defs for c in d.channels}))
 
-    def _check_wait(self, wait_key: str, force: bool) -> dict[str, Any] | None:
-        """The wait's status from a worker; NoSuchWait when it answers 404; None if unknown."""
+    def _check_wait(self, wait_key: str, force: bool, sending: str | None
+                    ) -> dict[str, Any] | None:
+        """The wait's status from a worker; NoSuchWait when it answers 404; None if unknown.
+
+        ``sending`` names what would not be sent, for the error (None: nothing is).
+        """
         if force or not self.check_keys:
             return None
         base = self.settings.console_url
@@ -349,7 +355,7 @@ class XwaitClient:
             if wait_key in self._started or self._recently_requested(wait_key):
                 return None  # parked a moment ago: its request is on its way to the worker
             raise NoSuchWait(wait_key, base, int(body.get("earlyReplies") or 0),
-                             int(body.get("earlyCommands") or 0))
+                             int(body.get("earlyCommands") or 0), sending)
         if status != 200 or not isinstance(body, dict):
             log.info("key not checked key=%s status=%s", wait_key, status)  # 503: rebalance
             return None
@@ -473,7 +479,7 @@ class XwaitClient:
 
     def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
         _check_key(correlation_key, "correlation key")
-        self._check_wait(correlation_key, force)
+        self._check_wait(correlation_key, force, command.lower())
         record = {"correlationKey": correlation_key, "command": command, **fields}
         self._send_one("commands", correlation_key, RecordType.COMMAND, record)
 
@@ -547,6 +553,8 @@ class XwaitClient:
         They run in slices of a fraction of a second, so cancelling the task
         (or ``asyncio.timeout``) frees the thread promptly.
         """
+        import asyncio  # here: importing it costs every CLI command 45 ms
+
         reader = await asyncio.to_thread(self._result_reader, correlation_key, since_ms)
         try:
             deadline = time.monotonic() + timeout
@@ -567,7 +575,7 @@ class XwaitClient:
             since_ms = self._started[correlation_key] - RESULT_LOOKBACK_MS
         elif since_ms is None:
             try:
-                wait = self._check_wait(correlation_key, force=False)
+                wait = self._check_wait(correlation_key, False, None)
             except NoSuchWait:
                 unknown_to_workers = True  # its outcome may outlive its row: look anyway
             else:

@@ -94,22 +94,35 @@ class NoSuchWait(InvalidRequest):
     ``unmatched`` once the early-reply TTL ran out, minutes later. Pass
     ``force=True`` (CLI: ``--force``) to send anyway, for a reply that
     overtakes its request. ``early_replies`` and ``early_commands`` count what
-    the worker already holds for the key.
+    the worker already holds for the key; ``sending`` names what was not sent
+    (``"reply"``, ``"cancel"``, ...), None when nothing was to be sent (``result``).
     """
 
     def __init__(self, key: str, where: str, early_replies: int = 0,
-                 early_commands: int = 0) -> None:
+                 early_commands: int = 0, sending: str | None = None) -> None:
         self.key = key
+        self.where = where
         self.early_replies = early_replies
         self.early_commands = early_commands
+        self.sending = sending
+        super().__init__(self.explain("force=True"))
+
+    def explain(self, force: str) -> str:
+        """The message, naming ``force`` as the way to send anyway (``--force`` in the CLI)."""
         held = ""
-        if early_replies or early_commands:
-            held = (f" ({early_replies} reply(s) and {early_commands} command(s) are held "
-                    "for it, waiting for its request)")
-        super().__init__(
-            f"Expected a wait with key {key!r}, but the worker at {where} knows none{held}; "
-            "nothing was sent (force it to send anyway, for a reply that overtakes its request)"
-        )
+        if self.early_replies or self.early_commands:
+            held = (f" ({self.early_replies} reply(s) and {self.early_commands} command(s) are "
+                    "held for it, waiting for its request)")
+        text = (f"Expected a wait with key {self.key!r}, but the worker at {self.where} "
+                f"knows none{held}")
+        if self.sending is None:
+            return text + ", and its outcomes partition holds no outcome for it"
+        if self.sending == "reply":
+            return (text + "; the reply was not sent. A reply that overtakes its request is "
+                    f"held until the request arrives: send it anyway with {force}")
+        return (text + f"; the {self.sending} was not sent. Send it anyway with {force}: it "
+                "is held for the wait's request, like an early reply, and rejected as "
+                "unmatched if none comes within the early-reply TTL")
 
 
 class ResultTimeout(ClientError, TimeoutError):

@@ -4,14 +4,21 @@ Attribute names are the contract's camelCase field names in snake_case
 (``correlationKey`` -> ``correlation_key``); :meth:`to_record` gives the
 camelCase dict back, exactly what ``streams.codec`` encodes, so a record can be
 printed with ``codec.to_json`` or re-encoded unchanged. Times are epoch
-milliseconds (UTC), JSON payloads stay JSON text: the SDK never guesses a
-shape the contract does not promise.
+milliseconds (UTC).
+
+The contract's JSON-text fields (``Outcome.responseData``, ``Action.payload``)
+are given decoded: ``outcome.response_data["decision"]``, as the value the
+SDK was handed (``reply(..., {"decision": ...})``, ``start_wait(payload=...)``).
+The text as it travelled is kept beside it (``response_data_text``,
+``payload_text``) and is what :meth:`to_record` gives back; text that is not
+JSON (an invalid reply accepted in review) stays the text.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
@@ -49,18 +56,37 @@ def _camel(name: str) -> str:
 _T = TypeVar("_T", bound="_Record")
 
 
+def _decoded(text: str | None) -> Any:
+    """A JSON-text field as its value; text that is not JSON stays the text."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 class _Record:
     """Field mapping shared by the output types; attribute == snake_case(wire name)."""
 
     __slots__ = ()
     record_type: ClassVar[RecordType]
+    _json_text: ClassVar[Mapping[str, str]] = {}
+    """Decoded JSON field -> the field that keeps its text as it travelled."""
 
     @classmethod
     def from_record(cls: type[_T], record: Mapping[str, Any]) -> _T:
         """Build from a decoded record; fields a newer schema added are ignored."""
         values: dict[str, Any] = {}
+        texts = set(cls._json_text.values())
         for f in fields(cls):  # type: ignore[arg-type]
-            values[f.name] = cls._convert_in(f.name, record[_camel(f.name)])
+            if f.name in texts:
+                continue
+            value = record[_camel(f.name)]
+            if f.name in cls._json_text:
+                values[cls._json_text[f.name]] = value
+                value = _decoded(value)
+            values[f.name] = cls._convert_in(f.name, value)
         return cls(**values)
 
     @classmethod
@@ -70,8 +96,14 @@ class _Record:
     def to_record(self) -> dict[str, Any]:
         """The camelCase record ``streams.codec.encode`` and ``to_json`` accept."""
         out: dict[str, Any] = {}
+        texts = set(self._json_text.values())
         for f in fields(self):  # type: ignore[arg-type]
+            if f.name in texts:
+                continue
             value = getattr(self, f.name)
+            if f.name in self._json_text:
+                text = getattr(self, self._json_text[f.name])
+                value = text if text is not None or value is None else json.dumps(value)
             if isinstance(value, tuple):
                 value = [v.to_record() if isinstance(v, TraceEntry) else v for v in value]
             elif isinstance(value, StrEnum):
@@ -97,6 +129,7 @@ class Outcome(_Record):
     """How one wait ended (``<prefix>.outcomes``); exactly one per wait."""
 
     record_type: ClassVar[RecordType] = RecordType.OUTCOME
+    _json_text: ClassVar[Mapping[str, str]] = {"response_data": "response_data_text"}
 
     outcome_id: str
     correlation_key: str
@@ -104,7 +137,8 @@ class Outcome(_Record):
     tenant: str | None
     outcome: OutcomeKind
     reason: str
-    response_data: str | None
+    response_data: Any
+    """The answer, decoded from its JSON text (None when the wait ended without one)."""
     response_valid: bool | None
     validation_issue: str | None
     review_outcome: str | None
@@ -118,6 +152,8 @@ class Outcome(_Record):
     """Who ended the wait by a command (cancel, deliver, review); None otherwise."""
     operator_reason: str | None = None
     """Their reason, in their words; ``reason`` stays a named reason."""
+    response_data_text: str | None = field(default=None, repr=False)
+    """``responseData`` as the JSON text it travelled as (``response_data`` decoded)."""
 
     @classmethod
     def _convert_in(cls, name: str, value: Any) -> Any:
@@ -134,6 +170,7 @@ class Action(_Record):
     """Something the outside world must do for a wait (``<prefix>.actions``)."""
 
     record_type: ClassVar[RecordType] = RecordType.ACTION
+    _json_text: ClassVar[Mapping[str, str]] = {"payload": "payload_text"}
 
     action_id: str
     correlation_key: str
@@ -143,8 +180,11 @@ class Action(_Record):
     party: str | None
     level: int
     attempt: int
-    payload: str | None
+    payload: Any
+    """The wait's payload (REVIEW_NEEDED: the reply and its issue), decoded from JSON text."""
     at: int
+    payload_text: str | None = field(default=None, repr=False)
+    """``payload`` as the JSON text it travelled as."""
 
     @property
     def reply_key(self) -> str:

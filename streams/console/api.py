@@ -122,12 +122,17 @@ class Console:
         if not accepted:
             return  # no token configured: reads are open
         given = _bearer(header)
+        # Say which setting holds the token: the person reading this runs the
+        # CLI or the SDK (which send XWAIT_CONSOLE_*), or the console's page.
+        which = ("XWAIT_CONSOLE_TOKEN" if need is Access.COMMAND
+                 else "XWAIT_CONSOLE_READ_TOKEN or XWAIT_CONSOLE_TOKEN")
         if not given:
-            raise ApiError(401, f"this {need.value} needs the header 'Authorization: Bearer "
-                                "<token>'")
+            raise ApiError(401, f"this {need.value} needs the worker's token: set {which} "
+                                "to it for the CLI and the SDK, type it at the top of the "
+                                "console, or send 'Authorization: Bearer <token>'")
         if not any(hmac.compare_digest(given.encode(), t.encode()) for t in accepted):
-            raise ApiError(401, "the token is not one this worker accepts for a "
-                                f"{need.value}")
+            raise ApiError(401, f"the token sent is not one this worker accepts for a "
+                                f"{need.value}: expected the worker's {which}")
 
     # -- cluster -------------------------------------------------------------
     @property

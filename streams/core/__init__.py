@@ -6,75 +6,145 @@ test enforces it), so every rule of the wait is tested here without a broker.
 
 from __future__ import annotations
 
-from streams.core.decide import (
-    MAX_CATCH_UP,
-    OPERATOR_CHANNEL,
-    Decision,
-    action_id,
-    catch_up,
-    decide,
-    outcome_id,
-)
-from streams.core.definition import (
-    DEFAULT_EARLY_REPLY_TTL_MS,
-    DEFAULT_RETENTION_MS,
-    EscalationLevel,
-    InvalidReplyRoute,
-    ReminderPolicy,
-    Stage,
-    Variant,
-    WaitDefinition,
-)
-from streams.core.durations import (
-    format_span_ms,
-    format_utc_ms,
-    parse_cycle_ms,
-    parse_duration_ms,
-    parse_signed_duration_ms,
-)
-from streams.core.effects import (
-    ActionKind,
-    ArmTimer,
-    BufferEarlyCommand,
-    BufferEarlyReply,
-    DisarmTimer,
-    Discard,
-    DiscardReason,
-    Effect,
-    EmitAction,
-    EmitOutcome,
-    OutcomeKind,
-    OutcomeReason,
-    Purge,
-    Reject,
-    RejectReason,
-    TraceEntry,
-)
-from streams.core.errors import DefinitionError, XwaitError
-from streams.core.events import (
-    PARTY_SEPARATOR,
-    Command,
-    CommandKind,
-    Event,
-    Origin,
-    Reply,
-    ReviewOutcome,
-    StartWait,
-    TimerFired,
-    TimerKind,
-    split_correlation_key,
-)
-from streams.core.state import (
-    KEPT_PAYLOAD_BYTES,
-    ArmedTimer,
-    HeldCommand,
-    HeldReply,
-    Slot,
-    Suspension,
-    Wait,
-    WaitStatus,
-)
-from streams.core.state_codec import STATE_VERSION, StateDecodeError, decode_slot, encode_slot
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streams.core.decide import (
+        MAX_CATCH_UP,
+        OPERATOR_CHANNEL,
+        Decision,
+        action_id,
+        catch_up,
+        decide,
+        outcome_id,
+    )
+    from streams.core.definition import (
+        DEFAULT_EARLY_REPLY_TTL_MS,
+        DEFAULT_RETENTION_MS,
+        EscalationLevel,
+        InvalidReplyRoute,
+        ReminderPolicy,
+        Stage,
+        Variant,
+        WaitDefinition,
+    )
+    from streams.core.durations import (
+        format_span_ms,
+        format_utc_ms,
+        parse_cycle_ms,
+        parse_duration_ms,
+        parse_signed_duration_ms,
+    )
+    from streams.core.effects import (
+        ActionKind,
+        ArmTimer,
+        BufferEarlyCommand,
+        BufferEarlyReply,
+        DisarmTimer,
+        Discard,
+        DiscardReason,
+        Effect,
+        EmitAction,
+        EmitOutcome,
+        OutcomeKind,
+        OutcomeReason,
+        Purge,
+        Reject,
+        RejectReason,
+        TraceEntry,
+    )
+    from streams.core.errors import DefinitionError, XwaitError
+    from streams.core.events import (
+        PARTY_SEPARATOR,
+        Command,
+        CommandKind,
+        Event,
+        Origin,
+        Reply,
+        ReviewOutcome,
+        StartWait,
+        TimerFired,
+        TimerKind,
+        split_correlation_key,
+    )
+    from streams.core.state import (
+        KEPT_PAYLOAD_BYTES,
+        ArmedTimer,
+        HeldCommand,
+        HeldReply,
+        Slot,
+        Suspension,
+        Wait,
+        WaitStatus,
+    )
+    from streams.core.state_codec import STATE_VERSION, StateDecodeError, decode_slot, encode_slot
+
+# Each name is imported from its module when first asked for (PEP 562), so
+# that `from streams.core.durations import ...` (the SDK, the CLI) does not
+# load the decision function and jsonschema: 0.1-0.2 s of a CLI command's
+# start-up.  The processor asks for `decide` and gets the same object.
+_HOME = {
+    "MAX_CATCH_UP": "decide", "OPERATOR_CHANNEL": "decide", "Decision": "decide",
+    "action_id": "decide", "catch_up": "decide", "decide": "decide", "outcome_id": "decide",
+    "DEFAULT_EARLY_REPLY_TTL_MS": "definition", "DEFAULT_RETENTION_MS": "definition",
+    "EscalationLevel": "definition", "InvalidReplyRoute": "definition",
+    "ReminderPolicy": "definition", "Stage": "definition", "Variant": "definition",
+    "WaitDefinition": "definition",
+    "format_span_ms": "durations", "format_utc_ms": "durations", "parse_cycle_ms": "durations",
+    "parse_duration_ms": "durations", "parse_signed_duration_ms": "durations",
+    "ActionKind": "effects", "ArmTimer": "effects", "BufferEarlyCommand": "effects",
+    "BufferEarlyReply": "effects", "DisarmTimer": "effects", "Discard": "effects",
+    "DiscardReason": "effects", "Effect": "effects", "EmitAction": "effects",
+    "EmitOutcome": "effects", "OutcomeKind": "effects", "OutcomeReason": "effects",
+    "Purge": "effects", "Reject": "effects", "RejectReason": "effects", "TraceEntry": "effects",
+    "DefinitionError": "errors", "XwaitError": "errors",
+    "PARTY_SEPARATOR": "events", "Command": "events", "CommandKind": "events",
+    "Event": "events", "Origin": "events", "Reply": "events", "ReviewOutcome": "events",
+    "StartWait": "events", "TimerFired": "events", "TimerKind": "events",
+    "split_correlation_key": "events",
+    "KEPT_PAYLOAD_BYTES": "state", "ArmedTimer": "state", "HeldCommand": "state",
+    "HeldReply": "state", "Slot": "state", "Suspension": "state", "Wait": "state",
+    "WaitStatus": "state",
+    "STATE_VERSION": "state_codec", "StateDecodeError": "state_codec",
+    "decode_slot": "state_codec", "encode_slot": "state_codec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"streams.core.{module}"), name)
+    globals()[name] = value  # asked once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
+
+
+class _Core(types.ModuleType):
+    """This package, where ``decide`` stays the function whatever imports its module.
+
+    ``decide`` names both the function and the module that defines it.
+    Importing the module ``streams.core.decide`` (from anywhere) makes the
+    import system set the package's attribute ``decide`` to that module; the
+    eager imports this package had before ran after it and put the function
+    back.  Imported lazily, nothing would: ``from streams.core import decide``
+    gave the module.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "decide" and isinstance(value, types.ModuleType):
+            return  # the import system naming the submodule
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Core
+
 
 __all__ = [
     "DEFAULT_EARLY_REPLY_TTL_MS",

@@ -11,14 +11,22 @@ Layout (``v`` 1)::
     timer  [kind, due_at, generation]          kind: r d p x e (see _KIND)
     held   [reply, received_at, by_operator?, seq?, who?]
            (by_operator 0/1 and seq when more follows; who {"o":operator?, "z":reason?})
-    reply  {"c":key, "r":responseData, "t":tenant?, "h":channel?, "i":replyId?, "s":sentAt?}
+    reply  {"c":key, "r":responseData, "t":tenant?, "h":channel?, "i":replyId?, "s":sentAt?,
+            "og"|"os":origin?}
     heldcmd [command, received_at, seq?]
     command {"c":key, "k":kind, "z":reason?, "ro":reviewOutcome?, "rn":reviewNote?,
-             "r":responseData?, "o":operator?, "dl":deadline?, "mb":moveBy?}
+             "r":responseData?, "o":operator?, "dl":deadline?, "mb":moveBy?, "og"|"os":origin?}
+    origin "og": [topic, partition, offset, base64(value)]
+           "os": [topic, partition, offset, base64(before), base64(after), form]
+                 value = before + responseData in `form` + after (see _FORMS)
 
 "ec", a held reply's "who", a command's "dl"/"mb" and the wait keys "op",
 "or", "pd" were added without a version change: rows written before them
-simply hold none.
+simply hold none.  So was "os" (2026-12-03): a held record's bytes hold its
+responseData once more, and base64 makes them a third larger, so a 390 KB
+reply held for its request made a 910 KB row (over the 900,000-byte limit);
+"os" stores the bytes around the responseData, and the row holds the answer
+once.  A build before it reads such a record without its original bytes.
     trace  [at, event, detail]
     wait   short keys from _WAIT_KEYS, defaults omitted
 """
@@ -26,6 +34,8 @@ simply hold none.
 from __future__ import annotations
 
 import base64
+import json
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -133,22 +143,53 @@ def _enc_reply(r: Reply) -> dict[str, Any]:
     if r.sent_at is not None:
         out["s"] = r.sent_at
     if r.origin is not None:
-        out["og"] = _enc_origin(r.origin)
+        _put_origin(out, r.origin, r.response_data)
     return out
 
 
 def _dec_reply(raw: dict[str, Any]) -> Reply:
     return Reply(correlation_key=raw["c"], response_data=raw["r"], tenant=raw.get("t"),
                  channel=raw.get("h", ""), reply_id=raw.get("i"), sent_at=raw.get("s"),
-                 origin=_dec_origin(raw["og"]) if "og" in raw else None)
+                 origin=_get_origin(raw, raw["r"]))
 
 
-def _enc_origin(o: Origin) -> list[Any]:
-    return [o.topic, o.partition, o.offset, base64.b64encode(o.value).decode("ascii")]
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
-def _dec_origin(raw: list[Any]) -> Origin:
-    return Origin(str(raw[0]), int(raw[1]), int(raw[2]), base64.b64decode(raw[3]))
+# How a record's bytes may hold its responseData: Avro holds the UTF-8 text as
+# it is; JSON escapes it inside a string, as orjson and JavaScript do (only
+# quote, backslash and control characters) or as Python's json does (all
+# non-ASCII as \uXXXX too).  A record holding it any other way is stored whole.
+_FORMS: tuple[Callable[[str], bytes], ...] = (
+    lambda text: text.encode("utf-8"),
+    lambda text: orjson.dumps(text)[1:-1],
+    lambda text: json.dumps(text)[1:-1].encode("ascii"),
+)
+
+
+def _put_origin(out: dict[str, Any], o: Origin, data: str | None) -> None:
+    """Store where a held record came from and its bytes, without its responseData again."""
+    if data:
+        for form, render in enumerate(_FORMS):
+            inner = render(data)
+            at = o.value.rfind(inner)
+            if at >= 0:
+                before, after = o.value[:at], o.value[at + len(inner):]
+                out["os"] = [o.topic, o.partition, o.offset, _b64(before), _b64(after), form]
+                return
+    out["og"] = [o.topic, o.partition, o.offset, _b64(o.value)]
+
+
+def _get_origin(raw: dict[str, Any], data: str | None) -> Origin | None:
+    if "os" in raw:
+        topic, partition, offset, before, after, form = raw["os"]
+        value = base64.b64decode(before) + _FORMS[int(form)](data or "") + base64.b64decode(after)
+        return Origin(str(topic), int(partition), int(offset), value)
+    if "og" in raw:
+        topic, partition, offset, value = raw["og"]
+        return Origin(str(topic), int(partition), int(offset), base64.b64decode(value))
+    return None
 
 
 _COMMAND_KEYS = {"reason": "z", "review_outcome": "ro", "review_note": "rn",
@@ -162,14 +203,14 @@ def _enc_command(c: Command) -> dict[str, Any]:
         if value is not None:
             out[short] = value
     if c.origin is not None:
-        out["og"] = _enc_origin(c.origin)
+        _put_origin(out, c.origin, c.response_data)
     return out
 
 
 def _dec_command(raw: dict[str, Any]) -> Command:
     optional = {name: raw[short] for name, short in _COMMAND_KEYS.items() if short in raw}
     return Command(correlation_key=raw["c"], command=CommandKind(raw["k"]),
-                   origin=_dec_origin(raw["og"]) if "og" in raw else None, **optional)
+                   origin=_get_origin(raw, raw.get("r")), **optional)
 
 
 def _enc_held(h: HeldReply) -> list[Any]:

@@ -105,7 +105,7 @@ def test_a_command_for_a_party_key_is_refused_with_exit_2(
 def test_commands_against_an_unreachable_broker_exit_3(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("streams.client._kafka.CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("streams.client._budget.CONNECT_TIMEOUT_S", 1.0)
     assert main(["reply", "W", "--channel", "portal", "--data", "{}",
                  "--bootstrap", "127.0.0.1:1"]) == 3
     assert main(["resume", "W", "--bootstrap", "127.0.0.1:1"]) == 3

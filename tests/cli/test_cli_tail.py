@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +14,7 @@ from streams import codec
 from streams.cli import main
 from streams.codec import RecordType
 from streams.config import Settings
+from streams.testing.workers import XWAIT, settings_env
 
 Flags = Callable[[Settings], list[str]]
 Read = Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]
@@ -111,6 +114,38 @@ def test_tail_on_missing_topics_fails_and_on_an_unreachable_broker_exits_3(
 ) -> None:
     assert main(["tail", "outcomes", "--timeout", "1", *flags(settings)]) == 1
     assert "run `xwait topics create`" in capsys.readouterr().err
-    monkeypatch.setattr("streams.client._kafka.CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("streams.client._budget.CONNECT_TIMEOUT_S", 1.0)
     assert main(["tail", "outcomes", "--bootstrap", "127.0.0.1:1"]) == 3
     assert capsys.readouterr().err.startswith("xwait: Kafka unreachable:")
+
+
+def test_tail_key_shows_the_records_of_a_wait_that_already_ended_without_from_beginning(
+    topics: Settings, capsys: pytest.CaptureFixture[str], flags: Flags, produce: Produce,
+) -> None:
+    # given a wait that ended before anyone tailed it (no worker knows it any more)
+    produce(topics, "outcomes", [(k, codec.encode(RecordType.OUTCOME, _outcome(k)))
+                                 for k in ("ended", "other")])
+    # when its records are tailed by key, as the README words it
+    assert main(["tail", "outcomes", "--key", "ended", "--count", "1", "--timeout", "20",
+                 *flags(topics)]) == 0
+    # then its outcome shows: a key's records start where that wait's start
+    [line] = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["correlationKey"] == "ended"
+
+
+def test_tail_into_a_pipe_closed_early_ends_quietly(
+    topics: Settings, produce: Produce,
+) -> None:
+    """`xwait tail ... | head -1`: no BrokenPipeError traceback, exit 0."""
+    produce(topics, "outcomes", [(f"k{i}", codec.encode(RecordType.OUTCOME, _outcome(f"k{i}")))
+                                 for i in range(200)])
+    env = {**os.environ, **settings_env(topics), "XWAIT_CONSOLE_URL": "http://127.0.0.1:9"}
+    with subprocess.Popen([str(XWAIT), "tail", "outcomes", "--from-beginning", "--timeout",
+                           "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as tail:
+        assert tail.stdout is not None and tail.stderr is not None
+        first = tail.stdout.readline()  # what `head -1` reads, then it goes
+        tail.stdout.close()
+        err = tail.stderr.read().decode()
+        assert tail.wait(60) == 0, err
+    assert json.loads(first)["correlationKey"].startswith("k")
+    assert "Traceback" not in err and "BrokenPipeError" not in err

@@ -5,19 +5,19 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from streams.client import DeliveryFailed, KafkaUnavailable, TopicMissing, XwaitClient
 from streams.config import Settings
+from tests.made_topics import create_topics
 
 
 def test_a_record_the_broker_refuses_raises_delivery_failed_naming_its_key(
     settings: Settings,
 ) -> None:
     topic = settings.topic("requests")
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "1024"})]
-                        )[topic].result(timeout=30)
+    create_topics(settings.bootstrap,
+                  NewTopic(topic, 1, 1, config={"max.message.bytes": "1024"}))
 
     with XwaitClient(settings) as client:
         client.start_wait("expense-approval", correlation_key="small")
@@ -39,7 +39,7 @@ def test_a_missing_topic_is_named_before_anything_is_produced(settings: Settings
 def test_an_unreachable_broker_raises_kafka_unavailable_within_the_connect_timeout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("streams.client._kafka.CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("streams.client._budget.CONNECT_TIMEOUT_S", 1.0)
     began = time.monotonic()
     with XwaitClient(Settings(), bootstrap="127.0.0.1:1") as client:
         with pytest.raises(KafkaUnavailable, match="127.0.0.1:1 did not answer"):

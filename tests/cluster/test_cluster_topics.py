@@ -96,7 +96,7 @@ def test_one_replica_without_its_broker_is_a_leaderless_and_wrongly_replicated_t
                                   replica_assignment=[[2]] * settings.partitions,
                                   config={"message.timestamp.type": "LogAppendTime"})]
                         )[replies].result(timeout=30)
-    topics._wait_visible(admin, [replies])
+    topics.wait_visible(admin, [replies])
     assert main(_cli(settings, "topics", "create")) == 1
     problems = json.loads(capsys.readouterr().out)["problems"]
     assert any(p.startswith(f"{replies}: replication factor 1, expected 3") for p in problems)

@@ -12,6 +12,8 @@ import json
 import secrets
 import shutil
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +41,46 @@ def make_topology(folder: Path) -> Path:
 
 
 __all__ = ["REPO", "XWAIT", "Client", "Seen", "Watcher", "WorkerProcess", "e2e_settings",
-           "free_port", "make_topology", "new_key", "settings_env"]
+           "free_port", "make_topology", "new_key", "settings_env", "status", "until_status",
+           "until_time"]
+
+
+def status(worker: WorkerProcess, key: str) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) of the worker's API for one key: 404 counts what it holds."""
+    try:
+        with urllib.request.urlopen(  # noqa: S310 - loopback test server
+            f"{worker.url}/xwait/api/waits/{key}", timeout=5
+        ) as resp:
+            return int(resp.status), json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+    except (OSError, ValueError):
+        return 0, {}
+
+
+def until_status(worker: WorkerProcess, key: str,
+                 check: Callable[[int, dict[str, Any]], bool], what: str,
+                 timeout: float = 30) -> dict[str, Any]:
+    """Poll the worker's API for `key` until `check(status, body)` holds: the condition a
+    test waits for (a reply held, a wait suspended), never a fixed time."""
+    deadline = time.monotonic() + timeout
+    got: tuple[int, dict[str, Any]] = (0, {})
+    while time.monotonic() < deadline:
+        got = status(worker, key)
+        if check(*got):
+            return got[1]
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {got!r}")
+
+
+def until_time(epoch_s: float, watcher: Watcher | None = None) -> None:
+    """Return once the wall clock passed `epoch_s` (a deadline a test needs behind it),
+    reading the watcher's topics meanwhile."""
+    while (left := epoch_s - time.time()) > 0:
+        if watcher is not None:
+            watcher.poll(min(left, 0.5))
+        else:
+            time.sleep(min(left, 0.5))
 
 
 def new_key() -> str:

@@ -107,6 +107,7 @@ def test_end_offsets_are_answered_across_a_broker_restart(
     topic = f"{unique_prefix('eo')}.ends"
     admin = AdminClient(conf)  # kept: a client destroyed mid-request fails its futures
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
+    topics.wait_visible(admin, [topic])
     producer = Producer(conf)
     for i in range(3):
         producer.produce(topic, value=b"x", partition=i % 2)

@@ -45,7 +45,7 @@ def test_result_returns_the_outcome_of_its_key_not_the_first_outcome_to_arrive(
         xw.reply(mine, {"decision": "approved"}, channel="portal")
         outcome = xw.result(mine, timeout=30)
     assert (outcome.correlation_key, outcome.outcome) == (mine, OutcomeKind.RECEIVED)
-    assert json.loads(outcome.response_data or "") == {"decision": "approved"}
+    assert outcome.response_data == {"decision": "approved"}
     # and a client that did not start it finds the outcome of a wait that ended already
     with XwaitClient(live) as later:
         began = time.monotonic()
@@ -91,11 +91,17 @@ def test_reply_and_commands_to_a_key_nobody_parked_fail_with_exit_4_unless_force
     assert main(_cli(live, "reply", ghost, "--channel", "portal", "--data", "{}")) == 4
     err = capsys.readouterr().err
     assert f"Expected a wait with key '{ghost}', but the worker at" in err
+    assert "the reply was not sent" in err and "send it anyway with --force" in err
     assert main(_cli(live, "cancel", ghost, "--reason", "r")) == 4
+    err = capsys.readouterr().err  # the command, not "a reply", and the CLI's flag
+    assert "the cancel was not sent. Send it anyway with --force" in err
+    assert "the reply was not sent" not in err
     assert main(_cli(live, "result", ghost, "--timeout", "30")) == 4
+    assert "holds no outcome for it" in capsys.readouterr().err
     with XwaitClient(live) as xw, pytest.raises(NoSuchWait) as caught:
         xw.suspend(ghost, "audit")
     assert caught.value.key == ghost
+    assert "Send it anyway with force=True" in str(caught.value)  # the SDK's own words
     # --force sends anyway: a reply that overtakes its request is held by the worker
     capsys.readouterr()
     assert main(_cli(live, "reply", ghost, "--channel", "portal", "--data",

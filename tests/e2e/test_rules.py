@@ -13,7 +13,14 @@ from confluent_kafka import Producer
 from streams import codec
 from streams.config import Settings
 from streams.partitioning import partition_for
-from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+from tests.e2e.harness import (
+    Client,
+    Watcher,
+    WorkerProcess,
+    new_key,
+    until_status,
+    until_time,
+)
 
 pytestmark = [
     pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule2, pytest.mark.rule4, pytest.mark.rule7,
@@ -27,7 +34,10 @@ def test_an_early_reply_is_held_and_correlated_when_its_request_arrives(
     key = new_key()
     client.reply(key, {"decision": "approved"})
     client.flush()
-    time.sleep(1.5)  # the reply is processed first, on its own topic
+    # the reply is processed first, on its own topic: the worker holds it
+    until_status(worker, key, lambda code, body: code == 404 and body["earlyReplies"] == 1,
+                 "the early reply held")
+    watcher.poll(0.2)
     assert not watcher.seen.for_key("outcomes", key)
     client.start(key, "slow-approval")
     client.flush()
@@ -71,11 +81,16 @@ def test_a_command_that_overtakes_its_request_is_applied_when_the_request_arrive
     key = new_key()
     client.command(key, "SUSPEND", reason="audit first", operator="olga")
     client.flush()
-    time.sleep(1.5)  # the command is processed first, on its own topic
+    # the command is processed first, on its own topic: the worker holds it
+    until_status(worker, key, lambda code, body: code == 404 and body["earlyCommands"] == 1,
+                 "the early command held")
+    requested = time.time()
     client.start(key, "race")  # a 2 s deadline
     client.flush()
     watcher.parked(key)
-    watcher.poll(4)
+    wait = until_status(worker, key, lambda code, body: code == 200, "the wait parked")
+    assert wait["state"] == "suspended" and not wait["timers"], "suspended from the start"
+    until_time(requested + 2.5, watcher)  # the deadline would have passed by now
     assert not watcher.seen.for_key("outcomes", key), "suspended from the start: no deadline"
     client.command(key, "RESUME")
     client.flush()
@@ -176,12 +191,16 @@ def test_a_suspended_wait_does_not_time_out_and_resumes_with_its_remaining_time(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:
     key = new_key()
+    requested = time.time()
     client.start(key, "race")  # a 2 s deadline
     client.flush()
-    watcher.parked(key)
+    # Appended right after the request, by the broker's clock well before its deadline
+    # (waiting for the wait to park first let a busy machine miss the deadline).
     client.command(key, "SUSPEND", reason="maintenance", operator="ops")
     client.flush()
-    time.sleep(4)  # twice the deadline passes while suspended
+    until_status(worker, key, lambda code, body: body.get("state") == "suspended",
+                 "the wait suspended")
+    until_time(requested + 4.0, watcher)  # twice the deadline passes while suspended
     assert not watcher.seen.for_key("outcomes", key)
     resumed_at = time.time()
     client.command(key, "RESUME", operator="ops")

@@ -10,7 +10,7 @@ import pytest
 from streams.cli import main
 from streams.client import Outcome, XwaitClient
 from streams.config import Settings
-from tests.e2e.harness import Watcher, WorkerProcess
+from tests.e2e.harness import Watcher, WorkerProcess, until_status
 
 pytestmark = [
     pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule1, pytest.mark.rule4, pytest.mark.rule9,
@@ -36,7 +36,8 @@ def test_sdk_starts_a_wait_replies_and_reads_the_typed_outcome(
                 found = record
     assert found is not None, "the SDK consumer saw the outcome"
     assert (found.outcome, found.reason, found.tenant) == ("RECEIVED", "reply_valid", "acme")
-    assert json.loads(found.response_data or "") == {"decision": "approved"}
+    assert found.response_data == {"decision": "approved"}  # the value, not JSON text
+    assert json.loads(found.response_data_text or "") == {"decision": "approved"}
     assert [t.event for t in found.trace][0] == "requested"
 
 
@@ -77,7 +78,9 @@ def test_cli_suspend_resume_and_review_correct_a_wait(
     assert main(_cli(e2e, "suspend", key, "--reason", "audit")) == 0
     assert main(_cli(e2e, "reply", key, "--channel", "portal", "--data",
                      '{"decision": "perhaps"}')) == 0
-    time.sleep(1.5)
+    until_status(worker, key, lambda code, body: len(body.get("held") or []) == 1,
+                 "the reply held while suspended")
+    watcher.poll(0.2)
     assert not watcher.seen.for_key("actions", key)[1:], "nothing is decided while suspended"
     assert main(_cli(e2e, "resume", key)) == 0
     watcher.until(lambda s: any(a["action"] == "REVIEW_NEEDED" for a in s.for_key("actions", key)),

@@ -20,7 +20,7 @@ import pytest
 
 from streams.config import Settings
 from tests.e2e.conftest import new_e2e
-from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key, until_time
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -39,16 +39,20 @@ def test_no_timer_is_emitted_for_a_wait_its_backlog_ended(
     keys = [new_key() for _ in range(WAITS)]
     for key in keys:
         client.start(key, "race")
+    requested = time.time()  # the last requestedAt: every deadline is due by 2 s after it
     client.flush()
     for key in keys:
         client.reply(key, {"ok": True})
     client.flush()  # appended within the 2 s deadline
-    time.sleep(DEADLINE_S + 1.0)  # every deadline has passed when the worker starts
+    until_time(requested + DEADLINE_S + 0.5)  # every deadline has passed when the worker starts
 
     worker = workers("w1")
     seen = watcher.until(lambda s: len(s.outcomes) >= WAITS, 120, "an outcome for every wait")
     assert {o["outcome"] for o in seen.outcomes} == {"RECEIVED"}
-    time.sleep(1.0)  # a tick or two of the punctuator after the last outcome
+    # Two ticks of the punctuator after the last outcome (each probes the inputs).
+    probes = int(worker.wait_until(lambda st: True, 30, "answers")["counters"].get("probes", 0))
+    worker.wait_until(lambda st: st["counters"].get("probes", 0) >= probes + 2, 30,
+                      "ticks twice after the last outcome")
     counters = (worker.stats() or {}).get("counters") or {}
     assert counters.get("processed.replies") == WAITS, counters
     assert counters.get("timers.emitted", 0) == 0, counters

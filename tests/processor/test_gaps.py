@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.processor.gaps import EndOffsets, GapReader
 from streams.processor.model import Role
+from tests.made_topics import create_topics
 from tests.prefixes import unique_prefix
 
 pytestmark = pytest.mark.kafka
@@ -20,11 +21,7 @@ pytestmark = pytest.mark.kafka
 @pytest.fixture
 def topic(kafka_bootstrap: str) -> str:
     name = f"{unique_prefix('g')}.gaps"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=30)
-    deadline = time.monotonic() + 15
-    while name not in admin.list_topics(timeout=5).topics and time.monotonic() < deadline:
-        time.sleep(0.1)
+    create_topics(kafka_bootstrap, NewTopic(name, 1, 1))
     return name
 
 

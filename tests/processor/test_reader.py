@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from streams.processor import reader
 from streams.processor.model import InputRecord, Role
 from streams.processor.reader import InputReader
+from tests.made_topics import create_topics
 from tests.prefixes import unique_prefix
 
 pytestmark = pytest.mark.kafka
@@ -21,12 +22,8 @@ pytestmark = pytest.mark.kafka
 @pytest.fixture
 def topic(kafka_bootstrap: str) -> str:
     name = f"{unique_prefix('r')}.requests"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(name, 2, 1, config={
-        "message.timestamp.type": "LogAppendTime"})])[name].result(timeout=30)
-    deadline = time.monotonic() + 15
-    while name not in admin.list_topics(timeout=5).topics and time.monotonic() < deadline:
-        time.sleep(0.1)
+    create_topics(kafka_bootstrap, NewTopic(name, 2, 1, config={
+        "message.timestamp.type": "LogAppendTime"}))
     return name
 
 

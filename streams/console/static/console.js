@@ -1,0 +1,439 @@
+"use strict";
+const API = "/xwait/api";
+const $ = (id) => document.getElementById(id);
+let current = null;
+let pages = [null];           // cursors of the pages seen: pages[i] is what page i starts after
+let nextCursor = null;
+let autoTimer = null;
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else if (k.startsWith("on")) e[k] = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(c ?? ""));
+  return e;
+}
+function span(s) {
+  // The two largest units: "3 d 4 h", "12 min 5 s", "40 s".
+  const units = [["d", 86400], ["h", 3600], ["min", 60], ["s", 1]];
+  const parts = [];
+  for (const [name, size] of units) {
+    if (s >= size || (name === "s" && parts.length === 0)) {
+      parts.push(`${Math.floor(s / size)} ${name}`);
+      s %= size;
+    } else if (parts.length) break;
+    if (parts.length === 2) break;
+  }
+  return parts.join(" ");
+}
+const duration = (ms) => ms < 0 ? "-" + span(Math.round(-ms / 1000)) : span(Math.round(ms / 1000));
+const dateFmt = new Intl.DateTimeFormat(undefined, {year: "numeric", month: "short",
+  day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit"});
+function when(ms) {
+  if (ms == null) return "-";
+  return dateFmt.format(new Date(ms));
+}
+function rel(ms) {
+  if (ms == null) return "-";
+  const d = ms - Date.now();
+  return d >= 0 ? `in ${duration(d)}` : `${duration(-d)} ago`;
+}
+const whenRel = (ms) => ms == null ? "-" : `${when(ms)} (${rel(ms)})`;
+function timeEl(ms, text) {
+  return el("time", {datetime: new Date(ms).toISOString(), title: new Date(ms).toISOString()},
+            text ?? when(ms));
+}
+function say(text) { $("error").textContent = ""; $("message").textContent = text; }
+function fail(text) { $("message").textContent = ""; $("error").textContent = text; }
+
+async function call(method, path, body) {
+  const headers = {"Accept": "application/json"};
+  const token = sessionStorage.getItem("xwait.token") || "";
+  if (token) headers["Authorization"] = "Bearer " + token;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let resp;
+  try {
+    resp = await fetch(API + path, {method, headers, cache: "no-store",
+                                    body: body === undefined ? undefined : JSON.stringify(body)});
+  } catch (e) { throw new Error("the worker did not answer: " + e.message); }
+  let data = null;
+  try { data = await resp.json(); } catch (e) { data = null; }
+  if (!resp.ok) {
+    let msg = (data && data.error) || resp.statusText;
+    if (resp.status === 401) msg += " (enter the access token at the top)";
+    const err = new Error(`${resp.status}: ${msg}`); err.status = resp.status; throw err;
+  }
+  return data;
+}
+
+function stageText(w) {
+  const s = w.stage;
+  if (!s) return "";
+  let text = s.count > 1 ? `${s.index + 1} of ${s.count}: ${s.name}` : (s.party || "");
+  if (s.count > 1 && s.party) text += ` (${s.party})`;
+  if (s.escalatedTo) text += `, escalated to ${s.escalatedTo}`;
+  return text;
+}
+
+function query() {
+  const q = new URLSearchParams();
+  for (const [id, name] of [["f-state", "state"], ["f-definition", "definition"],
+                            ["f-tenant", "tenant"], ["f-key", "key"],
+                            ["f-outcome", "outcome"]]) {
+    if ($(id).value.trim()) q.set(name, $(id).value.trim());
+  }
+  if ($("f-outcome").value && !$("f-state").value) q.set("state", "done");
+  for (const [id, name] of [["f-from", "parkedFrom"], ["f-to", "parkedTo"]]) {
+    if ($(id).value) q.set(name, String(new Date($(id).value).getTime()));
+  }
+  return q;
+}
+
+async function loadList(page) {
+  if (page === undefined) page = pages.length - 1;
+  const q = query();
+  q.set("limit", $("f-limit").value);
+  if (pages[page]) q.set("after", pages[page]);
+  try {
+    const data = await call("GET", "/waits?" + q.toString());
+    const body = $("waits"); body.replaceChildren();
+    for (const w of data.waits) {
+      const ended = w.state === "done";
+      const due = ended ? el("span", {}, `${w.outcome} (${w.reason}) `, timeEl(w.endedAt))
+                        : (w.nextDueAt == null ? el("span", {"class": "muted"}, "paused")
+                           : el("span", {}, timeEl(w.nextDueAt, rel(w.nextDueAt))));
+      body.append(el("tr", {"data-key": w.key, "class": w.key === current ? "open" : ""},
+        el("td", {}, el("button", {"class": "link mono open-wait", type: "button",
+                                   onclick: () => openWait(w.key)}, w.key)),
+        el("td", {}, el("span", {"class": "state state-" + w.state}, w.state)),
+        el("td", {}, w.definition), el("td", {}, w.tenant || ""),
+        el("td", {"class": "stage"}, stageText(w)), el("td", {}, due)));
+    }
+    nextCursor = data.next;
+    pages = pages.slice(0, page + 1);
+    $("page-next").disabled = !nextCursor;
+    $("page-first").disabled = page === 0;
+    $("page-info").textContent = `page ${page + 1}`;
+    $("list-info").textContent = `${data.count} wait(s) from ${data.workers.length} worker(s)` +
+      (data.complete ? "" : `; not answering: ${data.unavailable.join(", ")}`);
+  } catch (e) { fail("List failed: " + e.message); }
+}
+
+function fact(dl, name, value) {
+  dl.append(el("dt", {}, name), el("dd", {"data-field": name}, value ?? "-"));
+}
+
+function render(w) {
+  const dl = $("facts"); dl.replaceChildren();
+  const done = w.state === "done";
+  fact(dl, "Key", el("code", {}, w.key));
+  fact(dl, "State", el("span", {id: "d-state", "class": "state state-" + w.state}, w.state));
+  fact(dl, "Definition", w.definition); fact(dl, "Tenant", w.tenant);
+  if (w.stage && stageText(w)) fact(dl, w.stage.count > 1 ? "Stage" : "Party", stageText(w));
+  if (w.parties && w.parties.length) fact(dl, "Parties", w.parties.join(", "));
+  fact(dl, "Parked", timeEl(w.parkedAt, whenRel(w.parkedAt)));
+  if (done) {
+    fact(dl, "Outcome", `${w.outcome} (${w.reason})`);
+    fact(dl, "Ended", el("span", {}, timeEl(w.endedAt),
+                         ` after ${duration(w.endedAt - w.parkedAt)}`));
+    if (w.operator || w.operatorReason) {
+      fact(dl, "By operator", `${w.operator || "-"}: ${w.operatorReason || "no reason given"}`);
+    }
+    fact(dl, "Kept until", timeEl(w.purgeAt, whenRel(w.purgeAt)));
+  } else {
+    fact(dl, "Timers", w.timers.length ? el("span", {}, ...w.timers.map((t, i) => el("span", {},
+      i ? "; " : "", `${t.kind} due `, timeEl(t.dueAt), ` (${rel(t.dueAt)})`))) : "none armed");
+  }
+  if (w.suspension) {
+    const s = w.suspension;
+    fact(dl, "Suspended", el("span", {}, "since ", timeEl(s.at),
+         ` by ${s.operator || "-"}, reason: ${s.reason || "-"}; back to ${s.resumeTo}` +
+         (s.remaining.length ? "; left on resume: " + s.remaining.map(
+           (r) => `${r.kind} ${duration(r.ms)}`).join(", ") : "")));
+  }
+  fact(dl, "Reminders sent", String(w.remindersSent));
+  fact(dl, "Escalation level", String(w.escalationLevel));
+  fact(dl, "Payload", w.payload ? el("pre", {"class": "payload"}, w.payload)
+                      : (w.payloadDropped ? "not kept (over 64 KiB; it went out with the " +
+                                            "SEND_REQUEST action)" : "none"));
+  if (w.held.length) fact(dl, "Held replies", el("pre", {}, w.held.map(
+    (h) => `${h.channel}: ${h.responseData}`).join("\n")));
+  if (w.validationIssue) fact(dl, "Validation issue", w.validationIssue);
+  if (w.responseData) {
+    fact(dl, "Response", el("pre", {"class": "response"}, w.responseData));
+    fact(dl, "Valid as it came", w.responseValid ? "yes" : "no");
+  }
+  if (w.reviewOutcome) fact(dl, "Review", `${w.reviewOutcome}: ${w.reviewNote || ""}`);
+  fact(dl, "Worker", `${w.worker} (partition ${w.partition})`);
+  const tl = $("timeline"); tl.replaceChildren();
+  for (const t of w.trace) {
+    tl.append(el("li", {"class": t.event === "trace_truncated" ? "muted" : ""},
+      timeEl(t.at, `${when(t.at)} (+${duration(t.at - w.parkedAt)})`),
+      el("strong", {}, t.event), " ", t.detail || ""));
+  }
+  for (const t of w.timers) {
+    tl.append(el("li", {"class": "future"}, timeEl(t.dueAt, `${when(t.dueAt)} (${rel(t.dueAt)})`),
+      el("em", {}, `${t.kind} due`)));
+  }
+  const deadline = (w.timers || []).some((t) => t.kind === "deadline") ||
+    (w.suspension && w.suspension.remaining.some((r) => r.kind === "deadline"));
+  $("btn-suspend").disabled = done || w.state === "suspended";
+  $("btn-resume").disabled = w.state !== "suspended";
+  $("btn-cancel").disabled = done; $("btn-deliver").disabled = done || w.state === "in_review";
+  $("btn-reschedule").disabled = done || w.state === "in_review" || !deadline;
+  for (const tr of document.querySelectorAll("#waits tr")) {
+    tr.className = tr.dataset.key === w.key ? "open" : "";
+  }
+}
+
+function clearDetail() {
+  $("detail-body").hidden = true; $("detail-empty").hidden = false;
+  $("facts").replaceChildren(); $("timeline").replaceChildren();
+}
+
+async function openWait(key, quiet) {
+  // A reason typed for one wait is never sent for another.
+  if (key !== current) $("cmd-reason").value = "";
+  current = key; $("open-key").value = key;
+  try {
+    const w = await call("GET", "/waits/" + encodeURIComponent(key));
+    if (current !== key) return;
+    $("detail-empty").hidden = true; $("detail-body").hidden = false;
+    render(w);
+  } catch (e) {
+    if (e.status === 404) { current = null; clearDetail(); }
+    if (!quiet || e.status === 404) fail(`Wait ${key}: ${e.message}`);
+  }
+}
+
+function askOperator() {
+  return new Promise((resolve) => {
+    const name = (localStorage.getItem("xwait.operator") || "").trim();
+    if (name) { resolve(name); return; }
+    const dlg = $("who");
+    $("who-name").value = "";
+    dlg.onclose = () => {
+      const given = $("who-name").value.trim();
+      if (dlg.returnValue === "ok" && given) {
+        localStorage.setItem("xwait.operator", given); $("operator").value = given;
+        resolve(given);
+      } else resolve(null);
+    };
+    dlg.showModal();
+  });
+}
+
+function confirmCancel(key) {
+  return new Promise((resolve) => {
+    const dlg = $("confirm");
+    $("confirm-text").textContent = `Wait ${key} ends CANCELLED, for good. ` +
+      `Reason: ${$("cmd-reason").value || "-"}`;
+    dlg.onclose = () => resolve(dlg.returnValue === "yes");
+    dlg.showModal();
+  });
+}
+
+// The Reason box belongs to the next command only: it is read when a command is
+// sent and emptied once the worker took it, so that the trace of a later
+// command (a reschedule after a suspend) never repeats an earlier reason.
+function reason() {
+  const text = $("cmd-reason").value.trim();
+  return text || undefined;           // left out of the request when empty
+}
+
+async function command(action, body, key) {
+  key = key || current;
+  if (!key) return;
+  if ((action === "suspend" || action === "cancel") && !body.reason) {
+    fail(`${action} not sent: it needs a reason, which goes into the wait's trace`);
+    $("cmd-reason").focus();
+    return;
+  }
+  const operator = await askOperator();
+  if (!operator) { fail(`${action} not sent: commands need your name`); return; }
+  try {
+    await call("POST", `/waits/${encodeURIComponent(key)}/${action}`, {...body, operator});
+    if ("reason" in body) $("cmd-reason").value = "";
+    say(`${action} accepted for ${key}; it takes effect when the worker processes it`);
+    for (const ms of [500, 1500, 3000]) setTimeout(() => {
+      if (current === key) openWait(key, true);
+      loadList();
+    }, ms);
+  } catch (e) { fail(`${action} refused: ${e.message}`); }
+}
+
+function reviewRow(w) {
+  const note = el("input", {"aria-label": "Review note for " + w.key, size: "18",
+                            "class": "review-note", placeholder: "note"});
+  const fix = el("input", {"aria-label": "Corrected data for " + w.key, size: "22",
+                           "class": "review-data", placeholder: '{"decision": "approved"}'});
+  const decide = (outcome) => async () => {
+    if (!note.value.trim()) { fail("A review needs a note"); return; }
+    const payload = {outcome, note: note.value};
+    if (outcome === "Submit Correction") payload.responseData = fix.value;
+    current = w.key;
+    await command("review", payload, w.key);
+    setTimeout(loadReview, 1500);
+  };
+  return el("tr", {"data-key": w.key},
+    el("td", {}, el("button", {"class": "link mono", type: "button",
+                               onclick: () => openWait(w.key)}, w.key)),
+    el("td", {}, w.definition), el("td", {"class": "issue"}, ""),
+    el("td", {}, note, " ", el("button", {type: "button", "class": "review-accept",
+                                          onclick: decide("Accept")}, "Accept"),
+       " ", fix, " ", el("button", {type: "button", "class": "review-correct",
+                                    onclick: decide("Submit Correction")},
+                         "Submit Correction")));
+}
+
+async function loadReview() {
+  try {
+    const data = await call("GET", "/review");
+    const body = $("in-review");
+    // A row already shown is kept, not rebuilt: a refresh must not take the
+    // focus or the half-typed note away from an operator who is answering it.
+    // Kept rows are not even moved: a node taken out of the page loses the focus.
+    const wanted = new Set(data.inReview.map((w) => w.key));
+    for (const r of [...body.querySelectorAll("tr")]) {
+      if (!wanted.has(r.dataset.key)) r.remove();
+    }
+    const shown = new Set([...body.querySelectorAll("tr")].map((r) => r.dataset.key));
+    for (const w of data.inReview) if (!shown.has(w.key)) body.append(reviewRow(w));
+    for (const w of data.inReview) {
+      call("GET", "/waits/" + encodeURIComponent(w.key)).then((s) => {
+        const row = [...body.querySelectorAll("tr")].find((r) => r.dataset.key === w.key);
+        if (row) row.querySelector(".issue").textContent = s.validationIssue || "";
+      }).catch(() => {});
+    }
+    const rej = $("rejected"); rej.replaceChildren();
+    for (const r of data.rejected) {
+      rej.append(el("tr", {},
+        el("td", {}, r.rejectedAt == null ? "-" : timeEl(r.rejectedAt)), el("td", {}, r.reason),
+        el("td", {"class": "mono"}, r.key || ""),
+        el("td", {"class": "mono"}, `${r.topic || ""} ${r.partition ?? ""}@${r.offset ?? ""}`),
+        el("td", {}, r.detail || "")));
+    }
+    $("rejected-info").textContent = data.rejectedError ||
+      `${data.rejected.length} most recent rejected record(s)`;
+  } catch (e) { fail("Review queue failed: " + e.message); }
+}
+
+let viewer = null;
+let diagramName = null;
+let nodeLists = {};
+
+async function loadDefinitions() {
+  try {
+    const data = await call("GET", "/definitions");
+    const sel = $("def-select");
+    const keep = sel.value;
+    sel.replaceChildren(...data.definitions.map(
+      (d) => el("option", {value: d.name}, `${d.name} (${d.variant})`)));
+    if (keep && data.definitions.some((d) => d.name === keep)) sel.value = keep;
+    if (sel.value) await loadDiagram(sel.value);
+  } catch (e) { fail("Definitions failed: " + e.message); }
+}
+
+async function loadDiagram(name) {
+  if (typeof BpmnJS === "undefined") {
+    $("diagram-info").textContent = "The diagram viewer (bpmn-js) did not load.";
+    return;
+  }
+  try {
+    const data = await call("GET", "/definitions/" + encodeURIComponent(name));
+    if (!viewer) {
+      viewer = new BpmnJS({container: $("diagram")});
+      viewer.get("eventBus").on("element.click", (e) => {
+        if (diagramName && nodeLists[e.element.id]) listFor(diagramName, nodeLists[e.element.id]);
+      });
+    }
+    if (diagramName !== name) {
+      await viewer.importXML(data.bpmn);
+      // The whole diagram, with room above its top row for the counts.
+      const inner = viewer.get("canvas").viewbox().inner;
+      viewer.get("canvas").viewbox({x: inner.x - 30, y: inner.y - 80,
+                                    width: inner.width + 190, height: inner.height + 110});
+      diagramName = name;
+    }
+    showCounts(data);
+  } catch (e) { fail(`Diagram of ${name} failed: ` + e.message); }
+}
+
+function showCounts(data) {
+  const overlays = viewer.get("overlays");
+  overlays.clear();
+  nodeLists = {};
+  for (const [id, badges] of Object.entries(data.nodes)) {
+    const box = el("div", {"class": "badges", "data-node": id});
+    for (const b of badges) {
+      const kind = b.list.outcome ? " outcome" : "";
+      box.append(el("button", {type: "button", "class": "badge" + kind + (b.count ? "" : " zero"),
+                               "data-label": b.label, title: `${b.count} ${b.label}`,
+                               onclick: () => listFor(data.name, b.list)},
+                    `${b.count} ${b.label}`));
+    }
+    const listed = badges.find((b) => Object.keys(b.list).length);
+    nodeLists[id] = listed ? listed.list : {};
+    overlays.add(id, "counts", {position: {top: -6 - 17 * badges.length, left: 0}, html: box});
+  }
+  const c = data.census;
+  $("diagram-info").textContent = `${data.name}: ${c.parked} parked, ${c.in_review} in review, ` +
+    `${c.suspended} suspended, ${c.done} finished and kept; ${data.cancelled} cancelled in ` +
+    `the last hour; from ${data.workers.length} worker(s)` +
+    (data.complete ? "" : `; not answering: ${data.unavailable.join(", ")}`);
+}
+
+function listFor(name, q) {
+  $("filters").reset();
+  $("f-definition").value = name;
+  if (q.state) $("f-state").value = q.state;
+  if (q.outcome) $("f-outcome").value = q.outcome;
+  pages = [null]; loadList(0);
+  say(`Waits of ${name}` + (q.state ? `, ${q.state}` : "") + (q.outcome ? `, ${q.outcome}` : ""));
+}
+
+function setAuto(on) {
+  if (autoTimer) { clearInterval(autoTimer); autoTimer = null; }
+  if (on) autoTimer = setInterval(() => {
+    loadList(); if (current) openWait(current, true);
+    if (diagramName) loadDiagram(diagramName);
+  }, 5000);
+}
+
+$("token").value = sessionStorage.getItem("xwait.token") || "";
+$("operator").value = localStorage.getItem("xwait.operator") || "";
+$("save-token").onclick = () => {
+  sessionStorage.setItem("xwait.token", $("token").value.trim());
+  say($("token").value.trim() ? "Token set for this tab" : "Token cleared");
+  pages = [null]; loadList(0); loadReview(); loadDefinitions();
+};
+$("operator").onchange = () => localStorage.setItem("xwait.operator", $("operator").value.trim());
+$("auto").onchange = () => setAuto($("auto").checked);
+$("filters").onsubmit = (e) => { e.preventDefault(); pages = [null]; loadList(0); };
+$("clear-filters").onclick = () => {
+  $("filters").reset(); pages = [null]; loadList(0);
+};
+$("page-next").onclick = () => { if (nextCursor) { pages.push(nextCursor); loadList(); } };
+$("page-first").onclick = () => { pages = [null]; loadList(0); };
+$("open-form").onsubmit = (e) => {
+  e.preventDefault(); if ($("open-key").value.trim()) openWait($("open-key").value.trim());
+};
+$("btn-suspend").onclick = () => command("suspend", {reason: reason()});
+$("btn-resume").onclick = () => command("resume", {reason: reason()});
+$("btn-cancel").onclick = async () => {
+  if (!current) return;
+  if (!reason()) { command("cancel", {reason: undefined}); return; }  // says what is missing
+  if (await confirmCancel(current)) command("cancel", {reason: reason()});
+};
+$("btn-reload").onclick = () => openWait(current);
+$("btn-reschedule").onclick = () => command("reschedule", {
+  [$("resched-mode").value]: $("resched-value").value.trim(), reason: reason()});
+$("btn-deliver").onclick = () => command("deliver", {responseData: $("deliver-data").value,
+                                                    reason: reason()});
+$("review-refresh").onclick = loadReview;
+$("def-select").onchange = () => loadDiagram($("def-select").value);
+$("diagram-refresh").onclick = () => { if (diagramName) loadDiagram(diagramName); };
+$("page-next").disabled = true; $("page-first").disabled = true;
+loadList(0); loadReview(); loadDefinitions();
