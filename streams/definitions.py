@@ -19,6 +19,9 @@ The YAML format (see the shipped examples for comments on each field)::
     early_reply_ttl: PT10M         # how long a reply may wait for its request
     retention: P7D                 # how long a finished wait is remembered
     poll: PT5M                     # probe only: time between polls
+    on_send_failure:               # what a failed send does (rule 12); omitted: only traced
+      {retries: 3, backoff: PT1M, then: escalate}   # then: escalate | review
+    version: "2026-12"             # optional; default: a hash of the normalised content
     response_schema: {...}         # JSON Schema of responseData
     stages:                        # chained only, instead of deadline/reminder/escalation
       - {name: manager, party: manager, deadline: P2D, reminder: ..., escalation: [...]}
@@ -26,6 +29,7 @@ The YAML format (see the shipped examples for comments on each field)::
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +45,8 @@ from streams.core.definition import (
     EscalationLevel,
     InvalidReplyRoute,
     ReminderPolicy,
+    SendFailurePolicy,
+    SendFailureRoute,
     Stage,
     Variant,
     WaitDefinition,
@@ -49,12 +55,22 @@ from streams.core.durations import parse_cycle_ms, parse_duration_ms
 from streams.core.errors import DefinitionError
 from streams.core.events import PARTY_SEPARATOR
 
-__all__ = ["DefinitionError", "load_definition", "load_definitions"]
+__all__ = ["DefinitionError", "content_hash", "definition_from_mapping", "load_definition",
+           "load_definitions", "normalised"]
 
 _TOP_FIELDS = frozenset({
     "name", "variant", "channels", "parties", "reminder", "deadline", "escalation",
     "invalid_reply", "early_reply_ttl", "retention", "poll", "response_schema", "stages",
+    "on_send_failure", "version",
 })
+_SEND_FAILURE_FIELDS = frozenset({"retries", "backoff", "then"})
+MAX_SEND_RETRIES = 100
+"""More retries than this is a loop, not a policy: a send failing a hundred times
+needs a person (``then: review``)."""
+DEFAULT_SEND_BACKOFF = "PT1M"
+VERSION_CHARS = 12
+"""Hex digits of the content hash that name a version: 48 bits, no collision
+among the versions of one definition in practice, short enough to read."""
 _STAGE_FIELDS = frozenset({"name", "party", "deadline", "reminder", "escalation"})
 _LEVEL_FIELDS = frozenset({"target", "deadline"})
 _REMINDER_FIELDS = frozenset({"every", "limit"})
@@ -86,6 +102,34 @@ def load_definition(path: Path) -> WaitDefinition:
     return _Reader(str(path)).definition(raw, default_name=path.stem)
 
 
+def definition_from_mapping(raw: object, *, file: str, default_name: str) -> WaitDefinition:
+    """A definition from the YAML format's mapping, with the loader's every check.
+
+    For definitions that come from elsewhere than a YAML file (a BPMN import):
+    the same rules as at start-up, so what is accepted here a worker accepts.
+    """
+    return _Reader(file).definition(raw, default_name=default_name)
+
+
+def normalised(raw: Mapping[str, Any], *, default_name: str) -> dict[str, Any]:
+    """The definition's document as it is versioned: its name filled in, without ``version``.
+
+    Comments, layout and key order are gone (JSON with sorted keys), so only a
+    change of meaning makes another version.  Defaults are not filled in: a
+    field a later build adds, with its default, leaves every hash as it was.
+    """
+    doc = {str(k): v for k, v in raw.items() if k != "version"}
+    doc.setdefault("name", default_name)
+    return doc
+
+
+def content_hash(doc: Mapping[str, Any]) -> str:
+    """The version of a definition without an explicit ``version:``: 12 hex digits."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:VERSION_CHARS]
+
+
 class _Reader:
     """Reads one file; knows the file name so every error can name it."""
 
@@ -98,6 +142,15 @@ class _Reader:
     def definition(self, raw: object, *, default_name: str) -> WaitDefinition:
         top = self.mapping(raw, "(document)", _TOP_FIELDS)
         name = self.text(top.get("name", default_name), "name")
+        if "\x1f" in name:
+            raise self.fail("name", "a name without control characters", f"got {name!r}")
+        if "version" in top:
+            version = self.text(top["version"], "version")
+            if "@" in version or len(version) > 64:
+                raise self.fail("version", "a version of at most 64 characters without '@'",
+                                f"got {version!r}")
+        else:
+            version = content_hash(normalised(top, default_name=default_name))
         variant_raw = top.get("variant")
         try:
             variant = Variant(str(variant_raw))
@@ -168,7 +221,30 @@ class _Reader:
                           if "retention" in top else DEFAULT_RETENTION_MS),
             poll_interval_ms=poll,
             source=self.file,
+            on_send_failure=self.send_failure(top.get("on_send_failure"), "on_send_failure"),
+            version=version,
         )
+
+    def send_failure(self, raw: object, field: str) -> SendFailurePolicy | None:
+        if raw is None:
+            return None
+        m = self.mapping(raw, field, _SEND_FAILURE_FIELDS)
+        retries = m.get("retries", 0)
+        if isinstance(retries, bool) or not isinstance(retries, int) \
+                or not 0 <= retries <= MAX_SEND_RETRIES:
+            raise self.fail(f"{field}.retries",
+                            f"a whole number of retries from 0 to {MAX_SEND_RETRIES}",
+                            f"got {retries!r}")
+        then_raw = m.get("then")
+        try:
+            then = SendFailureRoute(str(then_raw))
+        except ValueError:
+            raise self.fail(f"{field}.then", f"one of {[r.value for r in SendFailureRoute]}",
+                            f"got {then_raw!r}") from None
+        return SendFailurePolicy(
+            retries=retries,
+            backoff_ms=self.duration(m.get("backoff", DEFAULT_SEND_BACKOFF), f"{field}.backoff"),
+            then=then)
 
     def stage(self, raw: object, field: str) -> Stage:
         m = self.mapping(raw, field, _STAGE_FIELDS)
