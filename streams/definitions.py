@@ -29,9 +29,11 @@ The YAML format (see the shipped examples for comments on each field)::
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,7 @@ from streams.core.errors import DefinitionError
 from streams.core.events import PARTY_SEPARATOR
 
 __all__ = ["DefinitionError", "content_hash", "definition_from_mapping", "load_definition",
-           "load_definitions", "normalised"]
+           "load_definitions"]
 
 _TOP_FIELDS = frozenset({
     "name", "variant", "channels", "parties", "reminder", "deadline", "escalation",
@@ -111,23 +113,34 @@ def definition_from_mapping(raw: object, *, file: str, default_name: str) -> Wai
     return _Reader(file).definition(raw, default_name=default_name)
 
 
-def normalised(raw: Mapping[str, Any], *, default_name: str) -> dict[str, Any]:
-    """The definition's document as it is versioned: its name filled in, without ``version``.
+def content_hash(d: WaitDefinition) -> str:
+    """The version of a definition without an explicit ``version:``: 12 hex digits.
 
-    Comments, layout and key order are gone (JSON with sorted keys), so only a
-    change of meaning makes another version.  Defaults are not filled in: a
-    field a later build adds, with its default, leaves every hash as it was.
+    A hash of what the definition means, not of how its file is written:
+    every field, durations in milliseconds, the JSON Schema canonical, and a
+    field at its default left out.  So comments, layout, key order,
+    ``PT24H`` for ``P1D`` or a default spelled out make no new version, and a
+    field a later build adds (with its default) changes no version either.
     """
-    doc = {str(k): v for k, v in raw.items() if k != "version"}
-    doc.setdefault("name", default_name)
-    return doc
-
-
-def content_hash(doc: Mapping[str, Any]) -> str:
-    """The version of a definition without an explicit ``version:``: 12 hex digits."""
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str)
+    text = json.dumps(_meaning(d), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:VERSION_CHARS]
+
+
+def _meaning(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if f.name in ("source", "version") or (f.default is not dataclasses.MISSING
+                                                   and v == f.default):
+                continue
+            out[f.name] = _meaning(v)
+        return out
+    if isinstance(value, tuple | list):
+        return [_meaning(v) for v in value]
+    if isinstance(value, StrEnum):
+        return value.value
+    return value
 
 
 class _Reader:
@@ -144,13 +157,12 @@ class _Reader:
         name = self.text(top.get("name", default_name), "name")
         if "\x1f" in name:
             raise self.fail("name", "a name without control characters", f"got {name!r}")
+        version = ""
         if "version" in top:
             version = self.text(top["version"], "version")
             if "@" in version or len(version) > 64:
                 raise self.fail("version", "a version of at most 64 characters without '@'",
                                 f"got {version!r}")
-        else:
-            version = content_hash(normalised(top, default_name=default_name))
         variant_raw = top.get("variant")
         try:
             variant = Variant(str(variant_raw))
@@ -207,7 +219,7 @@ class _Reader:
             raise self.fail("invalid_reply", f"one of {[r.value for r in InvalidReplyRoute]}",
                             f"got {route_raw!r}") from None
 
-        return WaitDefinition(
+        d = WaitDefinition(
             name=name,
             variant=variant,
             stages=stages,
@@ -222,8 +234,8 @@ class _Reader:
             poll_interval_ms=poll,
             source=self.file,
             on_send_failure=self.send_failure(top.get("on_send_failure"), "on_send_failure"),
-            version=version,
         )
+        return dataclasses.replace(d, version=version or content_hash(d))
 
     def send_failure(self, raw: object, field: str) -> SendFailurePolicy | None:
         if raw is None:

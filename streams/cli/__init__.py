@@ -10,12 +10,13 @@ the wait ended: 0 RECEIVED, 5 ESCALATED, 6 CANCELLED, 7 no outcome within
 
 Per command, what "failed" (1) and "bad usage" (2) mean:
 
-* `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `reschedule`, `review`: 2
+* `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `reschedule`, `review`,
+  `migrate`, `report`: 2
   when an argument is refused before anything is produced (unknown definition, a
   channel the wait's definition lacks, JSON that does not parse, a deadline or
   shift isodate cannot read, a key with `~`, a broken definition folder); 4 when a
-  worker says no wait has the key (`--force` sends anyway); 1 when a topic is
-  missing or Kafka refused or did not confirm a record.
+  worker says no wait has the key (`--force` sends anyway; `report` asks no
+  worker); 1 when a topic is missing or Kafka refused or did not confirm a record.
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
@@ -275,6 +276,36 @@ def _producing_commands(sub: Any) -> None:
     _force(reschedule)
     _common(reschedule, console=True)
 
+    migrate = sub.add_parser(
+        "migrate", help="move a wait to another version of its definition",
+        description="From now on the wait follows VERSION of its definition (default: the "
+                    "newest the deciding worker has); what is armed stays armed. The worker "
+                    "refuses it (a Rejected record) when the version is not loaded or the "
+                    "wait's variant, stage or escalation level does not fit it. "
+                    "`xwait definitions` lists the versions.")
+    migrate.add_argument("key")
+    migrate.add_argument("--to", dest="version", help="the version (default: the newest)")
+    migrate.add_argument("--reason", help="why, for the trace")
+    _operator(migrate)
+    _force(migrate)
+    _common(migrate, console=True)
+
+    report = sub.add_parser(
+        "report", help="report what became of an action (channel adapters)",
+        description="Tell a wait whether its channel adapter carried out an action: "
+                    "--delivered, or --failed ERROR (with --permanent when sending again "
+                    "cannot help). KEY is the action's correlationKey (WAITKEY or "
+                    "WAITKEY~PARTY). The definition's on_send_failure decides what a failure "
+                    "does: send again after a backoff, then escalate or ask a person.")
+    report.add_argument("key")
+    report.add_argument("action_id", metavar="ACTION_ID")
+    status = report.add_mutually_exclusive_group(required=True)
+    status.add_argument("--delivered", action="store_true", help="the channel took it")
+    status.add_argument("--failed", metavar="ERROR", help="it failed, and why")
+    report.add_argument("--permanent", action="store_true",
+                        help="with --failed: sending again cannot help")
+    _common(report)
+
     review = sub.add_parser("review", help="answer a review_needed action")
     review_sub = review.add_subparsers(dest="review_command", required=True)
     for name, text in (("accept", "accept the reply as it is"),
@@ -339,10 +370,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streams.cli.reply import run_reply
 
             return run_reply(args, settings)
-        if args.command in ("suspend", "resume", "cancel", "deliver", "review", "reschedule"):
+        if args.command in ("suspend", "resume", "cancel", "deliver", "review", "reschedule",
+                            "migrate"):
             from streams.cli.commands import run_command
 
             return run_command(args, settings)
+        if args.command == "report":
+            from streams.cli.commands import run_report
+
+            return run_report(args, settings)
         if args.command == "tail":
             from streams.cli.tail import run_tail
 

@@ -118,6 +118,10 @@ class Outcome(_Record):
     """Who ended the wait by a command (cancel, deliver, review); None otherwise."""
     operator_reason: str | None = None
     """Their reason, in their words; ``reason`` stays a named reason."""
+    send_error: str | None = None
+    """The last send that failed for good, and its error (``send_failed``: why it ended)."""
+    definition_version: str | None = None
+    """The version of the definition the wait followed."""
 
     @classmethod
     def _convert_in(cls, name: str, value: Any) -> Any:
@@ -145,6 +149,8 @@ class Action(_Record):
     attempt: int
     payload: str | None
     at: int
+    send_attempt: int = 1
+    """1 for the first send; 2, 3, ... for retries after a failed delivery (a new id each)."""
 
     @property
     def reply_key(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from streams.core import (
     WaitStatus,
     definition_for,
 )
+from streams.definitions import load_definitions
 from tests.core.core_harness import DAY, DEFINITIONS, HOUR, Run, actions, the_reject
 
 pytestmark = [pytest.mark.rule13]
@@ -155,3 +157,36 @@ def test_the_definition_set_maps_names_to_the_newest_and_keeps_every_version() -
     assert definition_for(DEFINITIONS, "expense-approval", "other") is None
     assert [d.version for d in defs.kept() if d.name == "expense-approval"] == [
         "v2", OLD.version]
+
+
+def _loaded(tmp_path: Path, text: str) -> WaitDefinition:
+    folder = tmp_path / str(len(list(tmp_path.iterdir())))
+    folder.mkdir()
+    (folder / "approval.yaml").write_text(text)
+    (d,) = load_definitions(folder).values()
+    return d
+
+
+def test_the_version_is_a_hash_of_what_the_definition_means_not_how_it_is_written(
+        tmp_path: Path) -> None:
+    base = _loaded(tmp_path, "variant: single-channel\ndeadline: P1D\nreminder: R2/PT12H\n")
+    same = [
+        "# a comment\nreminder: {limit: 2, every: PT12H}\ndeadline: PT24H\n"
+        "variant: single-channel\n",
+        "name: approval\nvariant: single-channel\ndeadline: P1D\nreminder: R2/PT12H\n"
+        "invalid_reply: review\nearly_reply_ttl: PT10M\nretention: P7D\nchannels: []\n",
+    ]
+    for text in same:
+        assert _loaded(tmp_path, text).version == base.version
+    other = _loaded(tmp_path, "variant: single-channel\ndeadline: P2D\nreminder: R2/PT12H\n")
+    assert other.version != base.version and len(base.version) == 12
+
+
+def test_an_explicit_version_is_kept_as_written(tmp_path: Path) -> None:
+    d = _loaded(tmp_path, "variant: single-channel\ndeadline: P1D\nversion: '2026-12'\n")
+    assert d.version == "2026-12"
+
+
+def test_shipped_definitions_have_versions_of_their_own() -> None:
+    versions = [d.version for d in DEFINITIONS.values()]
+    assert all(len(v) == 12 for v in versions) and len(set(versions)) == len(versions)
