@@ -57,8 +57,11 @@ from streams.core.durations import parse_cycle_ms, parse_duration_ms
 from streams.core.errors import DefinitionError
 from streams.core.events import PARTY_SEPARATOR
 
-__all__ = ["DefinitionError", "content_hash", "definition_from_mapping", "load_definition",
-           "load_definitions"]
+__all__ = ["DefinitionError", "Document", "content_hash", "definition_from_mapping",
+           "load_definition", "load_definitions", "load_documents"]
+
+Document = tuple[WaitDefinition, dict[str, Any]]
+"""A definition and the YAML mapping it was read from (what is stored to read it again)."""
 
 _TOP_FIELDS = frozenset({
     "name", "variant", "channels", "parties", "reminder", "deadline", "escalation",
@@ -80,28 +83,40 @@ _REMINDER_FIELDS = frozenset({"every", "limit"})
 
 def load_definitions(folder: Path) -> dict[str, WaitDefinition]:
     """Every ``*.yaml`` in ``folder``, by definition name; refuses the first wrong one."""
+    return {d.name: d for d, _raw in load_documents(folder)}
+
+
+def load_documents(folder: Path) -> list[Document]:
+    """Every ``*.yaml`` in ``folder`` with the mapping it was read from, by name."""
     if not folder.is_dir():
         raise DefinitionError(str(folder), "(folder)", "a folder of wait definitions",
                               "it does not exist")
-    found: dict[str, WaitDefinition] = {}
+    found: dict[str, Document] = {}
     for path in sorted(folder.glob("*.yaml")):
-        definition = load_definition(path)
+        definition, raw = _load_document(path)
         if definition.name in found:
             raise DefinitionError(
                 str(path), "name", "a name no other definition uses",
-                f"{definition.name!r} is also defined in {found[definition.name].source}",
+                f"{definition.name!r} is also defined in {found[definition.name][0].source}",
             )
-        found[definition.name] = definition
-    return found
+        found[definition.name] = (definition, raw)
+    return [found[name] for name in sorted(found)]
 
 
 def load_definition(path: Path) -> WaitDefinition:
+    return _load_document(path)[0]
+
+
+def _load_document(path: Path) -> Document:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise DefinitionError(str(path), "(document)", "a readable YAML document",
                               f"reading it failed: {exc}") from exc
-    return _Reader(str(path)).definition(raw, default_name=path.stem)
+    definition = _Reader(str(path)).definition(raw, default_name=path.stem)
+    doc = {str(k): v for k, v in raw.items()}  # a mapping: the reader checked
+    doc.setdefault("name", definition.name)
+    return definition, doc
 
 
 def definition_from_mapping(raw: object, *, file: str, default_name: str) -> WaitDefinition:

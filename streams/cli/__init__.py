@@ -20,7 +20,9 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
-  and the field) or the folder holds none.
+  and the field) or the folder holds none.  `definitions remove`: 1 when waits
+  not yet done still follow the definition (the message counts them by
+  version) or a worker still loads it; 3 when no worker answers.
 * `status`, `list`: 4 when the key is unknown (404), 1 when the worker refused
   the request; 3 when no worker answered at `--console` or none could answer
   for the key during a rebalance (503).
@@ -151,11 +153,25 @@ def build_parser() -> argparse.ArgumentParser:
     _common(tail)
 
     definitions = sub.add_parser(
-        "definitions", help="list and validate the wait definitions in topology/waits")
+        "definitions", help="list and validate the wait definitions in topology/waits, and "
+                            "the versions waits follow")
     _common(definitions)
+    _definition_commands(definitions)
 
     _reading_commands(sub)
     return parser
+
+
+def _definition_commands(definitions: argparse.ArgumentParser) -> None:
+    """`definitions remove`; bare `definitions` lists them and the versions in use."""
+    dsub = definitions.add_subparsers(dest="definitions_command", metavar="{remove}")
+    remove = dsub.add_parser(
+        "remove", help="forget every stored version of a definition no wait follows",
+        description="Remove the stored versions of NAME from <prefix>.definitions. Refused "
+                    "while waits not yet done follow any of them (the count by version is "
+                    "printed) or while a worker still loads NAME from its files.")
+    remove.add_argument("name", help="definition name")
+    _common(remove)
 
 
 def _reading_commands(sub: Any) -> None:
@@ -388,6 +404,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_result(args, settings)
         if args.command == "definitions":
+            if getattr(args, "definitions_command", None) == "remove":
+                from streams.cli.definitions import run_remove
+
+                return run_remove(args, settings)
             from streams.cli.definitions import run_definitions
 
             return run_definitions(args, settings)

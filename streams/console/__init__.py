@@ -4,7 +4,8 @@ Everything is served by the worker's own faust web server (bound to
 `XWAIT_WEB_HOST`, 127.0.0.1 unless told otherwise, port `XWAIT_WEB_PORT`):
 
     GET  /xwait/console                         the ops console (one HTML page, no data in it)
-    GET  /xwait/api/waits, /xwait/api/waits/{key}, /xwait/api/review
+    GET  /xwait/api/waits, /xwait/api/waits/{key}, /xwait/api/review,
+         /xwait/api/definitions
                                                 with a token configured: `Authorization:
                                                 Bearer` the read or the command token
     POST /xwait/api/waits/{key}/{command}       `Authorization: Bearer $XWAIT_CONSOLE_TOKEN`
@@ -27,6 +28,7 @@ from streams.console.api import Console, register
 from streams.console.host import ConsoleHost
 from streams.console.metrics import CONTENT_TYPE, Metrics
 from streams.console.page import PAGE, PAGE_CSP
+from streams.console.versions import register as register_versions
 
 __all__ = ["ConsoleHost", "install"]
 
@@ -57,6 +59,7 @@ def install(host: ConsoleHost) -> None:
     metrics = Metrics(host, lambda: console.producer_failures)
     host.observers.append(metrics.observations)
     register(host, console)
+    register_versions(host, console)
 
     async def count_rebalance(sender: Any, assigned: Any = None, **kwargs: Any) -> None:
         metrics.collector.rebalances += 1

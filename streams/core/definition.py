@@ -8,7 +8,7 @@ for all five and chaining costs nothing extra.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -136,9 +136,13 @@ class DefinitionSet(Mapping[str, WaitDefinition]):
     """
 
     def __init__(self, newest: Mapping[str, WaitDefinition],
-                 kept: Iterable[WaitDefinition] = ()) -> None:
+                 kept: Iterable[WaitDefinition] = (),
+                 on_missing: Callable[[str, str], WaitDefinition | None] | None = None) -> None:
         self._newest = dict(newest)
         self._versions: dict[tuple[str, str], WaitDefinition] = {}
+        self.on_missing = on_missing
+        """Asked for a version not kept (the processor looks in its store once more:
+        another worker may have published it a moment ago); None answers "not loaded"."""
         for d in (*kept, *self._newest.values()):
             self.add(d)
 
@@ -156,7 +160,12 @@ class DefinitionSet(Mapping[str, WaitDefinition]):
         self._versions.setdefault((d.name, d.version), d)
 
     def version(self, name: str, version: str) -> WaitDefinition | None:
-        return self._versions.get((name, version))
+        found = self._versions.get((name, version))
+        if found is None and self.on_missing is not None:
+            found = self.on_missing(name, version)
+            if found is not None:
+                self.add(found)
+        return found
 
     def kept(self) -> list[WaitDefinition]:
         """Every version kept, by name, then the newest first."""
