@@ -27,6 +27,9 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
   the request; 3 when no worker answered at `--console` or none could answer
   for the key during a rebalance (503).
 * `worker`: 3 when the broker does not answer, 2 when the web port is taken.
+* `adapter webhook`: 2 for a configuration it refuses (the message names the file
+  and field), 3 when the broker does not answer, 1 when Kafka did not take the
+  results of a batch (nothing of it was committed; run it under a supervisor).
 """
 
 from __future__ import annotations
@@ -129,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(worker)
 
     _producing_commands(sub)
+
+    from streams.cli.adapter import add_parser as add_adapter
+    _common(add_adapter(sub))
 
     result = sub.add_parser(
         "result", help="wait for the outcome of one wait; the exit code says how it ended")
@@ -391,6 +397,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streams.cli.commands import run_command
 
             return run_command(args, settings)
+        if args.command == "adapter":
+            from streams.cli.adapter import run_adapter
+
+            return run_adapter(args, settings)
         if args.command == "report":
             from streams.cli.commands import run_report
 
