@@ -368,8 +368,11 @@ class WebhookAdapter:
                  self.topic, len(self.config.routes))
         try:
             while not self.stopping.is_set():
-                batch = [m for m in self._consumer.consume(BATCH, timeout=0.5)
-                         if self._usable(m)]
+                # Wait for one action, then take what else is there without waiting:
+                # consume(BATCH, timeout) would hold a lone action for the whole timeout.
+                first = self._consumer.consume(1, timeout=0.5)
+                more = self._consumer.consume(BATCH - 1, timeout=0) if first else []
+                batch = [m for m in (*first, *more) if self._usable(m)]
                 if batch:
                     self.handle(batch)
         finally:
