@@ -63,6 +63,14 @@ def _discards(effects: tuple[object, ...]) -> list[Discard]:
     return [e for e in effects if isinstance(e, Discard)]
 
 
+def test_a_wait_stores_no_send_until_a_result_comes() -> None:
+    run = Run(ESCALATE)
+    _request(run)
+    run.fire(TimerKind.REMINDER)
+    run.fire(TimerKind.DEADLINE)
+    assert run.wait.level == 1 and run.wait.sends == ()
+
+
 def test_a_delivered_send_is_in_the_trace_and_a_second_report_of_it_changes_nothing() -> None:
     run = Run(ESCALATE)
     sent = _request(run)
@@ -202,8 +210,8 @@ def test_a_newer_reminder_supersedes_the_retry_of_an_older_one() -> None:
     (second,) = actions(run.fire(TimerKind.REMINDER), ActionKind.SEND_REMINDER)
     assert second.attempt == 2
     assert TimerKind.SEND_RETRY not in {t.kind for t in run.wait.timers}
-    assert [s.state for s in run.wait.sends] == [SendState.PENDING, SendState.FAILED,
-                                                 SendState.PENDING]
+    # Only sends with a result are stored: reminder 1, failed (not sent again).
+    assert [(s.attempt, s.state) for s in run.wait.sends] == [(1, SendState.FAILED)]
 
 
 def test_a_retry_due_before_the_next_reminder_goes_first() -> None:
@@ -283,7 +291,8 @@ def test_a_party_result_carries_the_party_key_and_is_matched() -> None:
     sent = actions(run.start("first-valid"), ActionKind.SEND_REQUEST)
     assert sent[1].correlation_key == f"{KEY}~carrier-b"
     assert rejects(run.result(sent[1])) == []
-    assert run.wait.sends[1].state is SendState.DELIVERED
+    (stored,) = run.wait.sends
+    assert (stored.party, stored.state) == ("carrier-b", SendState.DELIVERED)
 
 
 def test_the_sends_a_wait_remembers_round_trip_through_the_stored_form() -> None:

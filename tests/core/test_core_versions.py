@@ -43,7 +43,6 @@ def test_a_wait_records_the_version_it_parks_on_and_new_waits_take_the_newest() 
     run = Run(DEFINITIONS)
     run.start()
     assert run.wait.definition_version == OLD.version != ""
-    assert OLD.version in run.wait.trace[0].detail
     newer = Run(_set(OLD))
     newer.start()
     assert newer.wait.definition_version == "v2"

@@ -112,7 +112,7 @@ def _end(
         send_error=w.send_error,
         definition_version=w.definition_version,
     )
-    return _sync_retry(done, ctx) if sends else done
+    return _sync_retry(done, d, ctx) if sends else done
 
 
 def emitted_trace(w: Wait) -> tuple[TraceEntry, ...]:

@@ -92,8 +92,7 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
         payload=ev.payload,
         parties=tuple(parties),
         deadline_override_ms=override,
-        trace=(TraceEntry(parked_at, "requested", f"definition {d.name}"
-                          + (f" version {d.version}" if d.version else "")),),
+        trace=(TraceEntry(parked_at, "requested", f"definition {d.name}"),),
         definition_version=d.version or None,
     )
     wait = _open_stage(wait, d, ctx, start=parked_at)

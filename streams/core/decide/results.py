@@ -14,7 +14,7 @@ import json
 from streams.core.copying import replace
 from streams.core.decide.context import _act, _Ctx, _ended, _trace
 from streams.core.decide.ids import action_id
-from streams.core.decide.sends import _is_current, _sync_retry, _what, _with_send
+from streams.core.decide.sends import _all_sends, _is_current, _stored, _sync_retry, _what
 from streams.core.decide.timers import _escalate
 from streams.core.definition import SendFailureRoute, Variant, WaitDefinition
 from streams.core.durations import format_utc_ms
@@ -63,7 +63,9 @@ def _on_result(w: Wait, res: ActionResult, ctx: _Ctx) -> Wait:
             return w
         w = replace(w, held_results=(*w.held_results, HeldResult(res, ctx.now)))
         return _trace(w, ctx.now, "result_recorded", f"{res.status.value} {res.action_id}")
-    found = _find_send(w, res.action_id)
+    d = ctx.definition_of(w)
+    sends = _all_sends(w, d)
+    found = _find_send(w, sends, res.action_id)
     if found is None:
         if w.status is WaitStatus.DONE:
             ctx.reject(RejectReason.LATE,
@@ -74,7 +76,7 @@ def _on_result(w: Wait, res: ActionResult, ctx: _Ctx) -> Wait:
                        "(SEND_REQUEST, SEND_REMINDER, RUN_ESCALATION), but "
                        f"{res.action_id!r} is none of them")
         return w
-    index, send, tries = found
+    send, tries = found
     if w.status is WaitStatus.IN_REVIEW:
         ctx.reject(RejectReason.LATE,
                    "Expected the wait to be waiting for a reply, but an earlier reply won "
@@ -87,21 +89,21 @@ def _on_result(w: Wait, res: ActionResult, ctx: _Ctx) -> Wait:
             f"one of attempt {tries}"))
         return w
     if res.status is ResultStatus.DELIVERED:
-        return _delivered(w, index, send, ctx)
-    return _failed(w, index, send, res, ctx)
+        return _delivered(w, d, send, ctx)
+    return _failed(w, d, sends, send, res, ctx)
 
 
-def _find_send(w: Wait, wanted: str) -> tuple[int, Send, int] | None:
+def _find_send(w: Wait, sends: list[Send], wanted: str) -> tuple[Send, int] | None:
     """The send (and its send attempt) whose action id is `wanted`; ids are derived."""
-    for i, s in enumerate(w.sends):
+    for s in sends:
         for tries in range(1, s.tries + 1):
             if action_id(w.key, w.parked_at, s.kind, s.stage, s.level, s.party, s.attempt,
                          tries) == wanted:
-                return i, s, tries
+                return s, tries
     return None
 
 
-def _delivered(w: Wait, index: int, send: Send, ctx: _Ctx) -> Wait:
+def _delivered(w: Wait, d: WaitDefinition | None, send: Send, ctx: _Ctx) -> Wait:
     if send.state is SendState.DELIVERED:
         ctx.effects.append(Discard(DiscardReason.DUPLICATE_RESULT,
                                    f"Expected one result of {_what(send)}, but it was "
@@ -112,13 +114,13 @@ def _delivered(w: Wait, index: int, send: Send, ctx: _Ctx) -> Wait:
                    f"Expected one result of {_what(send)}, but it already failed for good "
                    f"({send.error})")
         return w
-    w = _with_send(w, index, dataclasses.replace(send, state=SendState.DELIVERED,
-                                                 retry_at=None))
+    w = _stored(w, dataclasses.replace(send, state=SendState.DELIVERED, retry_at=None))
     w = _trace(w, ctx.now, "send_delivered", f"{_what(send)}, send attempt {send.tries}")
-    return _sync_retry(w, ctx)
+    return _sync_retry(w, d, ctx)
 
 
-def _failed(w: Wait, index: int, send: Send, res: ActionResult, ctx: _Ctx) -> Wait:
+def _failed(w: Wait, d: WaitDefinition | None, sends: list[Send], send: Send,
+            res: ActionResult, ctx: _Ctx) -> Wait:
     if send.state is SendState.DELIVERED:
         ctx.reject(RejectReason.DUPLICATE,
                    f"Expected one result of {_what(send)}, but it was already reported "
@@ -131,27 +133,26 @@ def _failed(w: Wait, index: int, send: Send, res: ActionResult, ctx: _Ctx) -> Wa
         return w
     error = res.error or "no error given"
     what = f"{_what(send)}, send attempt {send.tries}"
-    d = ctx.definition_of(w)
     policy = d.on_send_failure if d is not None else None
-    if d is None or policy is None or not _is_current(w, index, send):
+    if d is None or policy is None or not _is_current(w, send, sends):
         note = ("the wait has moved on: not sent again" if policy is not None
                 else "the definition declares no on_send_failure")
-        w = _with_send(w, index, dataclasses.replace(send, state=SendState.FAILED, error=error))
+        w = _stored(w, dataclasses.replace(send, state=SendState.FAILED, error=error))
         w = _trace(w, ctx.now, "send_failed", f"{what}: {error} ({note})")
-        return _sync_retry(w, ctx)
+        return _sync_retry(w, d, ctx)
     if not res.permanent and send.tries <= policy.retries:
         at = ctx.now + policy.backoff_ms
-        w = _with_send(w, index, dataclasses.replace(send, state=SendState.RETRYING,
-                                                     retry_at=at, error=error))
+        w = _stored(w, dataclasses.replace(send, state=SendState.RETRYING, retry_at=at,
+                                           error=error))
         w = _trace(w, ctx.now, "send_failed",
                    f"{what}: {error}; retry {send.tries} of {policy.retries} at "
                    f"{format_utc_ms(at)}")
-        return _sync_retry(w, ctx)
+        return _sync_retry(w, d, ctx)
     why = "permanent" if res.permanent else f"no retry left of {policy.retries}"
     failed = dataclasses.replace(send, state=SendState.FAILED, error=error)
-    w = replace(_with_send(w, index, failed), send_error=f"{_what(send)}: {error}")
+    w = replace(_stored(w, failed), send_error=f"{_what(send)}: {error}")
     w = _trace(w, ctx.now, "send_failed", f"{what}: {error} ({why})")
-    w = _sync_retry(w, ctx)
+    w = _sync_retry(w, d, ctx)
     return _take_path(w, d, failed, ctx, policy.then)
 
 
@@ -162,7 +163,7 @@ def _take_path(w: Wait, d: WaitDefinition, send: Send, ctx: _Ctx,
         # The escalation of a wait that has ended: only a person can still act.
         return _review_send(w, d, send, ctx)
     if d.variant is Variant.FIRST_VALID and send.kind is not ActionKind.RUN_ESCALATION:
-        reachable = _reachable_parties(w)
+        reachable = _reachable_parties(w, d)
         if reachable:
             return _trace(w, ctx.now, "send_failed_path",
                           f"not taken: parties {sorted(reachable)} may still answer")
@@ -171,10 +172,10 @@ def _take_path(w: Wait, d: WaitDefinition, send: Send, ctx: _Ctx,
     return _review_send(w, d, send, ctx)
 
 
-def _reachable_parties(w: Wait) -> set[str]:
+def _reachable_parties(w: Wait, d: WaitDefinition) -> set[str]:
     """First-valid: the parties whose latest request or reminder has not failed for good."""
     latest: dict[str, SendState] = {}
-    for s in w.sends:
+    for s in _all_sends(w, d):
         if (s.kind is not ActionKind.RUN_ESCALATION and s.party is not None
                 and (s.stage, s.level) == (w.stage, w.level)):
             latest[s.party] = s.state
