@@ -135,12 +135,25 @@ class DefinitionStore:
                                    "makes it")
         ends: dict[int, int] = {}
         for p in meta.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                       timeout=READ_TIMEOUT_S)
+            low, high = self._watermarks(consumer, p)
             if high > low:
                 ends[p] = high
         consumer.assign([TopicPartition(self.topic, p, 0) for p in meta.partitions])
         return ends
+
+    def _watermarks(self, consumer: Consumer, partition: int) -> tuple[int, int]:
+        """A partition's first and next offsets, asked again while a new topic's leader settles
+        (a worker creates the topic a moment before it reads it)."""
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=READ_TIMEOUT_S)
+                return int(low), int(high)
+            except KafkaException as exc:
+                if time.monotonic() >= deadline:
+                    raise KafkaUnavailable(f"reading {self.topic}[{partition}]: {exc}") from exc
+                time.sleep(0.2)
 
     def read_all(self) -> dict[bytes, StoredVersion | None]:
         """Every key of the topic and its latest record (None: removed), read to the end."""
