@@ -1,14 +1,16 @@
 # The xwait worker and CLI, installed from a wheel.  Used by docker-compose.yml.
 #
-# Stage 1 builds wheels of xwait and of every dependency; stage 2 installs
-# them without a compiler, without network and without the source tree, so
-# the image runs exactly what `pip install xwait-*.whl` gives a user (the
-# schemas and example topology are package data inside the wheel).
+# Stage 1 builds wheels of every dependency at the versions of requirements.lock
+# (hashes checked) and of xwait; stage 2 installs them without a compiler,
+# without network and without the source tree, so the image runs exactly what
+# `pip install xwait-*.whl` gives a user, with the locked versions (the schemas
+# and example topology are package data inside the wheel).
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY streams ./streams
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -r requirements.lock \
+ && pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
 # An unprivileged user owns the RocksDB folder; nothing runs as root.
@@ -20,8 +22,9 @@ WORKDIR /home/xwait
 ENV XWAIT_DATA_DIR=/data \
     XWAIT_WEB_HOST=0.0.0.0
 EXPOSE 6066
-# Healthy once the worker's web server answers (it serves /xwait/stats from
-# start-up on); a worker whose event loop hangs stops answering.
+# Healthy while /healthz answers 200: the web server is up and the worker's
+# event loop turns (it says 503 after the loop was held 30 s, and a loop that
+# hangs does not answer at all).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=90s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('XWAIT_WEB_PORT', '6066') + '/xwait/stats', timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('XWAIT_WEB_PORT', '6066') + '/healthz', timeout=4)"]
 CMD ["xwait", "worker"]

@@ -11,21 +11,38 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv kafka kafka-stop registry registry-stop topics worker bench compare scale flood clean browser
+.PHONY: demo test lint venv lock kafka kafka-stop cluster cluster-stop registry registry-stop topics worker bench compare scale flood clean browser
 
-$(STAMP): pyproject.toml
+# The virtualenv holds exactly the versions of requirements-dev.lock (hashes
+# checked), then xwait itself from the checkout.  `make lock` writes the lock
+# files again from pyproject.toml (after a change of dependencies).
+$(STAMP): pyproject.toml requirements-dev.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -r requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+lock: $(STAMP)
+	$(BIN)/uv pip compile pyproject.toml --python-version 3.11 --generate-hashes \
+		--quiet -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --extra dev -c requirements.lock \
+		--python-version 3.11 --generate-hashes --quiet -o requirements-dev.lock
 
 kafka: $(STAMP)
 	scripts/kafka start
 
 kafka-stop:
 	scripts/kafka stop
+
+# Three KRaft nodes on 127.0.0.1:29092-29094 (README "A three-node cluster").
+cluster: $(STAMP)
+	scripts/kafka start --nodes 3
+
+cluster-stop:
+	scripts/kafka stop --nodes 3
 
 # A local Schema Registry (Apicurio, Confluent API); see README "A Schema Registry".
 registry:

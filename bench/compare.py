@@ -133,9 +133,11 @@ BY_NAME = {w.name: w for w in (DRAIN, STORM, OPEN)}
 
 # The figures a ratio xwait ÷ other is computed for, per workload: (figure, higher is better)
 RATIO_FIGURES: dict[str, list[tuple[str, bool]]] = {
-    "drain": [("events_per_s", True), ("first_outcome_s", False)],
-    "storm": [("escalations_per_s", True), ("first_outcome_s", False)],
-    "open": [("reply_p50_ms", False), ("reply_p99_ms", False), ("lateness_p99_ms", False)],
+    "drain": [("events_per_s", True), ("first_outcome_s", False), ("cpu_us_per_event", False)],
+    "storm": [("escalations_per_s", True), ("first_outcome_s", False),
+              ("cpu_us_per_event", False)],
+    "open": [("reply_p50_ms", False), ("reply_p99_ms", False), ("lateness_p99_ms", False),
+             ("cpu_us_per_event", False)],
 }
 
 
@@ -388,6 +390,79 @@ def wait_answering(ctx: Context, plan: RunPlan, timeout: float,
             consumer.close()
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# How often CpuSampler reads /proc: a process that exits between two reads loses at most
+# this much of its CPU time (a drain's processor is stopped by loadgen at the end).
+CPU_POLL_S = 0.2
+
+
+def _cpu_ticks(pid: str) -> tuple[int, int] | None:
+    """(utime + stime of every thread of the process, its start time) in clock ticks."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+    return int(fields[11]) + int(fields[12]), int(fields[19])
+
+
+class CpuSampler(threading.Thread):
+    """CPU seconds (utime + stime, all threads) of the processor's processes over a run.
+
+    The processor is whatever carries the run's prefix in its command line or environment,
+    but the load generator and the kit's tools.  A process started before the sampler counts
+    from the sampler's start (open runs: the load window only); one started after it, from
+    its own start (drains: start-up included, see `startup_cpu_s` of the open runs).
+    """
+
+    EXCLUDE = (b"loadgen.py", b"mktopics.py")
+
+    def __init__(self, marker: str) -> None:
+        super().__init__(name="cpu-sampler", daemon=True)
+        self.marker = marker.encode()
+        self.base: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        self.names: dict[str, str] = {}
+        self._done = threading.Event()
+        with open("/proc/uptime", encoding="ascii") as f:
+            self._born_after = int(float(f.read().split()[0]) * CLOCK_TICKS)
+
+    def _sample(self) -> None:
+        me = str(os.getpid())
+        for d in Path("/proc").iterdir():
+            pid = d.name
+            if not pid.isdigit() or pid == me:
+                continue
+            if pid not in self.last:
+                try:
+                    cmdline = (d / "cmdline").read_bytes()
+                    text = cmdline + (d / "environ").read_bytes()
+                except OSError:
+                    continue
+                if self.marker not in text or any(x in cmdline for x in self.EXCLUDE):
+                    continue
+                self.names[pid] = cmdline.replace(b"\0", b" ").decode(errors="replace")[:80]
+            got = _cpu_ticks(pid)
+            if got is None:
+                continue
+            ticks, started = got
+            if pid not in self.base:
+                self.base[pid] = 0 if started >= self._born_after else ticks
+            self.last[pid] = ticks
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self._sample()
+            self._done.wait(CPU_POLL_S)
+
+    def stop(self) -> float:
+        """CPU seconds of the processor's processes since the start (their sum)."""
+        self._sample()
+        self._done.set()
+        self.join(5)
+        return sum(self.last[p] - self.base[p] for p in self.last) / CLOCK_TICKS
+
+
 class StatsPoller(threading.Thread):
     """Keeps xwait's last /xwait/stats answer while the worker runs (loadgen stops it)."""
 
@@ -628,9 +703,11 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
     record["log"] = worker.log_path
     poller = StatsPoller(worker)
     w = plan.workload
+    cpu = CpuSampler(plan.prefix)
     try:
         if w.mode == "drain":
             poller.start()
+            cpu.start()
             run_tool(loadgen_argv(ctx, plan, start_cmd=worker.command_line(),
                                   log=worker.log_path),
                      plan.folder / "loadgen.log", loadgen_timeout(ctx, w), plan.prefix)
@@ -641,10 +718,13 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
             wait_answering(ctx, plan, 120, lambda: worker.running)
             record["ready_s"] = round(time.monotonic() - (worker.started_at or 0), 2)
             time.sleep(READY_SETTLE_S)
+            record["startup_cpu_s"] = startup_cpu(worker.pid)
             poller.start()
+            cpu.start()
             run_tool(loadgen_argv(ctx, plan, pid=worker.pid), plan.folder / "loadgen.log",
                      loadgen_timeout(ctx, w), plan.prefix)
     finally:
+        record["cpu_s"] = cpu.stop() if cpu.is_alive() else None
         record["worker_counters"] = poller.stop() if poller.is_alive() else {}
         worker.stop()
     result = read_json(plan.folder / "loadgen.json")
@@ -658,6 +738,12 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
                                                    ctx.partitions)
         storm_actions(conf, settings.topic("actions"), ctx.partitions, record)
     return result
+
+
+def startup_cpu(pid: int | None) -> float | None:
+    """CPU seconds a processor spent from its start until now (it is ready, idle)."""
+    got = _cpu_ticks(str(pid)) if pid is not None else None
+    return None if got is None else round(got[0] / CLOCK_TICKS, 2)
 
 
 def peer_argv(ctx: Context, plan: RunPlan) -> tuple[list[str], str]:
@@ -689,9 +775,14 @@ def run_peer(ctx: Context, plan: RunPlan, record: dict[str, Any],
         {"default": "exactly_once_v2 (its default)", "at_least_once": "at_least_once",
          "exactly_once": "exactly_once_v2"}[ctx.args.guarantee])}
     w = plan.workload
+    cpu = CpuSampler(plan.prefix)
     if w.mode == "drain":
-        run_tool(loadgen_argv(ctx, plan, start_cmd=argv, log=log), plan.folder / "loadgen.log",
-                 loadgen_timeout(ctx, w), plan.prefix)
+        cpu.start()
+        try:
+            run_tool(loadgen_argv(ctx, plan, start_cmd=argv, log=log),
+                     plan.folder / "loadgen.log", loadgen_timeout(ctx, w), plan.prefix)
+        finally:
+            record["cpu_s"] = cpu.stop()
     else:
         peer = Peer(argv, log)
         try:
@@ -701,9 +792,12 @@ def run_peer(ctx: Context, plan: RunPlan, record: dict[str, Any],
             wait_answering(ctx, plan, 120, alive)
             record["ready_s"] = round(time.monotonic() - started, 2)
             time.sleep(READY_SETTLE_S)
+            record["startup_cpu_s"] = startup_cpu(peer.proc.pid)
+            cpu.start()
             run_tool(loadgen_argv(ctx, plan, pid=peer.proc.pid), plan.folder / "loadgen.log",
                      loadgen_timeout(ctx, w), plan.prefix)
         finally:
+            record["cpu_s"] = cpu.stop() if cpu.is_alive() else None
             peer.stop()
     result = read_json(plan.folder / "loadgen.json")
     if w.name == "storm":
@@ -726,10 +820,15 @@ def run_pipe(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, A
     out = plan.folder / f"{name}.json"
     script = ctx.kit / "rawpipe.py" if name == "rawpipe" else REPO / "bench" / "faustpipe.py"
     timeout = max(300.0, expect / 100)
-    run_tool([ctx.python, str(script), "--bootstrap", ctx.bootstrap,
-              "--prefix", plan.prefix, "--expect", str(expect), "--partitions",
-              str(ctx.partitions), "--timeout-s", f"{timeout:.0f}", "--out", str(out)],
-             plan.folder / f"{name}.log", timeout + 60, plan.prefix)
+    cpu = CpuSampler(plan.prefix)
+    cpu.start()
+    try:
+        run_tool([ctx.python, str(script), "--bootstrap", ctx.bootstrap,
+                  "--prefix", plan.prefix, "--expect", str(expect), "--partitions",
+                  str(ctx.partitions), "--timeout-s", f"{timeout:.0f}", "--out", str(out)],
+                 plan.folder / f"{name}.log", timeout + 60, plan.prefix)
+    finally:
+        record["cpu_s"] = cpu.stop()
     if name == "rawpipe":  # the faust pipe's group starts with the prefix: deleted with it
         record["rawpipe_groups_deleted"] = delete_rawpipe_group(ctx, plan.prefix)
     return read_json(out)
@@ -755,11 +854,18 @@ def delete_rawpipe_group(ctx: Context, prefix: str) -> list[str]:
     return mine
 
 
+def per_event(cpu_s: float | None, events: int) -> float | None:
+    """CPU microseconds per input event: what travels from one machine to another."""
+    return None if cpu_s is None or events <= 0 else round(cpu_s * 1e6 / events, 1)
+
+
 def figures(plan: RunPlan, result: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
     """The run's figures under one set of names, whichever tool measured them."""
+    cpu_s = record.get("cpu_s")
     if plan.system in PIPES:
         consumed = int(result.get("consumed") or 0)
         return {"events_per_s": result.get("records_per_s"),
+                "cpu_s": cpu_s, "cpu_us_per_event": per_event(cpu_s, consumed),
                 "escalations_per_s": None,
                 "records": result.get("expect"), "completed": consumed,
                 "seconds": result.get("seconds"),
@@ -795,6 +901,8 @@ def figures(plan: RunPlan, result: dict[str, Any], record: dict[str, Any]) -> di
         "duplicate_outcome_ids": result.get("duplicate_outcome_ids"),
         "conflicting_outcomes": result.get("conflicting_outcomes"),
         "undecodable_outcomes": result.get("undecodable_outcomes"),
+        "cpu_s": cpu_s, "cpu_us_per_event": per_event(cpu_s, events),
+        "startup_cpu_s": record.get("startup_cpu_s"),
     }
     if plan.workload.name == "storm":
         actions = record.get("actions_by_kind", {})
@@ -986,12 +1094,17 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
                 and any(r["workload"] == name and r["system"] == s for r in runs)]
         if name == "drain":
             lines += [f"**(a) Drain W1, {p['waits']:,} waits** (`--definition bench-long --mix "
-                      "replies`): input events/s, higher is better.", "",
-                      "| system | events/s | xwait ÷ system | first outcome (s) | peak RSS (MiB) "
-                      "| outcomes |", "| --- | --- | --- | --- | --- | --- |"]
+                      "replies`): CPU µs per input event (utime+stime of the processor's "
+                      "processes over the run, start-up included; lower is better) and input "
+                      "events/s (higher is better).", "",
+                      "| system | CPU µs/event | xwait ÷ system (CPU) | events/s | "
+                      "xwait ÷ system | first outcome (s) | peak RSS (MiB) "
+                      "| outcomes |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
             for s in here:
                 lines.append(
-                    f"| {LABELS[s]} | {per_round(values(runs, name, s, 'events_per_s'))} | "
+                    f"| {LABELS[s]} | {per_round(values(runs, name, s, 'cpu_us_per_event'))} | "
+                    f"{'–' if s == 'xwait' else ratio(name, 'cpu_us_per_event', s)} | "
+                    f"{per_round(values(runs, name, s, 'events_per_s'))} | "
                     f"{'–' if s == 'xwait' else ratio(name, 'events_per_s', s)} | "
                     f"{per_round(values(runs, name, s, 'first_outcome_s'), 1)} | "
                     f"{per_round(values(runs, name, s, 'peak_rss_mib'))} | "
@@ -999,15 +1112,17 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
         elif name == "storm":
             lines += [f"**(b) Timer storm, {p['waits']:,} waits** (`--definition bench --mix "
                       "silent --deadline-s 3`, every deadline due when the processor starts): "
-                      "escalations/s, higher is better (the pipes: request records/s).", "",
-                      "| system | escalations/s | xwait ÷ system | first escalation (s) | "
-                      "after the last park (s) | timer records | timers fired | peak RSS (MiB) "
-                      "| outcomes |",
-                      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                      "escalations/s, higher is better (the pipes: request records/s); CPU µs "
+                      "per input event, start-up included.", "",
+                      "| system | CPU µs/event | escalations/s | xwait ÷ system | first "
+                      "escalation (s) | after the last park (s) | timer records | timers fired "
+                      "| peak RSS (MiB) | outcomes |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
             for s in here:
                 fig = "events_per_s" if s in PIPES else "escalations_per_s"
                 lines.append(
-                    f"| {LABELS[s]} | {per_round(values(runs, name, s, fig))} | "
+                    f"| {LABELS[s]} | {per_round(values(runs, name, s, 'cpu_us_per_event'))} | "
+                    f"{per_round(values(runs, name, s, fig))} | "
                     f"{'–' if s == 'xwait' else ratio(name, 'escalations_per_s', s)} | "
                     f"{per_round(values(runs, name, s, 'first_outcome_s'), 1)} | "
                     f"{per_round(values(runs, name, s, 'first_escalation_after_last_park_s'), 1)}"
@@ -1018,13 +1133,18 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
                     f"{correctness(name, s)} |")
         else:
             lines += [f"**(c) Open W1 at {p['rate']:g} requests/s for {p['seconds']:g} s** "
-                      "(`--mode open --mix w1`): milliseconds, lower is better.", "",
-                      "| system | reply→outcome p50 | p99 | deadline lateness p99 | xwait ÷ "
+                      "(`--mode open --mix w1`): CPU µs per input event over the load (after "
+                      "start-up: its CPU-s beside it), milliseconds, lower is better.", "",
+                      "| system | CPU µs/event | xwait ÷ system (CPU) | start-up CPU-s | "
+                      "reply→outcome p50 | p99 | deadline lateness p99 | xwait ÷ "
                       "system (p99) | events/s | peak RSS (MiB) | outcomes |",
-                      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
             for s in here:
                 lines.append(
-                    f"| {LABELS[s]} | {per_round(values(runs, name, s, 'reply_p50_ms'))} | "
+                    f"| {LABELS[s]} | {per_round(values(runs, name, s, 'cpu_us_per_event'))} | "
+                    f"{'–' if s == 'xwait' else ratio(name, 'cpu_us_per_event', s)} | "
+                    f"{per_round(values(runs, name, s, 'startup_cpu_s'), 1)} | "
+                    f"{per_round(values(runs, name, s, 'reply_p50_ms'))} | "
                     f"{per_round(values(runs, name, s, 'reply_p99_ms'))} | "
                     f"{per_round(values(runs, name, s, 'lateness_p99_ms'))} | "
                     f"{'–' if s == 'xwait' else ratio(name, 'reply_p99_ms', s)} | "

@@ -310,37 +310,11 @@ def changelog_ends(settings: Settings) -> dict[int, int]:
         consumer.close()
 
 
-def persisted_offsets(data_dir: Path, scratch: Path) -> dict[int, int]:
-    """The changelog offset each partition database of a running worker holds.
-
-    Read through a RocksDB secondary instance (read-only, beside the worker's
-    own): the `\\x00xwait.changelog_offset` key (`streams.processor.state`),
-    which the worker writes with every batch and every restored or standby batch.
-    """
-    import rocksdict
-
-    from streams.processor.state import CHANGELOG_OFFSET_KEY
-
-    found: dict[int, int] = {}
-    for db_path in sorted(data_dir.glob("*/waits-*")):
-        try:
-            partition = int(db_path.name[len("waits-"):])
-        except ValueError:
-            continue
-        secondary = scratch / f"secondary-{partition}"
-        secondary.mkdir(parents=True, exist_ok=True)
-        try:
-            db = rocksdict.Rdict(str(db_path), options=rocksdict.Options(raw_mode=True),
-                                 access_type=rocksdict.AccessType.secondary(str(secondary)))
-        except Exception:  # noqa: BLE001, S112 - not there yet, or being opened: next poll
-            continue
-        try:
-            raw = db.get(CHANGELOG_OFFSET_KEY)
-            if isinstance(raw, bytes):
-                found[partition] = int(raw)
-        finally:
-            db.close()
-    return found
+def persisted_offsets(worker: WorkerProcess) -> dict[int, int]:
+    """The changelog offset each partition database of a running worker holds, actives
+    and standbys (`changelogOffsets` of /xwait/stats)."""
+    offsets = (worker.stats() or {}).get("changelogOffsets") or {}
+    return {int(p): int(o) for p, o in offsets.items() if o is not None}
 
 
 # -- the run -------------------------------------------------------------------------------
@@ -741,7 +715,6 @@ def standby(run: Run) -> dict[str, Any]:
     second = run.new_worker("standby")
     second.start(wait_owned=False)
     joined = time.monotonic()
-    scratch = run.folder / f"secondary-{run.incarnation}"
     p = run.settings.partitions
     # Caught up: every partition's database of the second worker holds the
     # changelog up to its last record (its active ones and its standbys).
@@ -749,7 +722,7 @@ def standby(run: Run) -> dict[str, Any]:
 
     def caught_up(_st: dict[str, Any] | None) -> bool:
         ends = changelog_ends(run.settings)
-        held = persisted_offsets(second.data_dir, scratch)
+        held = persisted_offsets(second)
         behind = {q: ends[q] - held.get(q, -1) for q in range(p) if held.get(q, -1) < ends[q]}
         lag["behind"] = sum(behind.values())
         lag["partitions_behind"] = sorted(behind)
@@ -772,7 +745,6 @@ def standby(run: Run) -> dict[str, Any]:
             break
         time.sleep(1.0)
     shared = second.stats() or {}
-    shutil.rmtree(scratch, ignore_errors=True)
     time.sleep(1.0)
     wall = int(time.time() * 1000)
     stop_began = time.monotonic()

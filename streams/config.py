@@ -111,6 +111,12 @@ class Settings:
     # Empty means default_app_id(topic_prefix); XWAIT_APP_ID overrides it.
     app_id: str = ""
     partitions: int = 8
+    # Replicas of every topic `xwait topics create` makes, and how many of them
+    # must hold a write before Kafka acknowledges it.  None: topics.yaml's
+    # (1 in the example: one broker); with min ISR unset, 2 from 3 replicas
+    # up, else 1 (see streams.topics.default_min_insync).
+    replication_factor: int | None = None
+    min_insync_replicas: int | None = None
     topology: Path = PACKAGED_TOPOLOGY
     data_dir: Path = DEFAULT_DATA_DIR
     guarantee: Guarantee = Guarantee.AT_LEAST_ONCE
@@ -134,6 +140,12 @@ class Settings:
     # acyclic objects; fewer passes were 6-23% more records per second on a
     # worker (streams.processor.collector).
     gc_threshold: int = 20_000
+    # /readyz holds a worker back until every input partition it owns is at most
+    # this many records behind (after each takeover): some 15 s of one input
+    # partition's records at 500 waits/s over 8 partitions.  Far more lets a
+    # rolling restart move on while replies wait behind a backlog; far less
+    # keeps a worker out under any burst.
+    ready_max_lag: int = 1000
     web_port: int = 6066
     web_host: str = "127.0.0.1"
     # The host other workers (and the console's forwarding) use to reach this
@@ -202,6 +214,12 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     if value <= 0:
         raise ConfigError(f"{name}={raw!r}: expected a number above zero")
     return value
+
+
+def _optional_int(env: Mapping[str, str], name: str) -> int | None:
+    if not env.get(name):
+        return None
+    return _int(env, name, 0)
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -273,6 +291,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         topic_prefix=env.get("XWAIT_TOPIC_PREFIX") or defaults.topic_prefix,
         app_id=env.get("XWAIT_APP_ID") or "",
         partitions=_int(env, "XWAIT_PARTITIONS", defaults.partitions),
+        replication_factor=_optional_int(env, "XWAIT_REPLICATION_FACTOR"),
+        min_insync_replicas=_optional_int(env, "XWAIT_MIN_INSYNC_REPLICAS"),
         topology=Path(env.get("XWAIT_TOPOLOGY") or defaults.topology),
         data_dir=Path(env.get("XWAIT_DATA_DIR") or defaults.data_dir),
         guarantee=guarantee,
@@ -280,6 +300,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         timer_batch=_int(env, "XWAIT_TIMER_BATCH", defaults.timer_batch),
         session_timeout=_float(env, "XWAIT_SESSION_TIMEOUT", defaults.session_timeout),
         gc_threshold=_int(env, "XWAIT_GC_THRESHOLD", defaults.gc_threshold),
+        ready_max_lag=_int(env, "XWAIT_READY_MAX_LAG", defaults.ready_max_lag),
         web_port=_int(env, "XWAIT_WEB_PORT", defaults.web_port),
         web_host=env.get("XWAIT_WEB_HOST") or defaults.web_host,
         web_advertised_host=env.get("XWAIT_WEB_ADVERTISED_HOST") or None,

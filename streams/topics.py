@@ -2,7 +2,10 @@
 
 Co-partitioning is what makes one wait's records meet in one worker, so the
 admin refuses to call a set of topics healthy when their partition counts
-differ, and says which topic is off.
+differ, and says which topic is off.  On a replicated cluster it also calls
+unhealthy what loses or refuses writes: fewer replicas than the setting, a
+different `min.insync.replicas`, a partition whose in-sync replicas are
+fewer than its replicas (under-replicated) or that has no leader.
 """
 
 from __future__ import annotations
@@ -14,17 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streams.config import Settings
-from streams.errors import KafkaUnavailable, TopologyError
+from streams.errors import ConfigError, KafkaUnavailable, TopologyError
 
 log = logging.getLogger(__name__)
 
 # How long an admin call may take before the CLI gives up and says the broker
 # is unreachable; a healthy local broker answers in milliseconds.
 ADMIN_TIMEOUT_S = 15.0
+_TIMED_OUT = getattr(KafkaError, "_TIMED_OUT")  # noqa: B009 - librdkafka's local time-out
+# One DescribeConfigs ask (see `_configs`): a live broker answers in milliseconds.
+_CONFIG_ASK_S = 4.0
 # Between two metadata requests while waiting for new topics to show.
 _VISIBLE_POLL_S = 0.1
 
@@ -33,7 +39,8 @@ _VISIBLE_POLL_S = 0.1
 # input topics is what lets the broker's clock decide a reply against its
 # deadline (README, "The race"); `cleanup.policy` keeps the changelog compacted
 # and the event topics from being compacted away.
-REQUIRED_CONFIG = ("message.timestamp.type", "cleanup.policy")
+REQUIRED_CONFIG = ("message.timestamp.type", "cleanup.policy", "min.insync.replicas")
+MIN_INSYNC = "min.insync.replicas"
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ class TopicSpec:
     name: str  # the topic's real name, prefix applied
     partitions: int
     replication_factor: int
-    config: dict[str, str]
+    config: dict[str, str]  # min.insync.replicas included
     doc: str
 
 
@@ -52,10 +59,39 @@ class TopicState:
     exists: bool
     partitions: int | None  # what the broker has, None when missing
     config: dict[str, str]
+    # The fewest replicas any partition has (None when missing), and the
+    # partitions whose in-sync replicas are fewer than their replicas, or
+    # that have no leader, as the metadata said at the time.
+    replication_factor: int | None = None
+    under_replicated: tuple[int, ...] = ()
+    leaderless: tuple[int, ...] = ()
 
     @property
     def matches(self) -> bool:
-        return self.exists and self.partitions == self.spec.partitions and not self.config_problems
+        return (self.exists and self.partitions == self.spec.partitions
+                and not self.config_problems and not self.replica_problems)
+
+    @property
+    def replica_problems(self) -> list[str]:
+        """What loses or refuses writes on this topic now, each in one line."""
+        if not self.exists:
+            return []
+        problems = []
+        rf, want = self.replication_factor or 0, self.spec.replication_factor
+        if rf < want:
+            problems.append(f"replication factor {rf}, expected {want} (a broker's loss "
+                            "loses data or stops writes: recreate it, or reassign partitions)")
+        isr = int(self.config.get(MIN_INSYNC) or 1)
+        if rf and isr > rf:
+            problems.append(f"min.insync.replicas={isr} above its {rf} replicas: every "
+                            "write is refused")
+        if self.leaderless:
+            problems.append(f"no leader for partitions {_ranges(self.leaderless)}: nothing is "
+                            "written or read there until one of their replicas is back")
+        if self.under_replicated:
+            problems.append(f"under-replicated partitions {_ranges(self.under_replicated)} "
+                            "(fewer replicas in sync than assigned: a broker is down or behind)")
+        return problems
 
     @property
     def config_problems(self) -> list[str]:
@@ -89,8 +125,20 @@ INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
 }
 
 
+def _ranges(partitions: tuple[int, ...]) -> str:
+    return ", ".join(str(p) for p in partitions)
+
+
+def default_min_insync(replication_factor: int) -> int:
+    """2 from three replicas up (a write survives one broker's loss, and one broker
+    may be down for maintenance without stopping writes), else 1."""
+    return 2 if replication_factor >= 3 else 1
+
+
 def load_specs(settings: Settings, path: Path | None = None) -> list[TopicSpec]:
-    """Read topics.yaml; `settings.partitions` overrides the file's count."""
+    """Read topics.yaml; `settings.partitions` overrides the file's count, and the
+    replication settings (XWAIT_REPLICATION_FACTOR, XWAIT_MIN_INSYNC_REPLICAS) the
+    file's `replication_factor` and `min_insync_replicas`."""
     path = path or settings.topology / "topics.yaml"
     try:
         doc = yaml.safe_load(path.read_text())
@@ -100,9 +148,18 @@ def load_specs(settings: Settings, path: Path | None = None) -> list[TopicSpec]:
         raise TopologyError(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("topics"), dict):
         raise TopologyError(f"{path}: field 'topics': expected a mapping of role to topic")
-    rf = doc.get("replication_factor", 1)
+    rf = settings.replication_factor or doc.get("replication_factor", 1)
     if not isinstance(rf, int) or rf < 1:
         raise TopologyError(f"{path}: field 'replication_factor': expected a whole number >= 1")
+    min_isr = settings.min_insync_replicas or doc.get("min_insync_replicas")
+    if min_isr is None:
+        min_isr = default_min_insync(rf)
+    if not isinstance(min_isr, int) or min_isr < 1:
+        raise TopologyError(f"{path}: field 'min_insync_replicas': expected a whole number >= 1")
+    if min_isr > rf:
+        raise ConfigError(f"min.insync.replicas {min_isr} is above the replication factor "
+                          f"{rf}: every write would be refused (XWAIT_MIN_INSYNC_REPLICAS, "
+                          "XWAIT_REPLICATION_FACTOR)")
     specs = []
     declared = dict(doc["topics"])
     for role, body in INTERNAL_TOPICS.items():
@@ -119,7 +176,8 @@ def load_specs(settings: Settings, path: Path | None = None) -> list[TopicSpec]:
                 name=body["name"].format(prefix=settings.topic_prefix, app=settings.app_id),
                 partitions=settings.partitions,
                 replication_factor=rf,
-                config={str(k): str(v) for k, v in config.items()},
+                config={**{str(k): str(v) for k, v in config.items()},
+                        MIN_INSYNC: str(min_isr)},
                 doc=str(body.get("doc", "")),
             )
         )
@@ -130,36 +188,67 @@ def admin_client(settings: Settings) -> AdminClient:
     return AdminClient(settings.confluent())
 
 
-def _existing(admin: AdminClient) -> dict[str, int]:
+def _metadata(admin: AdminClient) -> Any:
     try:
-        meta = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+        return admin.list_topics(timeout=ADMIN_TIMEOUT_S)
     except KafkaException as exc:
         raise KafkaUnavailable(f"the broker did not answer a metadata request: {exc}") from exc
-    return {name: len(t.partitions) for name, t in meta.topics.items()}
+
+
+def _existing(admin: AdminClient) -> dict[str, int]:
+    return {name: len(t.partitions) for name, t in _metadata(admin).topics.items()}
+
+
+def _configs(settings: Settings, admin: AdminClient, names: list[str]
+             ) -> dict[str, dict[str, str]]:
+    """The topics' configurations, asked again through a new client when one times out.
+
+    librdkafka sends DescribeConfigs to the broker the metadata names as
+    controller, which a KRaft cluster picks at random among the brokers it
+    thinks alive: for seconds after a broker dies, that may be the dead one,
+    and the request waits out its timeout (measured: 1 ask in 4).  A new
+    client asks a new metadata request, most likely naming a live broker.
+    """
+    if not names:
+        return {}
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    while True:
+        configs: dict[str, dict[str, str]] = {}
+        try:
+            for resource, future in admin.describe_configs(
+                    resources, request_timeout=_CONFIG_ASK_S).items():
+                entries: dict[str, Any] = future.result(timeout=_CONFIG_ASK_S + 1)
+                configs[resource.name] = {k: str(v.value) for k, v in entries.items()}
+            return configs
+        except (KafkaException, TimeoutError) as exc:
+            timed_out = isinstance(exc, TimeoutError) or \
+                exc.args[0].code() == _TIMED_OUT
+            if not timed_out or time.monotonic() + _CONFIG_ASK_S > deadline:
+                raise KafkaUnavailable(f"describe_configs {', '.join(names)}: {exc}") from exc
+            log.info("describe_configs timed out, asking again: %s", exc)
+            admin = admin_client(settings)
 
 
 def describe(settings: Settings, specs: list[TopicSpec]) -> list[TopicState]:
     admin = admin_client(settings)
-    existing = _existing(admin)
-    configs: dict[str, dict[str, str]] = {}
-    present = [s for s in specs if s.name in existing]
-    if present:
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, s.name) for s in present]
-        for resource, future in admin.describe_configs(resources).items():
-            try:
-                entries: dict[str, Any] = future.result(timeout=ADMIN_TIMEOUT_S)
-            except KafkaException as exc:
-                raise KafkaUnavailable(f"describe_configs {resource.name}: {exc}") from exc
-            configs[resource.name] = {k: str(v.value) for k, v in entries.items()}
-    return [
-        TopicState(
+    topics = _metadata(admin).topics
+    configs = _configs(settings, admin, [s.name for s in specs if s.name in topics])
+    states = []
+    for s in specs:
+        meta = topics.get(s.name)
+        parts = sorted(meta.partitions.values(), key=lambda p: p.id) if meta else []
+        states.append(TopicState(
             spec=s,
-            exists=s.name in existing,
-            partitions=existing.get(s.name),
+            exists=meta is not None,
+            partitions=len(parts) if meta is not None else None,
             config={k: configs.get(s.name, {}).get(k, "") for k in s.config},
-        )
-        for s in specs
-    ]
+            replication_factor=min((len(p.replicas) for p in parts), default=0)
+            if meta is not None else None,
+            under_replicated=tuple(p.id for p in parts if len(p.isrs) < len(p.replicas)),
+            leaderless=tuple(p.id for p in parts if p.leader < 0),
+        ))
+    return states
 
 
 def _wait_visible(admin: AdminClient, names: list[str]) -> None:
@@ -190,8 +279,15 @@ class CreateReport:
 def create(settings: Settings, specs: list[TopicSpec]) -> CreateReport:
     """Create what is missing; never alter what exists (that is a migration)."""
     admin = admin_client(settings)
-    existing = _existing(admin)
+    meta = _metadata(admin)
+    existing = {name: len(t.partitions) for name, t in meta.topics.items()}
     missing = [s for s in specs if s.name not in existing]
+    wanted = max((s.replication_factor for s in missing), default=0)
+    if wanted > len(meta.brokers):
+        raise ConfigError(f"replication factor {wanted}, but the cluster has "
+                          f"{len(meta.brokers)} broker{'s' if len(meta.brokers) != 1 else ''}: "
+                          "set XWAIT_REPLICATION_FACTOR (or --replication-factor) to at most "
+                          "that")
     created: list[str] = []
     existed = [s.name for s in specs if s.name in existing]
     if missing:
@@ -232,6 +328,6 @@ def ensure(settings: Settings) -> CreateReport:
                                                    for st in counts)
             + ": co-partitioning is broken; see `xwait topics describe`")
     for st in report.mismatched:
-        for problem in st.config_problems:
+        for problem in (*st.config_problems, *st.replica_problems):
             log.warning("topic %s: %s (see `xwait topics describe`)", st.spec.name, problem)
     return report

@@ -103,3 +103,23 @@ def test_the_broker_port_follows_xwait_bootstrap_so_one_setting_drives_script_an
     status = subprocess.run([sys.executable, str(SCRIPT), "status"], capture_output=True,
                             text=True, env={**env, "XWAIT_KAFKA_PORT": other}, check=False)
     assert f"kafka not running on port {other}" in status.stdout
+
+
+def test_node_commands_outside_a_cluster_and_too_small_clusters_are_refused(
+    tmp_path: Path,
+) -> None:
+    env = {"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)}
+    kill = subprocess.run([sys.executable, str(SCRIPT), "kill", "--port", str(free_port())],
+                          capture_output=True, text=True, env=env, check=False)
+    assert kill.returncode == 1
+    assert "is for a node of a cluster" in kill.stderr
+    two = subprocess.run([sys.executable, str(SCRIPT), "start", "--nodes", "2"],
+                         capture_output=True, text=True, env=env, check=False)
+    assert two.returncode == 1
+    assert "a cluster has at least 3 nodes" in two.stderr
+    status = subprocess.run([sys.executable, str(SCRIPT), "status", "--nodes", "3",
+                             "--port", str(free_port())],
+                            capture_output=True, text=True, env=env, check=False)
+    assert status.returncode == 1
+    assert status.stdout.count("not running") == 3
+    assert not list(tmp_path.glob("cluster-*/node-*/data")), "a status starts nothing"

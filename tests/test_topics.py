@@ -97,3 +97,47 @@ def test_unreachable_broker_exits_3_with_one_clear_line(
     monkeypatch.setattr("streams.topics.ADMIN_TIMEOUT_S", 2.0)
     assert main(["topics", "describe", "--bootstrap", "127.0.0.1:1"]) == 3
     assert capsys.readouterr().err.startswith("xwait: Kafka unreachable:")
+
+
+def test_a_changelog_that_is_not_compacted_is_reported_as_a_problem(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changelog = f"{settings.app_id}-waits-changelog"
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    admin.create_topics([NewTopic(changelog, settings.partitions, 1)])[changelog].result(
+        timeout=30)
+    topics._wait_visible(admin, [changelog])
+
+    assert main(_cli(settings, "topics", "create", "--json")) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert f"{changelog}: cleanup.policy=delete, expected compact" in problems
+
+
+def test_more_replicas_than_brokers_is_refused_before_anything_is_created(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_cli(settings, "topics", "create", "--replication-factor", "3")) == 2
+    err = capsys.readouterr().err
+    assert "replication factor 3, but the cluster has 1 broker" in err
+    assert main(_cli(settings, "topics", "describe")) == 1
+    assert "missing (run `xwait topics create`)" in capsys.readouterr().out
+
+
+def test_min_insync_above_the_replication_factor_is_a_configuration_error(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_cli(settings, "topics", "create", "--min-insync-replicas", "2")) == 2
+    assert "min.insync.replicas 2 is above the replication factor 1" in capsys.readouterr().err
+
+
+def test_replication_settings_come_from_the_environment_and_min_insync_follows_the_factor(
+) -> None:
+    from streams.config import from_env
+
+    three = topics.load_specs(from_env({"XWAIT_REPLICATION_FACTOR": "3"}))
+    assert {(s.replication_factor, s.config["min.insync.replicas"]) for s in three} == {(3, "2")}
+    one = topics.load_specs(from_env({}))
+    assert {(s.replication_factor, s.config["min.insync.replicas"]) for s in one} == {(1, "1")}
+    explicit = topics.load_specs(from_env({"XWAIT_REPLICATION_FACTOR": "5",
+                                           "XWAIT_MIN_INSYNC_REPLICAS": "3"}))
+    assert {s.config["min.insync.replicas"] for s in explicit} == {"3"}

@@ -59,6 +59,7 @@ def test_the_wheel_carries_the_schemas_the_example_topology_and_py_typed(wheel: 
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in [*(REPO / "streams" / "schemas").rglob("*.avsc"),
                  *(REPO / "streams" / "topology").rglob("*.yaml"),
+                 *(REPO / "streams" / "console" / "static" / "bpmn-js").iterdir(),
                  REPO / "streams" / "py.typed"]:
         assert str(path.relative_to(REPO)) in names, f"{path.name} missing from the wheel"
 

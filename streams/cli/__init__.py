@@ -20,9 +20,13 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
-  and the field) or the folder holds none.  `definitions remove`: 1 when waits
-  not yet done still follow the definition (the message counts them by
-  version) or a worker still loads it; 3 when no worker answers.
+  and the field) or the folder holds none.  `definitions export`: 2 for an
+  unknown name or a broken definition.  `definitions import`: 1 when the
+  file's shape breaks the pattern (the message names the node) or the
+  definition it gives is refused; 2 when the file cannot be read.
+  `definitions remove`: 1 when waits not yet done still follow the definition
+  (the message counts them by version) or a worker still loads it; 3 when no
+  worker answers.
 * `status`, `list`: 4 when the key is unknown (404), 1 when the worker refused
   the request; 3 when no worker answered at `--console` or none could answer
   for the key during a rebalance (503).
@@ -116,8 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     topics = sub.add_parser("topics", help="create or check the contract's topics")
     topics_sub = topics.add_subparsers(dest="topics_command", required=True)
     for name, text in (("create", "create missing topics (idempotent)"),
-                       ("describe", "show topics; fail when co-partitioning is broken")):
-        _common(topics_sub.add_parser(name, help=text))
+                       ("describe", "show topics; fail when co-partitioning is broken, a "
+                                    "partition is under-replicated or has no leader, or a "
+                                    "setting differs from the topology")):
+        cmd = topics_sub.add_parser(name, help=text)
+        cmd.add_argument("--replication-factor", type=_positive_int,
+                         help="replicas of every topic (XWAIT_REPLICATION_FACTOR; default: "
+                              "topics.yaml's, 1 in the example)")
+        cmd.add_argument("--min-insync-replicas", type=_positive_int,
+                         help="replicas a write needs in sync (XWAIT_MIN_INSYNC_REPLICAS; "
+                              "default: 2 from 3 replicas up, else 1)")
+        _common(cmd)
 
     worker = sub.add_parser("worker", help="run a stream-processing worker")
     worker.add_argument("--data-dir", type=Path, help="RocksDB folder (XWAIT_DATA_DIR)")
@@ -129,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--web-advertised-host",
                         help="host other workers reach this one by (XWAIT_WEB_ADVERTISED_HOST)")
     worker.add_argument("--loglevel", dest="log_level", help="log level (XWAIT_LOG_LEVEL)")
+    worker.add_argument("--processes", type=_positive_int, default=1,
+                        help="run N workers of the app under one supervisor, each with its "
+                             "own data folder (<data-dir>/<i>) and web port (<web-port>+i), "
+                             "i = 0..N-1 (default 1: this process is the worker)")
     _common(worker)
 
     _producing_commands(sub)
@@ -160,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     definitions = sub.add_parser(
         "definitions", help="list and validate the wait definitions in topology/waits, and "
-                            "the versions waits follow")
+                            "the versions waits follow; export one as BPMN, import one "
+                            "from BPMN; remove one no wait follows")
     _common(definitions)
     _definition_commands(definitions)
 
@@ -169,8 +187,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _definition_commands(definitions: argparse.ArgumentParser) -> None:
-    """`definitions remove`; bare `definitions` lists them and the versions in use."""
-    dsub = definitions.add_subparsers(dest="definitions_command", metavar="{remove}")
+    """`definitions export`, `import` and `remove`; bare `definitions` lists them and the
+    versions in use."""
+    dsub = definitions.add_subparsers(dest="definitions_command",
+                                      metavar="{export,import,remove}")
+    export = dsub.add_parser(
+        "export", help="write a definition as BPMN 2.0 (--bpmn) or as normalised YAML",
+        description="Write the definition NAME of topology/waits (or the YAML file at that "
+                    "path) as BPMN 2.0 XML with its diagram (--bpmn), for Camunda Modeler or "
+                    "bpmn.io, or as YAML with every default spelled out.")
+    export.add_argument("name", help="definition name, or the path of a .yaml file")
+    export.add_argument("--bpmn", action="store_true", help="BPMN 2.0 XML (default: YAML)")
+    export.add_argument("-o", "--output", type=Path, help="write to FILE (default: stdout)")
+    # SUPPRESS: given before `export`, the flag keeps its value (argparse would reset it).
+    export.add_argument("--topology", type=Path, default=argparse.SUPPRESS,
+                        help="topology folder (XWAIT_TOPOLOGY)")
+    imp = dsub.add_parser(
+        "import", help="read a modelled external wait (BPMN 2.0) into a definition's YAML",
+        description="Read FILE.bpmn, check that it has the external wait's shape and that "
+                    "the definition it gives is one a worker accepts, and write that "
+                    "definition as YAML (for topology/waits). Refused shapes are named by node.")
+    imp.add_argument("file", type=Path, help="the .bpmn file")
+    imp.add_argument("-o", "--output", type=Path, help="write to FILE (default: stdout)")
+    imp.add_argument("--name", help="the definition's name (default: the process's name)")
     remove = dsub.add_parser(
         "remove", help="forget every stored version of a definition no wait follows",
         description="Remove the stored versions of NAME from <prefix>.definitions. Refused "
@@ -347,7 +386,8 @@ def settings_from(args: argparse.Namespace) -> config.Settings:
                if getattr(args, v, None) is not None}
     settings = config.from_env({**os.environ, **flagged})
     overrides: dict[str, Any] = {}
-    for name in ("bootstrap", "topic_prefix", "partitions", "topology", "data_dir",
+    for name in ("bootstrap", "topic_prefix", "partitions", "replication_factor",
+                 "min_insync_replicas", "topology", "data_dir",
                  "timer_tick", "web_port", "web_host", "web_advertised_host", "log_level",
                  "console_url", "schema_registry_url"):
         overrides[name] = getattr(args, name, None)
@@ -367,7 +407,8 @@ def emit(data: Any, as_json: bool, text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(raw)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
     # librdkafka narrates every retry (coordinator loading, connection refused);
     # the CLI reports the outcome in one line of its own instead, which names
@@ -380,6 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streams.cli.topics import run_topics
 
             return run_topics(args, settings)
+        if args.command == "worker" and args.processes > 1:
+            from streams.cli.supervisor import supervise
+
+            return supervise(settings, raw, args.processes)
         if args.command == "worker":
             from streams.cli.worker import run_worker
 
@@ -414,6 +459,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_result(args, settings)
         if args.command == "definitions":
+            if getattr(args, "definitions_command", None) == "export":
+                from streams.cli.bpmn import run_export
+
+                return run_export(args, settings)
+            if getattr(args, "definitions_command", None) == "import":
+                from streams.cli.bpmn import run_import
+
+                return run_import(args, settings)
             if getattr(args, "definitions_command", None) == "remove":
                 from streams.cli.definitions import run_remove
 

@@ -5,7 +5,7 @@ Loading is the validation: the same loader the worker uses at start-up, so a
 definition this command accepts is one the worker accepts, and a broken one is
 named here (file, field, what was expected) before a worker refuses to start.
 
-The versions in use come from the workers (`GET /xwait/api/definitions` at
+The versions in use come from the workers (`GET /xwait/api/versions` at
 `XWAIT_CONSOLE_URL`, merged across workers): every version kept in
 `<prefix>.definitions`, the waits not yet done that follow each, and which
 workers park new waits on it (the newest of their files).
@@ -118,7 +118,7 @@ def _in_use(settings: Settings) -> tuple[dict[str, Any] | None, str]:
     """The workers' merged versions, or None and why not."""
     base = settings.console_url
     try:
-        status, body = _console.get(base, "/xwait/api/definitions",
+        status, body = _console.get(base, "/xwait/api/versions",
                                     timeout=_console.CHECK_TIMEOUT_S,
                                     token=settings.console_read_token or settings.console_token)
     except _console.ConsoleUnreachable as exc:

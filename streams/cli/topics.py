@@ -24,6 +24,10 @@ def _state_row(st: topics.TopicState) -> dict[str, object]:
         "partitions": st.partitions,
         "expectedPartitions": st.spec.partitions,
         "config": st.config,
+        "replicationFactor": st.replication_factor,
+        "expectedReplicationFactor": st.spec.replication_factor,
+        "underReplicated": list(st.under_replicated),
+        "leaderless": list(st.leaderless),
     }
 
 
@@ -37,6 +41,7 @@ def _problems(states: list[topics.TopicState]) -> list[str]:
                 f"{st.spec.name}: {st.partitions} partitions, expected {st.spec.partitions}"
             )
         problems += [f"{st.spec.name}: {p}" for p in st.config_problems]
+        problems += [f"{st.spec.name}: {p}" for p in st.replica_problems]
     counts = {st.partitions for st in states if st.exists}
     if len(counts) > 1:
         problems.append(
@@ -66,6 +71,7 @@ def run_topics(args: argparse.Namespace, settings: Settings) -> int:
     problems = _problems(states)
     lines = [
         f"{st.spec.name:<40} {st.partitions if st.exists else '-':>4} partitions  "
+        f"{st.replication_factor if st.exists else '-'} replicas  "
         + " ".join(f"{k}={v}" for k, v in sorted(st.config.items()))
         for st in states
     ]

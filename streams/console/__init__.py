@@ -5,11 +5,16 @@ Everything is served by the worker's own faust web server (bound to
 
     GET  /xwait/console                         the ops console (one HTML page, no data in it)
     GET  /xwait/api/waits, /xwait/api/waits/{key}, /xwait/api/review,
-         /xwait/api/definitions
+         /xwait/api/versions                    (the definitions' versions and their waits)
                                                 with a token configured: `Authorization:
                                                 Bearer` the read or the command token
     POST /xwait/api/waits/{key}/{command}       `Authorization: Bearer $XWAIT_CONSOLE_TOKEN`
+    GET  /xwait/api/definitions, /xwait/api/definitions/{name}
+                                                each definition's BPMN diagram and the counts
+                                                on its nodes (`streams.console.diagram`)
+    GET  /xwait/static/bpmn-js/<version>/...    the vendored bpmn-js viewer the page draws with
     GET  /metrics                               Prometheus text format 0.0.4 (counts only)
+    GET  /healthz, /readyz                      liveness and readiness (`streams.console.health`)
 
 Every response carries a Content-Security-Policy and X-Frame-Options: DENY
 (the page may not be framed, and runs only its own script).  The console
@@ -24,7 +29,10 @@ from typing import Any
 
 from faust.web import Request, Response, View
 
+from streams.console.activity import Activity
 from streams.console.api import Console, register
+from streams.console.diagram import register_diagram
+from streams.console.health import Health
 from streams.console.host import ConsoleHost
 from streams.console.metrics import CONTENT_TYPE, Metrics
 from streams.console.page import PAGE, PAGE_CSP
@@ -58,11 +66,18 @@ def install(host: ConsoleHost) -> None:
     console = Console(host)
     metrics = Metrics(host, lambda: console.producer_failures)
     host.observers.append(metrics.observations)
+    activity = Activity(host.definitions)
+    host.observers.append(activity)
     register(host, console)
     register_versions(host, console)
+    register_diagram(host, console, activity)
+
+    health = Health(host, host.settings.ready_max_lag)
+    app.task(health.beat_forever)
 
     async def count_rebalance(sender: Any, assigned: Any = None, **kwargs: Any) -> None:
         metrics.collector.rebalances += 1
+        health.reassigned()
 
     app.on_partitions_assigned.connect(count_rebalance)
     web_app = getattr(app.web, "web_app", None)  # faust's aiohttp driver
@@ -73,6 +88,18 @@ def install(host: ConsoleHost) -> None:
     class ConsolePage(View):
         async def get(self, request: Request, **kwargs: Any) -> Response:
             return self.html(PAGE)
+
+    @app.page("/healthz")
+    class Healthz(View):
+        async def get(self, request: Request, **kwargs: Any) -> Response:
+            status, body = health.healthz()
+            return self.json(body, status=status)
+
+    @app.page("/readyz")
+    class Readyz(View):
+        async def get(self, request: Request, **kwargs: Any) -> Response:
+            status, body = health.readyz()
+            return self.json(body, status=status)
 
     @app.page("/metrics")
     class MetricsPage(View):

@@ -17,8 +17,8 @@ port.  The token is checked before the body of a command is read.  Keys with
 Routing.  A key lives in the partition its utf-8 bytes hash to (murmur2,
 `streams.partitioning`); a worker that does not own that partition forwards
 the request, with the caller's Authorization header, to the worker that
-does, found in faust's assignment (`app.router.table_metadata("waits")`:
-web URL -> changelog partitions).  A forwarded request carries
+does, found in faust's assignment (`ConsoleHost.owners`: web URL -> the
+partitions each worker owns).  A forwarded request carries
 `X-Xwait-Forwarded`, so it is never forwarded twice (a partition that is
 moving answers 503).  A list is the merge of every worker's own list
 (`local=1` asks one worker for its partitions only).  Mutations are not

@@ -23,6 +23,8 @@ and one collector that reads the worker's facts at scrape time.
     xwait_rejections_total{reason}                     counter
     xwait_misrouted_total                              counter
     xwait_rebalances_total                             counter  assignments taken
+    xwait_loop_lag_seconds{quantile}                   gauge  p99 and max of the event loop's
+                                                              lag over the last 5 s
     xwait_commit_failures_total                        counter  batches that could not be made
                                                                 durable (the worker stops)
     xwait_producer_failures_total{producer}            counter  console commands Kafka did not
@@ -249,6 +251,12 @@ class WorkerCollector(Collector):
                        [((), c.get("misrouted", 0))])
         yield _counter("xwait_rebalances", "Partition assignments this worker took over.",
                        [((), self.rebalances)])
+        lag = h.stats().get("loopLagMs") or {}
+        yield _gauge("xwait_loop_lag_seconds",
+                     "How late the event loop ran what was due, over the last 5 s (a stall "
+                     "delays every record, timer and request of the worker).",
+                     [(("0.99",), lag.get("p99_5s", 0.0) / 1000),
+                      (("1",), lag.get("max_5s", 0.0) / 1000)], ["quantile"])
         yield _counter("xwait_commit_failures",
                        "Batches that could not be made durable (outputs, changelog or "
                        "RocksDB); the worker stops on the first.",

@@ -7,14 +7,18 @@ operator's name is asked once, kept in localStorage, and sent with every
 command so the trace says who acted.
 
 The page runs under a Content-Security-Policy that allows exactly its own
-inline script and style (by hash, `PAGE_CSP`), nothing loaded from elsewhere,
-no framing: data shown is always inserted as text, never as HTML.
+inline script and style (by hash, `PAGE_CSP`) and the files its own worker
+serves (the vendored bpmn-js viewer and its stylesheets, `'self'`), nothing
+loaded from elsewhere, no framing: data shown is always inserted as text,
+never as HTML (the diagram's count badges are built as elements too).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+
+from streams.console.diagram import STATIC_PREFIX
 
 STYLE = r"""
   :root { --fg:#1d2430; --muted:#5b6675; --line:#d8dde4; --accent:#1f5fbf; --bad:#a4161a;
@@ -81,6 +85,15 @@ STYLE = r"""
   fieldset { border: 1px solid var(--line); border-radius: 4px; margin: .6rem 0; min-width: 0; }
   dialog { border: 1px solid var(--line); border-radius: 6px; max-width: 28rem; }
   dialog::backdrop { background: rgba(20, 26, 36, .45); }
+  #diagram { height: 440px; border: 1px solid var(--line); border-radius: 4px;
+             background: #fff; position: relative; overflow: hidden; }
+  .badges { display: flex; flex-direction: column; gap: 2px; align-items: flex-start; }
+  .badge { font-size: .72rem; line-height: 1.1; padding: 1px 5px; border-radius: 9px;
+           border: 1px solid var(--accent); background: var(--accent); color: #fff;
+           white-space: nowrap; }
+  .badge.zero { background: #fff; color: var(--muted); border-color: var(--line); }
+  .badge.outcome { background: var(--ok); border-color: var(--ok); }
+  .badge.outcome.zero { background: #fff; }
 """
 
 BODY = r"""
@@ -98,6 +111,17 @@ BODY = r"""
 <p id="error" role="alert" aria-live="assertive"></p>
 <p id="message" role="status" aria-live="polite"></p>
 <main>
+  <section class="wide" aria-labelledby="shape-h">
+    <h2 id="shape-h">Definitions</h2>
+    <div class="row">
+      <label for="def-select">Definition</label> <select id="def-select"></select>
+      <button id="diagram-refresh" type="button">Refresh counts</button>
+      <span class="muted">Counts now (parked, in review, suspended) and over the last hour
+        (actions, outcomes). Click a node or a count to list its waits.</span>
+    </div>
+    <div id="diagram" role="img" aria-label="BPMN diagram of the definition"></div>
+    <p id="diagram-info" class="muted"></p>
+  </section>
   <section aria-labelledby="waits-h">
     <h2 id="waits-h">Waits</h2>
     <form id="filters">
@@ -527,10 +551,85 @@ async function loadReview() {
   } catch (e) { fail("Review queue failed: " + e.message); }
 }
 
+let viewer = null;
+let diagramName = null;
+let nodeLists = {};
+
+async function loadDefinitions() {
+  try {
+    const data = await call("GET", "/definitions");
+    const sel = $("def-select");
+    const keep = sel.value;
+    sel.replaceChildren(...data.definitions.map(
+      (d) => el("option", {value: d.name}, `${d.name} (${d.variant})`)));
+    if (keep && data.definitions.some((d) => d.name === keep)) sel.value = keep;
+    if (sel.value) await loadDiagram(sel.value);
+  } catch (e) { fail("Definitions failed: " + e.message); }
+}
+
+async function loadDiagram(name) {
+  if (typeof BpmnJS === "undefined") {
+    $("diagram-info").textContent = "The diagram viewer (bpmn-js) did not load.";
+    return;
+  }
+  try {
+    const data = await call("GET", "/definitions/" + encodeURIComponent(name));
+    if (!viewer) {
+      viewer = new BpmnJS({container: $("diagram")});
+      viewer.get("eventBus").on("element.click", (e) => {
+        if (diagramName && nodeLists[e.element.id]) listFor(diagramName, nodeLists[e.element.id]);
+      });
+    }
+    if (diagramName !== name) {
+      await viewer.importXML(data.bpmn);
+      // The whole diagram, with room above its top row for the counts.
+      const inner = viewer.get("canvas").viewbox().inner;
+      viewer.get("canvas").viewbox({x: inner.x - 30, y: inner.y - 80,
+                                    width: inner.width + 190, height: inner.height + 110});
+      diagramName = name;
+    }
+    showCounts(data);
+  } catch (e) { fail(`Diagram of ${name} failed: ` + e.message); }
+}
+
+function showCounts(data) {
+  const overlays = viewer.get("overlays");
+  overlays.clear();
+  nodeLists = {};
+  for (const [id, badges] of Object.entries(data.nodes)) {
+    const box = el("div", {"class": "badges", "data-node": id});
+    for (const b of badges) {
+      const kind = b.list.outcome ? " outcome" : "";
+      box.append(el("button", {type: "button", "class": "badge" + kind + (b.count ? "" : " zero"),
+                               "data-label": b.label, title: `${b.count} ${b.label}`,
+                               onclick: () => listFor(data.name, b.list)},
+                    `${b.count} ${b.label}`));
+    }
+    const listed = badges.find((b) => Object.keys(b.list).length);
+    nodeLists[id] = listed ? listed.list : {};
+    overlays.add(id, "counts", {position: {top: -6 - 17 * badges.length, left: 0}, html: box});
+  }
+  const c = data.census;
+  $("diagram-info").textContent = `${data.name}: ${c.parked} parked, ${c.in_review} in review, ` +
+    `${c.suspended} suspended, ${c.done} finished and kept; ${data.cancelled} cancelled in ` +
+    `the last hour; from ${data.workers.length} worker(s)` +
+    (data.complete ? "" : `; not answering: ${data.unavailable.join(", ")}`);
+}
+
+function listFor(name, q) {
+  $("filters").reset();
+  $("f-definition").value = name;
+  if (q.state) $("f-state").value = q.state;
+  if (q.outcome) $("f-outcome").value = q.outcome;
+  pages = [null]; loadList(0);
+  say(`Waits of ${name}` + (q.state ? `, ${q.state}` : "") + (q.outcome ? `, ${q.outcome}` : ""));
+}
+
 function setAuto(on) {
   if (autoTimer) { clearInterval(autoTimer); autoTimer = null; }
   if (on) autoTimer = setInterval(() => {
     loadList(); if (current) openWait(current, true);
+    if (diagramName) loadDiagram(diagramName);
   }, 5000);
 }
 
@@ -539,7 +638,7 @@ $("operator").value = localStorage.getItem("xwait.operator") || "";
 $("save-token").onclick = () => {
   sessionStorage.setItem("xwait.token", $("token").value.trim());
   say($("token").value.trim() ? "Token set for this tab" : "Token cleared");
-  pages = [null]; loadList(0); loadReview();
+  pages = [null]; loadList(0); loadReview(); loadDefinitions();
 };
 $("operator").onchange = () => localStorage.setItem("xwait.operator", $("operator").value.trim());
 $("auto").onchange = () => setAuto($("auto").checked);
@@ -563,8 +662,10 @@ $("btn-reschedule").onclick = () => command("reschedule", {
 $("btn-deliver").onclick = () => command("deliver", {responseData: $("deliver-data").value,
                                                     reason: $("cmd-reason").value});
 $("review-refresh").onclick = loadReview;
+$("def-select").onchange = () => loadDiagram($("def-select").value);
+$("diagram-refresh").onclick = () => { if (diagramName) loadDiagram(diagramName); };
 $("page-next").disabled = true; $("page-first").disabled = true;
-loadList(0); loadReview();
+loadList(0); loadReview(); loadDefinitions();
 """
 
 
@@ -574,11 +675,17 @@ def _sha256(text: str) -> str:
 
 PAGE = (f'<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>xwait console</title>\n<style>{STYLE}</style>\n</head>\n<body>{BODY}"
+        f"<title>xwait console</title>\n"
+        f'<link rel="stylesheet" href="{STATIC_PREFIX}/diagram-js.css">\n'
+        f'<link rel="stylesheet" href="{STATIC_PREFIX}/bpmn-js.css">\n'
+        f"<style>{STYLE}</style>\n</head>\n<body>{BODY}"
+        f'<script src="{STATIC_PREFIX}/bpmn-viewer.production.min.js"></script>\n'
         f"<script>{SCRIPT}</script>\n</body>\n</html>\n")
 
 # Exactly this page's script and style run; it connects only to its own origin.
-PAGE_CSP = (f"default-src 'none'; script-src {_sha256(SCRIPT)}; style-src {_sha256(STYLE)}; "
+# 'self': the vendored bpmn-js viewer and its stylesheets, served by the worker itself.
+PAGE_CSP = (f"default-src 'none'; script-src {_sha256(SCRIPT)} 'self'; "
+            f"style-src {_sha256(STYLE)} 'self'; "
             "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
             "frame-ancestors 'none'")
 

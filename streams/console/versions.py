@@ -1,6 +1,6 @@
 """The versions of the wait definitions, and how many waits follow each (DESIGN rule 13).
 
-    GET /xwait/api/definitions[?local=1]
+    GET /xwait/api/versions[?local=1]
 
 Each worker answers for the partitions it owns (its census counts waits by
 definition and version) and for its own files (the newest it parks new waits
@@ -70,7 +70,7 @@ def merge(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def register(host: ConsoleHost, console: Console) -> None:
     app = host.app
 
-    @app.page("/xwait/api/definitions")
+    @app.page("/xwait/api/versions")
     class Definitions(View):
         async def get(self, request: Request, **kwargs: Any) -> Response:
             try:
@@ -79,7 +79,7 @@ def register(host: ConsoleHost, console: Console) -> None:
                 if request.query.get("local") == "1":
                     return self.json(mine)
                 peers = [u for u in console.worker_urls() if not _same(u, console.own_url)]
-                path = str(URL("/xwait/api/definitions").with_query({"local": "1"}))
+                path = str(URL("/xwait/api/versions").with_query({"local": "1"}))
                 results = await asyncio.gather(
                     *(console.fetch(u, path, request.headers.get("Authorization"))
                       for u in peers), return_exceptions=True)

@@ -87,6 +87,7 @@ class Applier:
         self._unstored: Counter[int] = Counter()
         self._pending_rows: dict[int, Mapping[bytes, bytes | None]] = {}
         self._committing: asyncio.Future[None] | None = None
+        self.committing_since: float | None = None  # monotonic start of the commit in flight
 
     async def run(self) -> None:
         """Stage what the sequencer releases; decide and commit it batch by batch.
@@ -189,6 +190,7 @@ class Applier:
 
     async def _commit(self, batch: Batch, parts: set[int]) -> None:
         started = now_ms()
+        self.committing_since = time.monotonic()
         try:
             offsets = await self.committer.commit(batch)
             for p, part in batch.parts.items():
@@ -197,6 +199,8 @@ class Applier:
         except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
             await self.fail(exc, f"a batch of {len(batch)} records")
             return
+        finally:
+            self.committing_since = None
         done = now_ms()
         self.latency.add("commit", done - started)
         self.latency.add_all("durable", (done - rec.timestamp for rec, _, _ in batch.decided

@@ -145,6 +145,49 @@ def read_head(data: bytes) -> RowHead:
     return decode_row(data).head
 
 
+RawFacts = tuple[int, bytes, tuple[bytes, ...]]
+NO_FACTS: RawFacts = (0, b"", ())
+
+
+def raw_facts(data: bytes | None) -> RawFacts:
+    """What a restore needs of a row, read without building objects: its state (0: no
+    wait, else 1 + WaitStatus index), its definition's utf-8 bytes, and its timers as the
+    17-byte records of the head (kind:u8 due_at:i64 generation:i64), which give the timer
+    index's keys and values directly (`streams.timers.stored.raw_index_key`).
+
+    A restore reads every changelog record this way (about twice as fast as `read_head`);
+    a row of version 1, or one it cannot read, goes through `read_head` (no wait).
+    """
+    if data is None:
+        return NO_FACTS
+    if data.startswith(MAGIC):
+        try:
+            state_i, count = data[3], data[4]
+            (n,) = _U32.unpack_from(data, 13)
+            pos = 17
+            definition = b""
+            if n != _NONE32:
+                definition = data[17:17 + n]
+                pos += n
+            (n,) = _U32.unpack_from(data, pos)
+            pos += 4 if n == _NONE32 else 4 + n
+            end = pos + count * _TIMER.size
+            if end <= len(data):
+                size = _TIMER.size
+                return state_i, definition, tuple(data[at:at + size]
+                                                  for at in range(pos, end, size))
+        except (struct.error, IndexError):
+            pass
+    try:
+        head = read_head(data)
+    except RowDecodeError:
+        return NO_FACTS
+    return (0 if head.state is None else _STATE_INDEX[head.state],
+            (head.definition or "").encode(),
+            tuple(_TIMER.pack(_KIND_INDEX[t.kind], t.due_at, t.generation)
+                  for t in head.timers))
+
+
 def encode_row(row: Row) -> bytes:
     slot = row.slot or b""
     parts = [MAGIC, *_encode_head(row.head), _U32.pack(len(slot)), slot,

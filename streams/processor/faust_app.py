@@ -39,8 +39,8 @@ from streams.console import install as install_console
 from streams.core import WaitDefinition
 from streams.definition_store import DefinitionStore
 from streams.definitions import load_documents
-from streams.processor import collector, versions
-from streams.processor.worker import Worker
+from streams.processor import collector, fleet, versions
+from streams.processor.worker import Worker, assignment_topic
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,11 @@ def build(worker: Worker) -> faust.App:
         topic_disable_leader=True,  # no leader-only tasks
         consumer_auto_offset_reset="latest",
         broker_session_timeout=s.session_timeout,
-        broker_heartbeat_interval=max(1.0, s.session_timeout / 6),
+        # A worker learns that the group is rebalancing (a worker left, or joined) only
+        # from its next heartbeat's answer: at session/6 (3.3 s by default) a standby
+        # took over a stopped worker's partitions seconds later than it could, at 1 s
+        # about a second of a 2.2 s takeover.  Two small requests a second.
+        broker_heartbeat_interval=min(0.5, s.session_timeout / 6),
         web_port=s.web_port,
         web_bind=s.web_host,
         # What peers connect to when the console forwards a request.
@@ -120,6 +124,8 @@ def build(worker: Worker) -> faust.App:
     app.task(_guarded(worker, worker.intake.run, "the intake"))
     app.task(_guarded(worker, worker.applier.run, "the applier"))
     app.task(_guarded(worker, worker.punctuator.run, "the punctuator"))
+    app.task(_guarded(worker, worker.loop_lag.run, "the loop lag monitor"))
+    app.task(_guarded(worker, worker.watch, "the commit watchdog"))
 
     async def assigned(sender: Any, assigned: set[TP], **kwargs: Any) -> None:
         actives = {tp.partition for tp in app.assignor.assigned_actives()
@@ -167,6 +173,7 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     codec.configure(settings)  # the Confluent wire format when a registry is set
     topics.ensure(settings)
+    fleet.check(settings, assignment_topic(settings))
     if definitions is None:
         store = DefinitionStore(settings)
         kept = store.sync(documents or [])

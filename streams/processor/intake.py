@@ -23,6 +23,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from streams.processor import flow
 from streams.processor.gaps import GapReader
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 STUCK_S = 2.0
 # Most records one such direct read takes (the rest come through the fetch).
 STALLED_READ_MAX = 1000
+# Direct reads at once (gaps and stalls): more than one, so that one slow read does not
+# hold every other partition's.
+READ_THREADS = 4
 
 Fail = Callable[[BaseException, str], Awaitable[None]]
 TP = tuple[str, int]
@@ -68,6 +72,14 @@ class Intake:
         self.paused: set[TP] = set()  # input partitions paused (flow control)
         # (role, partition) behind its end -> (next offset, since when it has not moved)
         self._stuck_since: dict[tuple[Role, int], tuple[int, float]] = {}
+        # Direct reads of stalled ranges under way: beside the applier, never awaited by
+        # it (a read can take up to gaps.READ_TIMEOUT_S while the broker is away, and the
+        # applier waited for it: nothing was decided meanwhile, in any partition).
+        self._stall_reads: dict[tuple[Role, int], asyncio.Task[None]] = {}
+        # Direct reads on threads of their own: a read whose client hangs (a consumer's
+        # close can wait for a coordinator that is away) must not take the threads the
+        # rest of the worker needs.
+        self._reads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="xwait-reads")
         self.failure: BaseException | None = None
 
     # -- the reader's batches ----------------------------------------------------------
@@ -135,7 +147,8 @@ class Intake:
         role, partition = gap.role, gap.partition
         loop = asyncio.get_running_loop()
         try:
-            found = await loop.run_in_executor(None, self.gaps.read, role, self.topics[role],
+            found = await loop.run_in_executor(self._reads, self.gaps.read, role,
+                                               self.topics[role],
                                                partition, gap.start, gap.stop)
         except Exception as exc:  # noqa: BLE001 - any failure: stop rather than skip
             await self.fail(exc, f"reading offsets {gap.start}..{gap.stop - 1} of "
@@ -171,10 +184,11 @@ class Intake:
         self.paused = {tp for tp in self.paused if tp[1] not in partitions}
         self._stuck_since = {k: v for k, v in self._stuck_since.items()
                              if k[1] not in partitions}
+        # A read under way checks the gate's epoch before it takes anything: let it end.
 
     # -- housekeeping ------------------------------------------------------------------
     async def housekeep(self) -> None:
-        await self._unstick()
+        self._unstick()
         self._steer_fetch()
 
     def _pause(self, tp: TP) -> None:
@@ -199,7 +213,7 @@ class Intake:
                     self.reader.resume(*tp)
                     self.counters["inputs.resumed"] += 1
 
-    async def _unstick(self) -> None:
+    def _unstick(self) -> None:
         """Read directly what a topic behind its end offset does not deliver.
 
         A topic not taken to the end offset of the last probe holds its
@@ -221,13 +235,17 @@ class Intake:
             if now - since < STUCK_S:
                 continue
             del self._stuck_since[key]
-            await self._read_stalled(*key, start, stop)
+            running = self._stall_reads.get(key)
+            if running is None or running.done():
+                self._stall_reads[key] = asyncio.ensure_future(
+                    self._read_stalled(*key, start, stop))
 
     async def _read_stalled(self, role: Role, p: int, start: int, stop: int) -> None:
         epoch = self.gate.epoch
         loop = asyncio.get_running_loop()
         try:
-            found = await loop.run_in_executor(None, self.gaps.read, role, self.topics[role], p,
+            found = await loop.run_in_executor(self._reads, self.gaps.read, role,
+                                               self.topics[role], p,
                                                start, stop, STALLED_READ_MAX)
         except Exception as exc:  # noqa: BLE001 - the broker is away: try again later
             log.warning("reading a stalled input range failed topic=%s partition=%d: %s",

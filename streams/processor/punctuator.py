@@ -82,6 +82,7 @@ class Punctuator:
         self.failure: BaseException | None = None
         self._producer: Producer | None = None
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
+        self._flush_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-timers")
         self._probing = asyncio.Lock()
         self._last_probe = 0.0
         self._background: asyncio.Future[None] | None = None
@@ -143,8 +144,13 @@ class Punctuator:
                 await asyncio.sleep(early)
             if self._probing.locked() or time.monotonic() - self._last_probe < PROBE_MIN_S:
                 return
+            owned = self.active()
+            targets = [(self.topics[role], p) for role, p in self.sequencer.probe_targets()
+                       if p in owned]
+            if not targets:
+                return
             try:
-                await self.probe(self.active())
+                await self.probe(owned, targets)
             except (KafkaException, TimeoutError) as exc:
                 log.warning("probe failed: %s", exc)
                 return
@@ -152,17 +158,20 @@ class Punctuator:
         except Exception as exc:  # noqa: BLE001 - a bug here must stop the worker, loudly
             await self.fail(exc, "probing the inputs' end offsets")
 
-    async def probe(self, owned: set[int]) -> None:
+    async def probe(self, owned: set[int], tps: list[tuple[str, int]] | None = None) -> None:
+        """Ask the end offsets of `tps` (by default every input of `owned`) for stream time."""
         if not owned:
             return
         async with self._probing:
             self._last_probe = time.monotonic()
-            tps = [(self.topics[r], p) for p in sorted(owned) for r in INPUT_ROLES]
+            if tps is None:
+                tps = [(self.topics[r], p) for p in sorted(owned) for r in INPUT_ROLES]
             at = now_ms()  # before the request leaves: records appended later are not below
             loop = asyncio.get_running_loop()
             ends = await loop.run_in_executor(self._probe_thread, self.end_offsets.get, tps)
-            self.ends = ends
+            self.ends.update(ends)
             self.counters["probes"] += 1
+            self.counters["probes.partitions"] += len(tps)
             self.sequencer.probed(at, [(self.roles[t], p, end) for (t, p), end in ends.items()])
 
     async def ask(self, tps: list[tuple[str, int]], *, earliest: bool = False
@@ -210,7 +219,8 @@ class Punctuator:
             producer.produce(topic, key=t.wait_key.encode(),
                              value=timer_record(t.wait_key, t.kind, t.due_at, t.generation, fired),
                              partition=t.partition, on_delivery=delivered(t))
-        remaining = await asyncio.get_running_loop().run_in_executor(None, producer.flush, 10.0)
+        remaining = await asyncio.get_running_loop().run_in_executor(self._flush_thread,
+                                                                     producer.flush, 10.0)
         if remaining:
             failed = list(due)  # not known which: emitting one twice is harmless
         for t in failed:

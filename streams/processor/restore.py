@@ -171,7 +171,7 @@ class ChangelogReader:
             while not self._stop.is_set():
                 self._apply_commands(consumer)
                 if not self._reading:
-                    self._wait_for_command()
+                    self._apply_commands(consumer, wait=IDLE_S)
                     continue
                 self._read(consumer)
         except BaseException as exc:  # noqa: BLE001 - reported to every waiter; the worker stops
@@ -194,19 +194,16 @@ class ChangelogReader:
             if isinstance(arg, tuple):
                 self._resolve(arg[1], exc)
 
-    def _wait_for_command(self) -> None:
-        try:
-            command = self._commands.get(timeout=IDLE_S)
-        except queue.Empty:
-            return
-        self._commands.put(command)  # applied in order by _apply_commands
-
-    def _apply_commands(self, consumer: Consumer) -> None:
+    def _apply_commands(self, consumer: Consumer, wait: float = 0.0) -> None:
+        """Carry out the loop's commands in the order given; with `wait`, wait that long
+        for the first (nothing is being read)."""
         while True:
             try:
-                what, p, arg = self._commands.get_nowait()
+                what, p, arg = (self._commands.get(timeout=wait) if wait
+                                else self._commands.get_nowait())
             except queue.Empty:
                 return
+            wait = 0.0
             if what == "release":
                 _, future = arg
                 self._release(consumer, p, future)

@@ -67,9 +67,9 @@ class _Partition:
     time: int  # stream time
     topics: dict[Role, _Topic]
     timers: deque[InputRecord] = field(default_factory=deque)
-    # Set when the last release stopped at a topic that was caught up by an
-    # older probe: a fresh probe would release more.
-    wants_probe: bool = False
+    # The topics the last release stopped at that were caught up as of an older
+    # probe: a fresh probe of these would release more.
+    probe_for: tuple[Role, ...] = ()
 
 
 class Sequencer:
@@ -136,7 +136,7 @@ class Sequencer:
         for part in self._parts.values():
             if len(out) >= limit:
                 break
-            part.wants_probe = False
+            part.probe_for = ()
             while part.timers and len(out) < limit:
                 out.append(part.timers.popleft())
             while len(out) < limit:
@@ -144,11 +144,12 @@ class Sequencer:
                 if oldest is None:
                     break
                 first, role = oldest
-                blocker = next(_holding_back(part, first, role), None)
-                if blocker is not None:
-                    t = part.topics[blocker]
-                    if t.probe_at is not None and t.taken_next >= t.probe_end:
-                        part.wants_probe = True  # caught up, but as of an older probe
+                blockers = tuple(_holding_back(part, first, role))
+                if blockers:
+                    # Caught up, but as of an older probe: a fresh one may release it.
+                    part.probe_for = tuple(
+                        b for b in blockers if part.topics[b].probe_at is not None
+                        and part.topics[b].taken_next >= part.topics[b].probe_end)
                     break
                 out.append(part.topics[role].queue.popleft()[1])
             self._advance(part)
@@ -181,7 +182,16 @@ class Sequencer:
         return {p: part.time for p, part in self._parts.items()}
 
     def wants_probe(self) -> bool:
-        return any(part.wants_probe for part in self._parts.values())
+        return any(part.probe_for for part in self._parts.values())
+
+    def probe_targets(self) -> list[tuple[Role, int]]:
+        """The (topic, partition)s whose fresh end offset would release held records.
+
+        Probing only these, not every input of every partition, keeps the
+        applier's own probes small: under a steady load a record usually waits
+        for one quiet topic of its partition (commands), not for all of them.
+        """
+        return [(role, p) for p, part in self._parts.items() for role in part.probe_for]
 
     def behind(self) -> list[tuple[Role, int, int, int]]:
         """(role, partition, next offset to take, probed end) of topics not taken to their end.

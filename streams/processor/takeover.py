@@ -126,6 +126,7 @@ class Ownership:
             self.ready.set()
             return
         self.ready.clear()
+        self.counters["takeovers"] += 1
         self._takeover = asyncio.ensure_future(self._take_over(new))
 
     async def _close(self, partitions: set[int]) -> None:

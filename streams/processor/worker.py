@@ -21,9 +21,11 @@ restarted by its supervisor and read its inputs again.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import logging
 import os
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -33,11 +35,12 @@ from streams.core import WaitDefinition
 from streams.processor import collector
 from streams.processor.applier import Applier, Observer
 from streams.processor.census import Census
-from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
+from streams.processor.commit import FLUSH_TIMEOUT_S, AtLeastOnce, Committer, ExactlyOnce
 from streams.processor.gaps import EndOffsets, GapReader
 from streams.processor.inputs import InputGate
 from streams.processor.intake import Intake
 from streams.processor.latency import Latencies
+from streams.processor.looplag import LoopLag
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.partitions import PartitionBook
 from streams.processor.punctuator import Punctuator
@@ -56,6 +59,11 @@ EXIT_COMMIT_FAILED = 70
 # How long faust's own shutdown may take after a failure before the process exits
 # regardless (it can hang on a broker that is gone).
 FAIL_EXIT_AFTER_S = 10.0
+# A commit still not returned after this long hangs in the Kafka client: every step of
+# it is bounded well below (commit.FLUSH_TIMEOUT_S, commit.TRANSACTION_TIMEOUT_S), so
+# the worker stops, with every thread's stack in its log, to be started again.
+COMMIT_HANG_S = FLUSH_TIMEOUT_S + 60
+WATCH_EVERY_S = 10.0
 
 
 def changelog_topic(settings: Settings) -> str:
@@ -75,6 +83,7 @@ class Worker:
         self.definitions = definitions
         self.counters: Counter[str] = Counter()
         self.latency = Latencies()
+        self.loop_lag = LoopLag()
         self.observers: list[Observer] = []  # called after each record is durable
         self.ready = asyncio.Event()  # set while every assigned partition decides
         self.failure: BaseException | None = None
@@ -144,6 +153,17 @@ class Worker:
         finally:
             os._exit(EXIT_COMMIT_FAILED)
 
+    async def watch(self) -> None:
+        """Stop a worker whose commit hangs (see COMMIT_HANG_S) instead of idling for good."""
+        while self.failure is None:
+            await asyncio.sleep(WATCH_EVERY_S)
+            since = self.applier.committing_since
+            if since is not None and time.monotonic() - since > COMMIT_HANG_S:
+                faulthandler.dump_traceback(all_threads=True)  # to stderr: the worker's log
+                await self.fail(TimeoutError(f"the commit in flight has not returned in "
+                                             f"{COMMIT_HANG_S:.0f} s"), "a commit")
+                return
+
     # -- what the console reads (streams.console.host.ConsoleHost) --------------------
     @property
     def census(self) -> Census:
@@ -188,10 +208,12 @@ class Worker:
         return {
             "counters": dict(self.counters),
             "ownedPartitions": sorted(owned),
+            "ready": self.ready.is_set(),  # every assigned partition taken over
             "standbyPartitions": sorted(self.ownership.standbys),
             "restoring": sorted(self.ownership.assigned - self.ownership.active),
             "restores": {str(p): {"records": r.records, "seconds": round(r.seconds, 3)}
                          for p, r in sorted(self.ownership.restores.items())},
+            "changelogOffsets": self.stores.changelog_offsets(),
             "armedTimers": self.armed_timers(),
             "timersInFlight": self.index.in_flight(),
             "waits": dict(waits),
@@ -199,6 +221,7 @@ class Worker:
             "streamTime": {str(p): t for p, t in sorted(self.sequencer.times().items())},
             "held": self.sequencer.held(),
             "latencyMs": self.latency.summary(),
+            "loopLagMs": self.loop_lag.summary(),
             "gcThreshold": list(gc.get_threshold()),
             "gcPasses": None if self.gc_watch is None else list(self.gc_watch.passes),
             "positions": {str(p): {r.value: o for r, o in pos.next_offset.items()}

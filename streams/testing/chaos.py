@@ -119,6 +119,8 @@ class Report:
     events: list[dict[str, Any]] = field(default_factory=list)
     examples: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
+    # Per failover of a cluster run (streams.testing.cluster_chaos): reply->outcome.
+    failovers: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -428,10 +430,10 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
         w1.stop()
         watch.stopped.set()
         watch.join(10)
-    return _judge(report, waits, watch, load, started)
+    return judge(report, waits, watch, load, started)
 
 
-def _judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: float
+def judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: float
            ) -> Report:
     examples: dict[str, list[str]] = defaultdict(list)
     for w in waits:
@@ -490,5 +492,5 @@ def chaos_settings(base: Settings, folder: Path, guarantee: Guarantee) -> Settin
                                session_timeout=7.0)
 
 
-__all__ = ["DEADLINE_MS", "Broker", "Plan", "Report", "chaos_settings", "expected_outcome",
-           "run_chaos"]
+__all__ = ["DEADLINE_MS", "Broker", "Load", "Plan", "Report", "Watch", "chaos_settings",
+           "expected_outcome", "judge", "make_waits", "run_chaos"]

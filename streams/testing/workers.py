@@ -103,8 +103,9 @@ class WorkerProcess:
         self.started_at = time.monotonic()
         if wait_owned:
             try:
-                self.wait_until(lambda s: bool(s["ownedPartitions"]), timeout,
-                                "owns no partition")
+                # Each partition is owned once its own restore is done: wait for all.
+                self.wait_until(lambda s: bool(s["ownedPartitions"]) and s.get("ready", True),
+                                timeout, "owns no partition")
             except BaseException:
                 self.kill9()  # a worker that never got going must not outlive its caller
                 raise

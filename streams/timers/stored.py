@@ -56,6 +56,19 @@ def index_key(due_at: int, kind: TimerKind, wait_key: str) -> bytes:
     return INDEX_PREFIX + _DUE.pack(due_at + _SIGN, _KIND_INDEX[kind]) + wait_key.encode()
 
 
+def raw_index_entry(timer: bytes, wait_key: bytes) -> tuple[bytes, bytes]:
+    """The index key and value of a timer as a row's head stores it (17 bytes: kind:u8
+    due_at:i64 generation:i64, `envelope.raw_facts`), without unpacking it: flipping the
+    sign bit of a big-endian two's-complement due time gives `due_at + _SIGN` unsigned,
+    and the generation is stored as the head stores it."""
+    return (INDEX_PREFIX + bytes((timer[1] ^ 0x80,)) + timer[2:9] + timer[0:1] + wait_key,
+            timer[9:17])
+
+
+def raw_due(timer: bytes) -> int:
+    return int.from_bytes(timer[1:9], "big", signed=True)
+
+
 def index_bound(due_at: int) -> bytes:
     """The first index key of timers due at `due_at` (a seek target or an upper bound)."""
     return INDEX_PREFIX + struct.pack(">Q", due_at + _SIGN)
@@ -139,4 +152,5 @@ def armed_in_order(db: Any, start: int) -> Iterator[tuple[int, str]]:
 
 
 __all__ = ["INDEX_PREFIX", "SUMMARY_KEY", "CensusKey", "IndexEntry", "Summary", "armed_in_order",
-           "due_entries", "index_bound", "index_changes", "index_key", "parse_index"]
+           "due_entries", "index_bound", "index_changes", "index_key", "parse_index",
+           "raw_due", "raw_index_entry"]

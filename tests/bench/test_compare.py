@@ -60,9 +60,12 @@ def test_the_faust_pipe_like_the_raw_pipe_has_no_open_loop_run() -> None:
 def test_the_table_shows_every_round_and_a_failed_run() -> None:
     failed = run(2, "open", "pypeer")
     failed.update(ok=False, error="CompareError: boom", figures={})
-    runs = [run(1, "open", "xwait", reply_p50_ms=50.0, reply_p99_ms=200.0),
-            run(1, "open", "pypeer", reply_p50_ms=40.0, reply_p99_ms=100.0),
-            run(2, "open", "xwait", reply_p50_ms=60.0, reply_p99_ms=220.0), failed]
+    runs = [run(1, "open", "xwait", reply_p50_ms=50.0, reply_p99_ms=200.0,
+                cpu_us_per_event=300.0, startup_cpu_s=2.0),
+            run(1, "open", "pypeer", reply_p50_ms=40.0, reply_p99_ms=100.0,
+                cpu_us_per_event=150.0, startup_cpu_s=0.2),
+            run(2, "open", "xwait", reply_p50_ms=60.0, reply_p99_ms=220.0,
+                cpu_us_per_event=330.0, startup_cpu_s=2.2), failed]
     result = {"runs": runs, "ratios": compare.ratios(runs), "notes": [],
               "timestamp": "t", "file": "f.json",
               "parameters": {"systems": ["xwait", "pypeer"], "workloads": ["open"],
@@ -73,8 +76,9 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
 
     text = compare.table(result, None)
 
-    assert "| xwait | 50 / 60 | 200 / 220 |" in text
-    assert "| Python peer | 40 / – | 100 / – | – / – | 2 |" in text  # a ratio in round 1 only
+    # CPU per event leads, beside the ratio of the same round, then the latencies.
+    assert "| xwait | 300 / 330 | – | 2.0 / 2.2 | 50 / 60 | 200 / 220 |" in text
+    assert "| Python peer | 150 / – | 2 | 0.2 / – | 40 / – | 100 / – | – / – | 2 |" in text
     assert "failed" in text and "CompareError: boom" in text
 
 
@@ -118,3 +122,25 @@ def test_a_storms_first_escalation_is_timed_from_the_last_wait_parked() -> None:
     for action, at in [("RUN_ESCALATION", 3_000), ("SEND_REQUEST", 5_500)]:
         early(_Message(action, at))
     assert early.first_escalation_after_last_park_s() == -2.5
+
+
+def test_the_cpu_of_a_runs_processor_is_counted_and_the_load_generators_is_not() -> None:
+    """CPU per event is the yardstick that travels between machines: the sampler must see
+    the processor's threads (a process started during the run counts from its start) and
+    leave the load generator out."""
+    import os
+    import subprocess
+    import sys
+
+    marker = f"cpu-test-{os.getpid()}"
+    # 0.6 s of CPU, then idle long enough for a sample to see all of it before the exit.
+    burn = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
+            "time.sleep(4 * %r)\n" % compare.CPU_POLL_S)
+    sampler = compare.CpuSampler(marker)
+    sampler.start()
+    env = {**os.environ, "XWAIT_TOPIC_PREFIX": marker}
+    processor = subprocess.run([sys.executable, "-c", burn], env=env, check=True)
+    loadgen = subprocess.run([sys.executable, "-c", burn, "loadgen.py"], env=env, check=True)
+    cpu = sampler.stop()
+    assert processor.returncode == loadgen.returncode == 0
+    assert 0.55 <= cpu < 1.1  # the processor's 0.6 s and its start, not the load generator's

@@ -120,17 +120,19 @@ def test_end_offsets_are_answered_across_a_broker_restart(
     assert ends.get(partitions, timeout=30) == {(topic, 0): 2, (topic, 1): 1}
 
 
+@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
 def test_a_worker_never_restarted_lives_through_a_broker_restart(
-    own_broker: tuple[str, Broker], tmp_path: Path
+    own_broker: tuple[str, Broker], tmp_path: Path, guarantee: Guarantee
 ) -> None:
     """No kill, no join: the same worker before and after the broker restart must go
-    on deciding and firing timers (its probes once failed for good after one)."""
+    on deciding and firing timers (its probes once failed for good after one; under
+    exactly_once its transactional producers stood still after one)."""
     bootstrap, broker = own_broker
-    settings = _settings(bootstrap, tmp_path, Guarantee.AT_LEAST_ONCE)
+    settings = _settings(bootstrap, tmp_path, guarantee)
     plan = Plan(waits=600, rate=100.0, kills=0, empty_disk=0, joins=0, broker_restarts=1,
                 settle_s=90.0)
     report = run_chaos(settings, tmp_path, plan, broker=broker)
-    _save("broker-restart-live-worker", report)
+    _save(f"broker-restart-live-worker-{guarantee.value}", report)
 
     _assert_clean(report)
     assert [e["event"] for e in report.events].count("broker started") == 1

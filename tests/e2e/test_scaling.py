@@ -26,10 +26,20 @@ def test_a_joining_worker_takes_over_partitions_and_fires_their_timers(
                      "did not park every wait")
 
     second = workers("w2")
-    moved = set(second.wait_until(lambda s: bool(s["ownedPartitions"]), 60,
-                                  "took no partition")["ownedPartitions"])
-    first.wait_until(lambda s: not moved & set(s["ownedPartitions"]), 60,
-                     "kept the moved partitions")
+    # A partition is owned once its own restore is done: wait until the two workers'
+    # partitions are all the partitions, each owned once, before reading which moved.
+    every = set(range(e2e.partitions))
+
+    found: list[set[int]] = []
+
+    def settled() -> bool:
+        mine = set((second.stats() or {}).get("ownedPartitions", []))
+        kept = set((first.stats() or {}).get("ownedPartitions", []))
+        found.append(mine)
+        return bool(mine) and not mine & kept and mine | kept == every
+
+    second.wait_until(lambda s: settled(), 60, "took no partition")
+    moved = found[-1]
     moved_keys = [k for k in keys if partition_for(k.encode(), e2e.partitions) in moved]
     assert moved_keys, "some waits were parked on the partitions that moved"
     # Each counts the waits of its partitions, from the rows it restored or

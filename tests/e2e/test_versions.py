@@ -160,7 +160,7 @@ def test_two_workers_started_with_different_files_each_keep_both_versions(
         # ... and each keeps the other's: a wait of either is decided by both.
         for worker in (a, b):
             with urllib.request.urlopen(  # noqa: S310 - loopback test worker
-                    f"{worker.url}/xwait/api/definitions?local=1", timeout=5) as resp:
+                    f"{worker.url}/xwait/api/versions?local=1", timeout=5) as resp:
                 local = json.loads(resp.read())
             kept = {v["version"] for v in local["versions"] if v["definition"] == "versioned"}
             assert set(newest.values()) <= kept

@@ -43,6 +43,22 @@ def test_a_record_waits_for_a_probe_that_proves_the_other_topics_have_nothing_ol
     assert len(seq.release(100)) == 1
 
 
+def test_the_probe_a_record_waits_for_asks_only_the_topics_that_hold_it_back() -> None:
+    seq = fresh()
+    seq.probed(1_000, [(r, P, 0) for r in CLOCKED_ROLES])
+    seq.add(rec(Role.REPLIES, 0, 5_000), wall_ms=0)
+    seq.add(rec(Role.REQUESTS, 0, 6_000), wall_ms=0)  # holds a later record: not waited for
+    assert seq.release(100) == []
+    assert seq.probe_targets() == [(Role.COMMANDS, P)]
+    seq.probed(7_000, [(Role.COMMANDS, P, 0)])  # only that topic, as the applier asks
+    assert [r.role for r in seq.release(100)] == [Role.REPLIES]
+    # The replies topic, now empty, may still hold a record older than the request's.
+    assert seq.probe_targets() == [(Role.REPLIES, P)]
+    seq.probed(7_000, [(Role.REPLIES, P, 1)])
+    assert [r.role for r in seq.release(100)] == [Role.REQUESTS]
+    assert seq.probe_targets() == [] and not seq.wants_probe()
+
+
 def test_offsets_that_hold_no_records_stop_holding_the_others_back_once_skipped() -> None:
     seq = fresh()
     seq.add(rec(Role.REPLIES, 0, 5_000), wall_ms=0)

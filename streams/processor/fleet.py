@@ -1,0 +1,59 @@
+"""Refusing to join a group of workers of an earlier version (a mixed fleet is unsafe).
+
+Workers before 2026-12-03 kept their state in a faust table and subscribed
+the group to the input topics and the changelog; this version subscribes it
+to `<app id>-assignment` only.  faust's assignor co-partitions each set of
+topics on its own, so a mixed group would give the same waits partition to
+an old and a new worker at once, and both would decide its inputs.  A
+worker starting finds such members through the group's description (the
+partitions each member is assigned) and stops with what to do instead.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from streams.config import Settings
+from streams.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DESCRIBE_TIMEOUT_S = 10.0
+
+
+def foreign_members(settings: Settings, assignment_topic: str) -> dict[str, list[str]]:
+    """Members of the workers' group assigned any topic but the assignment topic (and
+    faust's own leader topic): client id -> the topics it holds."""
+    admin = AdminClient(settings.confluent())
+    group = settings.app_id
+    try:
+        described = admin.describe_consumer_groups([group])[group].result(
+            timeout=DESCRIBE_TIMEOUT_S)
+    except KafkaException as exc:
+        log.info("group %s not described (%s): not checked for earlier workers", group, exc)
+        return {}
+    leader = f"{group}-__assignor-__leader"
+    found: dict[str, list[str]] = {}
+    for member in described.members:
+        assigned = member.assignment.topic_partitions if member.assignment else []
+        topics = sorted({tp.topic for tp in assigned} - {assignment_topic, leader})
+        if topics:
+            found[f"{member.client_id} ({member.host})"] = topics
+    return found
+
+
+def check(settings: Settings, assignment_topic: str) -> None:
+    """Raise `ConfigError` (one line) if workers of an earlier version are in the group."""
+    found = foreign_members(settings, assignment_topic)
+    if found:
+        who = "; ".join(f"{member} holds {', '.join(topics)}" for member, topics in found.items())
+        raise ConfigError(
+            f"Expected only workers of this version in group {settings.app_id!r}, but "
+            f"workers of an earlier version are running ({who}): stop every worker of the "
+            "earlier version first, then start this one (README, Upgrading)")
+
+
+__all__ = ["check", "foreign_members"]

@@ -1,0 +1,234 @@
+"""The W1 load through a worker while a replicated Kafka cluster loses brokers.
+
+`run_cluster_chaos` runs the load of `streams.testing.chaos` (W1 mix, replies
+racing a 6 s deadline, an operator answering reviews) against one worker on a
+three-node cluster started by `scripts/kafka start --nodes 3` (topics with
+three replicas and min.insync.replicas=2), and meanwhile:
+
+* kills with kill -9 the broker that leads the most input partitions
+  (requests, replies, commands), N times, each down for S seconds;
+* kills the active controller (found from the nodes' quorum-state files);
+* kills a broker, wipes its data folder and starts it again (its replicas
+  are copied back from the others);
+* kills the worker at the same moment as a broker (both restarted).
+
+Before each action the cluster is whole again (every node up, every replica
+in sync), so each is one failure, which min.insync.replicas=2 is sized for.
+Every wait is then judged on the contract's clock as in `chaos` (lost,
+conflicting, wrong: a reply appended before requestedAt + deadline must win),
+and for each action the reply->outcome latency of the waits whose reply was
+appended from the kill to 30 s after the node was back (p50, p99, max): what
+a user sees during a failover.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from streams.config import REPO_ROOT, Settings
+from streams.testing.chaos import Load, Report, Watch, judge, make_waits
+from streams.testing.workers import WorkerProcess
+
+INPUTS = ("requests", "replies", "commands")
+# After a node is back, replies appended this long still count to its failover:
+# the time the worker takes to work off what piled up while leaders moved.
+AFTER_S = 30.0
+
+
+@dataclass
+class ClusterPlan:
+    """What one run does; the defaults are the issue's long run."""
+
+    waits: int = 90_000
+    rate: float = 500.0
+    leader_kills: int = 3  # kill -9 of the broker leading the most input partitions
+    down_s: float = 60.0  # how long each killed broker stays down
+    controller_kill: bool = True
+    wipe: bool = True  # a broker killed, its data folder deleted, started again
+    worker_with_broker: bool = True  # the worker killed at the same moment as a broker
+    whole_timeout_s: float = 180.0  # how long to wait for the cluster to be whole again
+    settle_s: float = 600.0
+    seed: int = 1
+
+
+@dataclass
+class KafkaCluster:
+    """`scripts/kafka` on a cluster: the node of a port block, in a Kafka home."""
+
+    base: int
+    home: Path | None = None  # XWAIT_KAFKA_HOME (None: the checkout's .xwait/kafka)
+    nodes: int = 3
+    heap: str = "256m"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.base + i}" for i in range(self.nodes))
+
+    def script(self, *args: str) -> str:
+        env = {**os.environ, "XWAIT_KAFKA_HEAP": self.heap}
+        if self.home is not None:
+            env["XWAIT_KAFKA_HOME"] = str(self.home)
+        done = subprocess.run(  # noqa: S603 - the project's own script
+            [sys.executable, str(REPO_ROOT / "scripts" / "kafka"), *args, "--port",
+             str(self.base)], env=env, capture_output=True, text=True, timeout=600,
+            check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"scripts/kafka {' '.join(args)}: {done.stdout}{done.stderr}")
+        return done.stdout
+
+    def start(self) -> None:
+        self.script("start", "--nodes", str(self.nodes))
+
+    def controller(self) -> int:
+        info = json.loads(self.script("status", "--nodes", str(self.nodes), "--json"))
+        return int(info["controller"])
+
+    def leaders(self, topics: list[str]) -> dict[int, int]:
+        """Broker id -> how many partitions of `topics` it leads."""
+        meta = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=15)
+        counts = dict.fromkeys(range(1, self.nodes + 1), 0)
+        for t in topics:
+            for p in meta.topics[t].partitions.values():
+                if p.leader in counts:
+                    counts[p.leader] += 1
+        return counts
+
+    def whole(self, timeout: float) -> float:
+        """Wait until every node is listed and every replica is in sync; seconds it took."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            try:
+                meta = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=5)
+            except Exception:  # noqa: BLE001 - not answering yet: ask again
+                time.sleep(1)
+                continue
+            short = [1 for tm in meta.topics.values() for p in tm.partitions.values()
+                     if len(p.isrs) < len(p.replicas) or p.leader < 0]
+            if len(meta.brokers) == self.nodes and not short:
+                return time.monotonic() - started
+            time.sleep(1)
+        raise RuntimeError(f"the cluster was not whole again within {timeout:.0f}s")
+
+
+@dataclass
+class Failover:
+    action: str
+    node: int
+    at_ms: int  # wall clock of the kill
+    back_ms: int = 0  # wall clock when the node answered again (after its start)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def percentile(values: list[int], q: float) -> int | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def failover_latencies(failovers: list[Failover], load: Load, watch: Watch
+                       ) -> list[dict[str, Any]]:
+    """Per failover: reply->outcome of the waits whose reply was appended during it."""
+    rows = []
+    for f in failovers:
+        until = f.back_ms + AFTER_S * 1000
+        lat = []
+        for w in load.waits:
+            if w.reply_appended is None or not f.at_ms <= w.reply_appended <= until:
+                continue
+            got = watch.where.get(w.key)
+            if got:
+                lat.append(max(0, got[0][2] - w.reply_appended))
+        rows.append({"action": f.action, "node": f.node, "away_s": round(
+            (f.back_ms - f.at_ms) / 1000, 1), "replies": len(lat),
+            "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99),
+            "max_ms": max(lat, default=None), **f.detail})
+    return rows
+
+
+def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
+                      cluster: KafkaCluster, log: Callable[[str], None] = print) -> Report:
+    """Run the plan against one worker of `settings` (topics made by the caller, RF 3)."""
+    rng = random.Random(plan.seed)  # noqa: S311 - a reproducible load, not a secret
+    report = Report(settings.guarantee.value, dict(plan.__dict__))
+    started = time.monotonic()
+    waits = make_waits(plan.waits, rng)
+    load = Load(settings, waits, plan.rate, rng)
+    watch = Watch(settings, load.review)
+    worker = WorkerProcess(settings, folder, "w1")
+    inputs = [settings.topic(t) for t in INPUTS]
+    failovers: list[Failover] = []
+
+    def event(kind: str, **detail: Any) -> None:
+        entry = {"at": round(time.monotonic() - started, 1), "event": kind, **detail}
+        report.events.append(entry)
+        log(json.dumps(entry))
+
+    def idle(seconds: float) -> None:
+        load.pump(seconds) if load.requests_done.is_set() else time.sleep(seconds)
+
+    actions = (["leader"] * plan.leader_kills + (["controller"] if plan.controller_kill else [])
+               + (["wipe"] if plan.wipe else [])
+               + (["worker+broker"] if plan.worker_with_broker else []))
+    worker.start(timeout=180)
+    watch.start()
+    load.start()
+    try:
+        gap = plan.waits / plan.rate / (len(actions) + 1)
+        for action in actions:
+            idle(max(1.0, gap - plan.down_s))
+            event("cluster whole", after_s=round(cluster.whole(plan.whole_timeout_s), 1))
+            leads = cluster.leaders(inputs)
+            node = (cluster.controller() if action == "controller"
+                    else max(leads, key=lambda n: (leads[n], -n)))
+            f = Failover(action, node, int(time.time() * 1000),
+                         detail={"input_partitions_led": leads[node]})
+            cluster.script("kill", str(node))
+            if action == "worker+broker":
+                worker.kill9()
+            if action == "wipe":
+                cluster.script("wipe", str(node))
+            event(f"kill -9 ({action})", node=node, leads=leads)
+            idle(plan.down_s)
+            if action == "worker+broker":
+                worker.start(timeout=300)
+                event("worker restarted")
+            starting = time.monotonic()
+            cluster.script("start", str(node))
+            f.back_ms = int(time.time() * 1000)
+            failovers.append(f)
+            event("broker started", node=node, start_s=round(time.monotonic() - starting, 1))
+        load.join()
+        settle_until = time.monotonic() + plan.settle_s
+        while time.monotonic() < settle_until and watch.ended() < plan.waits:
+            load.pump(1.0)
+            if not worker.running:
+                event("worker exited", log=worker.log_tail(20))
+                break
+        load.pump(2.0)
+        event("settled", ended=watch.ended())
+    finally:
+        load.close()
+        worker.stop()
+        watch.stopped.set()
+        watch.join(10)
+    report = judge(report, waits, watch, load, started)
+    report.failovers = failover_latencies(failovers, load, watch)
+    for row in report.failovers:
+        log(json.dumps({"failover": row}))
+    return report
+
+
+__all__ = ["ClusterPlan", "Failover", "KafkaCluster", "failover_latencies", "percentile",
+           "run_cluster_chaos"]

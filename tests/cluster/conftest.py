@@ -1,0 +1,136 @@
+"""One three-node KRaft cluster (`scripts/kafka start --nodes 3`) for the tests of this package.
+
+Started once for the package on free loopback ports (never 9092 or the
+single node's controller port), in a home of its own under the test's
+temporary folder; its nodes share the checkout's broker jars when they
+exist.  Small heaps: three JVMs and a worker share two cores.  Each test
+leaves every node running when it ends (a test that kills one starts it
+again), so the next finds the cluster whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.conftest import KAFKA_SCRIPT, REPO
+
+NODES = 3
+CONTROLLER_OFFSET = 1000  # as scripts/kafka
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_base(nodes: int = NODES) -> int:
+    """A first client port whose N client ports and N controller ports are all free.
+
+    Below the kernel's ephemeral range (32768 and up here): a client that keeps
+    connecting to a killed node's port in that range may be given that very
+    port as its own source port (TCP connects to itself), and the node can then
+    not listen there again ("port taken").
+    """
+    low, high = 20000, _ephemeral_start() - nodes - CONTROLLER_OFFSET - 1
+    rng = random.Random()  # noqa: S311 - a port, not a secret
+    for _ in range(200):
+        base = rng.randrange(low, high)
+        if base <= 29094 + CONTROLLER_OFFSET and base + nodes > 29092 - CONTROLLER_OFFSET:
+            continue  # the default cluster's block (scripts/kafka --nodes 3)
+        ports = [base + i + off for i in range(nodes) for off in (0, CONTROLLER_OFFSET)]
+        if all(_free(p) for p in ports):
+            return base
+    raise RuntimeError("no free block of ports for a cluster")
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+@dataclass
+class KafkaCluster:
+    base: int
+    home: Path
+    nodes: int = NODES
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{self.base + i}" for i in range(self.nodes))
+
+    def script(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "XWAIT_KAFKA_HOME": str(self.home), "XWAIT_KAFKA_HEAP": "256m"}
+        return subprocess.run([sys.executable, str(KAFKA_SCRIPT), *args, "--port",
+                               str(self.base)], env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def run(self, *args: str) -> str:
+        done = self.script(*args)
+        assert done.returncode == 0, f"scripts/kafka {args}: {done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def status(self) -> dict[str, Any]:
+        done = self.script("status", "--nodes", str(self.nodes), "--json")
+        info: dict[str, Any] = json.loads(done.stdout)
+        return info
+
+    def controller(self) -> int:
+        controller = self.status()["controller"]
+        assert isinstance(controller, int)
+        return controller
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def leaders(self, topics: list[str]) -> dict[tuple[str, int], int]:
+        meta = self.admin().list_topics(timeout=15)
+        return {(t, p.id): p.leader for t in topics for p in meta.topics[t].partitions.values()}
+
+    def wait_whole(self, timeout: float = 120) -> None:
+        """Until every node answers and every partition has its replicas back in sync."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                meta = self.admin().list_topics(timeout=5)
+            except Exception:  # noqa: BLE001 - not answering yet
+                time.sleep(0.5)
+                continue
+            short = [(t, p.id) for t, tm in meta.topics.items()
+                     for p in tm.partitions.values() if len(p.isrs) < len(p.replicas)]
+            if len(meta.brokers) == self.nodes and not short:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"the cluster was not whole again within {timeout}s")
+
+
+@pytest.fixture(scope="package")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    home = tmp_path_factory.mktemp("cluster")
+    jars = REPO / ".xwait" / "kafka" / "lib"
+    if jars.is_dir():
+        (home / "lib").symlink_to(jars)  # the single node's jars: nothing to fetch
+    cluster = KafkaCluster(free_base(), home)
+    cluster.run("start", "--nodes", str(NODES))
+    try:
+        yield cluster
+    finally:
+        cluster.script("reset", "--nodes", str(NODES))

@@ -1,0 +1,166 @@
+"""What the worker relies on in faust-streaming, checked against the installed release.
+
+The worker uses faust only for group membership, its tasks and its web
+server (streams/processor/faust_app.py), through public API.  These tests
+pin down the behaviours behind that API that its guarantees rest on, so that
+the day a release changes one, a test fails here rather than a standby going
+cold or a key being routed nowhere (streams/processor/versions.py refuses to
+start on a release these were not run against).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import faust
+import pytest
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
+from faust.app.base import BootStrategy
+from faust.assignor.client_assignment import ClientAssignment, ClientMetadata
+from mode import Service
+
+from streams.errors import ConfigError
+from streams.processor import versions
+
+TOPIC = "canary-assignment"
+PARTITIONS = 8
+
+
+class _Cluster:
+    """What the assignor asks of the cluster's metadata."""
+
+    def partitions_for_topic(self, name: str) -> set[int] | None:
+        return set(range(PARTITIONS)) if name == TOPIC else None
+
+
+def _app(port: int, loop: asyncio.AbstractEventLoop) -> faust.App:
+    """An app framed as the worker's: one agent on the assignment topic, no table."""
+    app = faust.App("canary", broker="kafka://127.0.0.1:1", topic_disable_leader=True,
+                    autodiscover=False, web_port=port, web_host="127.0.0.1", loop=loop)
+
+    async def members(stream: Any) -> None:
+        async for _ in stream:
+            pass
+
+    app.agent(app.topic(TOPIC, partitions=PARTITIONS), name=f"members-{port}")(members)
+    return app
+
+
+@pytest.fixture
+def assigned() -> Iterator[dict[str, faust.App]]:
+    """Two workers of one group after an assignment made by the first (the group leader)."""
+    loop = asyncio.new_event_loop()
+    apps = {"w1": _app(7101, loop), "w2": _app(7102, loop)}
+    meta = {member: ConsumerProtocolMemberMetadata(
+        _assignor(app).version, [TOPIC],
+        ClientMetadata(assignment=ClientAssignment(actives={}, standbys={}),
+                       url=str(app.conf.canonical_url), changelog_distribution={}).dumps())
+        for member, app in apps.items()}
+    out = _assignor(apps["w1"]).assign(_Cluster(), meta)
+    for member, app in apps.items():
+        _assignor(app).on_assignment(out[member])
+    yield apps
+    loop.close()
+
+
+def _assignor(app: faust.App) -> Any:
+    """faust's PartitionAssignor (typed by faust as its narrower interface)."""
+    return app.assignor
+
+
+def _partitions(tps: Any) -> set[int]:
+    return {tp.partition for tp in tps if tp.topic == TOPIC}
+
+
+def test_each_partition_has_one_owner_and_a_standby_on_the_other_worker(
+    assigned: dict[str, faust.App],
+) -> None:
+    """faust gives standbys for every co-partitioned topic, not only tables' changelogs:
+    the worker follows the changelog of the partitions it is standby for."""
+    w1, w2 = (_assignor(assigned[m]) for m in ("w1", "w2"))
+    actives1, actives2 = _partitions(w1.assigned_actives()), _partitions(w2.assigned_actives())
+    assert actives1 | actives2 == set(range(PARTITIONS)) and not actives1 & actives2
+    assert actives1 and actives2
+    assert _partitions(w1.assigned_standbys()) == actives2
+    assert _partitions(w2.assigned_standbys()) == actives1
+
+
+def test_every_worker_learns_which_worker_owns_which_partition(
+    assigned: dict[str, faust.App],
+) -> None:
+    """The console forwards a key's request to its owner's URL (`Worker.owners`)."""
+    for app in assigned.values():
+        meta = _assignor(app).external_topics_metadata()
+        owners = {url: set(tps.get(TOPIC, ())) for url, tps in meta.items()}
+        assert owners == {str(a.conf.canonical_url): _partitions(_assignor(a).assigned_actives())
+                          for a in assigned.values()}
+
+
+def test_the_consumer_is_given_only_the_actives_so_faust_never_fetches_a_standby(
+    assigned: dict[str, faust.App],
+) -> None:
+    for app in assigned.values():
+        kafka = dict(_assignor(app)._assignment.kafka_protocol_assignment(app.tables))
+        assert set(kafka[TOPIC]) == _partitions(_assignor(app).assigned_actives())
+
+
+def test_an_app_stops_itself_before_the_services_it_started() -> None:
+    """`XwaitApp.on_stop` gives the partitions up before faust's consumer leaves the group:
+    the consumer is one of the app's services, and a service stops itself first."""
+    order: list[str] = []
+
+    class Child(Service):
+        async def on_stop(self) -> None:
+            order.append("child")
+
+    class Parent(Service):
+        def on_init_dependencies(self) -> list[Service]:
+            return [Child(loop=self.loop)]
+
+        async def on_stop(self) -> None:
+            order.append("parent")
+
+    consumer = object()
+
+    class Stub:
+        """The parts of an app the boot strategy reads for its Kafka consumer."""
+
+        _leader_assignor = _reply_consumer = object()
+
+        def __init__(self) -> None:
+            self.consumer = consumer
+
+    class Strategy(BootStrategy):
+        def sensors(self) -> list[Any]:
+            return []
+
+        kafka_producer = web_server = agents = kafka_conductor = tables = sensors
+
+    stub: Any = Stub()
+    assert consumer in list(Strategy(stub, enable_kafka_consumer=True).server())
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        parent = Parent(loop=loop)
+        loop.run_until_complete(parent.start())
+        loop.run_until_complete(parent.stop())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    assert order == ["parent", "child"]
+
+
+def test_the_installed_releases_are_those_checked() -> None:
+    versions.check()
+
+
+def test_a_release_not_checked_is_refused_with_one_line_that_says_what_to_do() -> None:
+    with pytest.raises(ConfigError) as refused:
+        versions.check({"faust-streaming": "0.16.0", "aiokafka": "0.14.0"})
+    text = str(refused.value)
+    assert "\n" not in text
+    assert "faust-streaming 0.15.3" in text and "0.16.0 is installed" in text
+    assert "requirements.lock" in text and "test_faust_canary.py" in text
