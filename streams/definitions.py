@@ -19,6 +19,9 @@ The YAML format (see the shipped examples for comments on each field)::
     early_reply_ttl: PT10M         # how long a reply may wait for its request
     retention: P7D                 # how long a finished wait is remembered
     poll: PT5M                     # probe only: time between polls
+    on_send_failure:               # what a failed send does (rule 12); omitted: only traced
+      {retries: 3, backoff: PT1M, then: escalate}   # then: escalate | review
+    version: "2026-12"             # optional; default: a hash of the normalised content
     response_schema: {...}         # JSON Schema of responseData
     stages:                        # chained only, instead of deadline/reminder/escalation
       - {name: manager, party: manager, deadline: P2D, reminder: ..., escalation: [...]}
@@ -26,8 +29,11 @@ The YAML format (see the shipped examples for comments on each field)::
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +45,8 @@ from streams.core.definition import (
     EscalationLevel,
     InvalidReplyRoute,
     ReminderPolicy,
+    SendFailurePolicy,
+    SendFailureRoute,
     Stage,
     Variant,
     WaitDefinition,
@@ -47,12 +55,25 @@ from streams.core.durations import parse_cycle_ms, parse_duration_ms
 from streams.core.errors import DefinitionError
 from streams.core.events import PARTY_SEPARATOR
 
-__all__ = ["DefinitionError", "definition_from_mapping", "load_definition", "load_definitions"]
+__all__ = ["DefinitionError", "Document", "content_hash", "definition_from_mapping",
+           "load_definition", "load_definitions", "load_documents"]
+
+Document = tuple[WaitDefinition, dict[str, Any]]
+"""A definition and the YAML mapping it was read from (what is stored to read it again)."""
 
 _TOP_FIELDS = frozenset({
     "name", "variant", "channels", "parties", "reminder", "deadline", "escalation",
     "invalid_reply", "early_reply_ttl", "retention", "poll", "response_schema", "stages",
+    "on_send_failure", "version",
 })
+_SEND_FAILURE_FIELDS = frozenset({"retries", "backoff", "then"})
+MAX_SEND_RETRIES = 100
+"""More retries than this is a loop, not a policy: a send failing a hundred times
+needs a person (``then: review``)."""
+DEFAULT_SEND_BACKOFF = "PT1M"
+VERSION_CHARS = 12
+"""Hex digits of the content hash that name a version: 48 bits, no collision
+among the versions of one definition in practice, short enough to read."""
 _STAGE_FIELDS = frozenset({"name", "party", "deadline", "reminder", "escalation"})
 _LEVEL_FIELDS = frozenset({"target", "deadline"})
 _REMINDER_FIELDS = frozenset({"every", "limit"})
@@ -67,28 +88,40 @@ def load_definitions(folder: Path, *, check_schemas: bool = True) -> dict[str, W
     jsonschema (0.1 s of a command's start-up). A worker, and `xwait
     definitions`, check everything.
     """
+    return {d.name: d for d, _raw in load_documents(folder, check_schemas=check_schemas)}
+
+
+def load_documents(folder: Path, *, check_schemas: bool = True) -> list[Document]:
+    """Every ``*.yaml`` in ``folder`` with the mapping it was read from, by name."""
     if not folder.is_dir():
         raise DefinitionError(str(folder), "(folder)", "a folder of wait definitions",
                               "it does not exist")
-    found: dict[str, WaitDefinition] = {}
+    found: dict[str, Document] = {}
     for path in sorted(folder.glob("*.yaml")):
-        definition = load_definition(path, check_schemas=check_schemas)
+        definition, raw = _load_document(path, check_schemas)
         if definition.name in found:
             raise DefinitionError(
                 str(path), "name", "a name no other definition uses",
-                f"{definition.name!r} is also defined in {found[definition.name].source}",
+                f"{definition.name!r} is also defined in {found[definition.name][0].source}",
             )
-        found[definition.name] = definition
-    return found
+        found[definition.name] = (definition, raw)
+    return [found[name] for name in sorted(found)]
 
 
 def load_definition(path: Path, *, check_schemas: bool = True) -> WaitDefinition:
+    return _load_document(path, check_schemas)[0]
+
+
+def _load_document(path: Path, check_schemas: bool = True) -> Document:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise DefinitionError(str(path), "(document)", "a readable YAML document",
                               f"reading it failed: {exc}") from exc
-    return _Reader(str(path), check_schemas).definition(raw, default_name=path.stem)
+    definition = _Reader(str(path), check_schemas).definition(raw, default_name=path.stem)
+    doc = {str(k): v for k, v in raw.items()}  # a mapping: the reader checked
+    doc.setdefault("name", definition.name)
+    return definition, doc
 
 
 def definition_from_mapping(raw: object, *, file: str, default_name: str) -> WaitDefinition:
@@ -98,6 +131,36 @@ def definition_from_mapping(raw: object, *, file: str, default_name: str) -> Wai
     the same rules as at start-up, so what is accepted here a worker accepts.
     """
     return _Reader(file).definition(raw, default_name=default_name)
+
+
+def content_hash(d: WaitDefinition) -> str:
+    """The version of a definition without an explicit ``version:``: 12 hex digits.
+
+    A hash of what the definition means, not of how its file is written:
+    every field, durations in milliseconds, the JSON Schema canonical, and a
+    field at its default left out.  So comments, layout, key order,
+    ``PT24H`` for ``P1D`` or a default spelled out make no new version, and a
+    field a later build adds (with its default) changes no version either.
+    """
+    text = json.dumps(_meaning(d), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:VERSION_CHARS]
+
+
+def _meaning(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {}
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if f.name in ("source", "version") or (f.default is not dataclasses.MISSING
+                                                   and v == f.default):
+                continue
+            out[f.name] = _meaning(v)
+        return out
+    if isinstance(value, tuple | list):
+        return [_meaning(v) for v in value]
+    if isinstance(value, StrEnum):
+        return value.value
+    return value
 
 
 class _Reader:
@@ -113,6 +176,14 @@ class _Reader:
     def definition(self, raw: object, *, default_name: str) -> WaitDefinition:
         top = self.mapping(raw, "(document)", _TOP_FIELDS)
         name = self.text(top.get("name", default_name), "name")
+        if "\x1f" in name:
+            raise self.fail("name", "a name without control characters", f"got {name!r}")
+        version = ""
+        if "version" in top:
+            version = self.text(top["version"], "version")
+            if "@" in version or len(version) > 64:
+                raise self.fail("version", "a version of at most 64 characters without '@'",
+                                f"got {version!r}")
         variant_raw = top.get("variant")
         try:
             variant = Variant(str(variant_raw))
@@ -169,7 +240,7 @@ class _Reader:
             raise self.fail("invalid_reply", f"one of {[r.value for r in InvalidReplyRoute]}",
                             f"got {route_raw!r}") from None
 
-        return WaitDefinition(
+        d = WaitDefinition(
             name=name,
             variant=variant,
             stages=stages,
@@ -183,7 +254,30 @@ class _Reader:
                           if "retention" in top else DEFAULT_RETENTION_MS),
             poll_interval_ms=poll,
             source=self.file,
+            on_send_failure=self.send_failure(top.get("on_send_failure"), "on_send_failure"),
         )
+        return dataclasses.replace(d, version=version or content_hash(d))
+
+    def send_failure(self, raw: object, field: str) -> SendFailurePolicy | None:
+        if raw is None:
+            return None
+        m = self.mapping(raw, field, _SEND_FAILURE_FIELDS)
+        retries = m.get("retries", 0)
+        if isinstance(retries, bool) or not isinstance(retries, int) \
+                or not 0 <= retries <= MAX_SEND_RETRIES:
+            raise self.fail(f"{field}.retries",
+                            f"a whole number of retries from 0 to {MAX_SEND_RETRIES}",
+                            f"got {retries!r}")
+        then_raw = m.get("then")
+        try:
+            then = SendFailureRoute(str(then_raw))
+        except ValueError:
+            raise self.fail(f"{field}.then", f"one of {[r.value for r in SendFailureRoute]}",
+                            f"got {then_raw!r}") from None
+        return SendFailurePolicy(
+            retries=retries,
+            backoff_ms=self.duration(m.get("backoff", DEFAULT_SEND_BACKOFF), f"{field}.backoff"),
+            then=then)
 
     def stage(self, raw: object, field: str) -> Stage:
         m = self.mapping(raw, field, _STAGE_FIELDS)

@@ -106,6 +106,11 @@ class TopicState:
 # The worker's own topics, as topology/topics.yaml declares them; a topics.yaml
 # that lacks one (written for an earlier version) gets it from here.
 INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
+    "definitions": {
+        "name": "{prefix}.definitions",
+        "doc": "Every version of every wait definition the workers have used; compacted.",
+        "config": {"cleanup.policy": "compact"},
+    },
     "waits-changelog": {
         "name": "{app}-waits-changelog",
         "doc": "Changelog of the waits table (state of every wait and its early replies).",

@@ -29,7 +29,8 @@ def test_create_makes_every_contract_topic_and_a_second_run_reports_them_as_exis
     first = json.loads(capsys.readouterr().out)
     assert sorted(first["created"]) == sorted(
         [f"{settings.topic_prefix}.{n}" for n in
-         ("requests", "replies", "commands", "timers", "actions", "outcomes", "rejected")]
+         ("requests", "replies", "commands", "timers", "actions", "outcomes", "rejected",
+          "definitions")]
         + [f"{settings.app_id}-waits-changelog", f"{settings.app_id}-assignment"]
     )
     assert first["existed"] == [] and first["problems"] == []
@@ -44,6 +45,7 @@ def test_create_makes_every_contract_topic_and_a_second_run_reports_them_as_exis
     by_role = {t["role"]: t for t in described["topics"]}
     assert {t["partitions"] for t in described["topics"]} == {settings.partitions}
     assert by_role["waits-changelog"]["config"]["cleanup.policy"] == "compact"
+    assert by_role["definitions"]["config"]["cleanup.policy"] == "compact"
     assert by_role["requests"]["config"]["cleanup.policy"] == "delete"
     assert {by_role[r]["config"]["message.timestamp.type"]
             for r in ("requests", "replies", "commands", "timers")} == {"LogAppendTime"}

@@ -489,6 +489,13 @@ class _Reader:
                                 ("retention", "retention")):
             if key in g.settings:
                 out[field_name] = g.settings[key]
+        if "sendFailure" in g.settings:
+            retries = g.settings.get("sendRetries", "0")
+            if not retries.isdigit():
+                raise self.fail(None, f"xwait:definition says sendRetries=\"{retries}\", "
+                                      "not a whole number")
+            out["on_send_failure"] = {"retries": int(retries), "then": g.settings["sendFailure"],
+                                      "backoff": g.settings.get("sendBackoff", "PT1M")}
         if self.probe:
             out["poll"] = waits[0].poll
         if g.response_schema is not None:

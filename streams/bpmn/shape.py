@@ -114,6 +114,10 @@ class _Builder:
             "earlyReplyTtl": iso_duration(d.early_reply_ttl_ms),
             "retention": iso_duration(d.retention_ms),
         }
+        if d.on_send_failure is not None:  # what a failed send does (DESIGN rule 12)
+            policy = d.on_send_failure
+            g.settings.update(sendFailure=policy.then.value, sendRetries=str(policy.retries),
+                              sendBackoff=iso_duration(policy.backoff_ms))
         if d.response_schema is not None:
             g.response_schema = json.dumps(json.loads(d.response_schema), indent=2,
                                            sort_keys=True)

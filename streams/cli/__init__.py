@@ -10,12 +10,13 @@ the wait ended: 0 RECEIVED, 5 ESCALATED, 6 CANCELLED, 7 no outcome within
 
 Per command, what "failed" (1) and "bad usage" (2) mean:
 
-* `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `reschedule`, `review`: 2
+* `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `reschedule`, `review`,
+  `migrate`, `report`: 2
   when an argument is refused before anything is produced (unknown definition, a
   channel the wait's definition lacks, JSON that does not parse, a deadline or
   shift isodate cannot read, a key with `~`, a broken definition folder); 4 when a
-  worker says no wait has the key (`--force` sends anyway); 1 when a topic is
-  missing or Kafka refused or did not confirm a record.
+  worker says no wait has the key (`--force` sends anyway; `report` asks no
+  worker); 1 when a topic is missing or Kafka refused or did not confirm a record.
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
@@ -23,10 +24,16 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
   unknown name or a broken definition.  `definitions import`: 1 when the
   file's shape breaks the pattern (the message names the node) or the
   definition it gives is refused; 2 when the file cannot be read.
+  `definitions remove`: 1 when waits not yet done still follow the definition
+  (the message counts them by version) or a worker still loads it; 3 when no
+  worker answers.
 * `status`, `list`: 4 when the key is unknown (404), 1 when the worker refused
   the request; 3 when no worker answered at `--console` or none could answer
   for the key during a rebalance (503).
 * `worker`: 3 when the broker does not answer, 2 when the web port is taken.
+* `adapter webhook`: 2 for a configuration it refuses (the message names the file
+  and field), 3 when the broker does not answer, 1 when Kafka did not take the
+  results of a batch (nothing of it was committed; run it under a supervisor).
 """
 
 from __future__ import annotations
@@ -165,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _producing_commands(sub)
 
+    from streams.cli.adapter import add_parser as add_adapter
+    _common(add_adapter(sub))
+
     result = sub.add_parser(
         "result", help="wait for the outcome of one wait; the exit code says how it ended")
     result.add_argument("key")
@@ -189,8 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(tail)
 
     definitions = sub.add_parser(
-        "definitions", help="list and validate the wait definitions in topology/waits; "
-                            "export one as BPMN, import one from BPMN")
+        "definitions", help="list and validate the wait definitions in topology/waits, and "
+                            "the versions waits follow; export one as BPMN, import one "
+                            "from BPMN; remove one no wait follows")
     _common(definitions)
     _definition_commands(definitions)
 
@@ -199,8 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _definition_commands(definitions: argparse.ArgumentParser) -> None:
-    """`definitions export` and `definitions import`; bare `definitions` lists them."""
-    dsub = definitions.add_subparsers(dest="definitions_command", metavar="{export,import}")
+    """`definitions export`, `import` and `remove`; bare `definitions` lists them and the
+    versions in use."""
+    dsub = definitions.add_subparsers(dest="definitions_command",
+                                      metavar="{export,import,remove}")
     export = dsub.add_parser(
         "export", help="write a definition as BPMN 2.0 (--bpmn) or as normalised YAML",
         description="Write the definition NAME of topology/waits (or the YAML file at that "
@@ -220,6 +233,13 @@ def _definition_commands(definitions: argparse.ArgumentParser) -> None:
     imp.add_argument("file", type=Path, help="the .bpmn file")
     imp.add_argument("-o", "--output", type=Path, help="write to FILE (default: stdout)")
     imp.add_argument("--name", help="the definition's name (default: the process's name)")
+    remove = dsub.add_parser(
+        "remove", help="forget every stored version of a definition no wait follows",
+        description="Remove the stored versions of NAME from <prefix>.definitions. Refused "
+                    "while waits not yet done follow any of them (the count by version is "
+                    "printed) or while a worker still loads NAME from its files.")
+    remove.add_argument("name", help="definition name")
+    _common(remove)
 
 
 def _reading_commands(sub: Any) -> None:
@@ -340,6 +360,36 @@ def _producing_commands(sub: Any) -> None:
     _force(reschedule)
     _common(reschedule, console=True)
 
+    migrate = sub.add_parser(
+        "migrate", help="move a wait to another version of its definition",
+        description="From now on the wait follows VERSION of its definition (default: the "
+                    "newest the deciding worker has); what is armed stays armed. The worker "
+                    "refuses it (a Rejected record) when the version is not loaded or the "
+                    "wait's variant, stage or escalation level does not fit it. "
+                    "`xwait definitions` lists the versions.")
+    migrate.add_argument("key")
+    migrate.add_argument("--to", dest="version", help="the version (default: the newest)")
+    migrate.add_argument("--reason", help="why, for the trace")
+    _operator(migrate)
+    _force(migrate)
+    _common(migrate, console=True)
+
+    report = sub.add_parser(
+        "report", help="report what became of an action (channel adapters)",
+        description="Tell a wait whether its channel adapter carried out an action: "
+                    "--delivered, or --failed ERROR (with --permanent when sending again "
+                    "cannot help). KEY is the action's correlationKey (WAITKEY or "
+                    "WAITKEY~PARTY). The definition's on_send_failure decides what a failure "
+                    "does: send again after a backoff, then escalate or ask a person.")
+    report.add_argument("key")
+    report.add_argument("action_id", metavar="ACTION_ID")
+    status = report.add_mutually_exclusive_group(required=True)
+    status.add_argument("--delivered", action="store_true", help="the channel took it")
+    status.add_argument("--failed", metavar="ERROR", help="it failed, and why")
+    report.add_argument("--permanent", action="store_true",
+                        help="with --failed: sending again cannot help")
+    _common(report)
+
     review = sub.add_parser("review", help="answer a review_needed action")
     review_sub = review.add_subparsers(dest="review_command", required=True)
     for name, text in (("accept", "accept the reply as it is"),
@@ -444,10 +494,19 @@ def _main(argv: Sequence[str] | None) -> int:
             from streams.cli.reply import run_reply
 
             return run_reply(args, settings)
-        if args.command in ("suspend", "resume", "cancel", "deliver", "review", "reschedule"):
+        if args.command in ("suspend", "resume", "cancel", "deliver", "review", "reschedule",
+                            "migrate"):
             from streams.cli.commands import run_command
 
             return run_command(args, settings)
+        if args.command == "adapter":
+            from streams.cli.adapter import run_adapter
+
+            return run_adapter(args, settings)
+        if args.command == "report":
+            from streams.cli.commands import run_report
+
+            return run_report(args, settings)
         if args.command == "tail":
             from streams.cli.tail import run_tail
 
@@ -465,6 +524,10 @@ def _main(argv: Sequence[str] | None) -> int:
                 from streams.cli.bpmn import run_import
 
                 return run_import(args, settings)
+            if getattr(args, "definitions_command", None) == "remove":
+                from streams.cli.definitions import run_remove
+
+                return run_remove(args, settings)
             from streams.cli.definitions import run_definitions
 
             return run_definitions(args, settings)

@@ -1,10 +1,12 @@
-"""`xwait suspend|resume|cancel|deliver|reschedule KEY` and `xwait review accept|correct KEY`."""
+"""`xwait suspend|resume|cancel|deliver|reschedule|migrate KEY`, `xwait review accept|correct
+KEY`, and `xwait report KEY ACTION_ID` for channel adapters."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from streams.cli import EXIT_OK, emit
+from streams.cli import EXIT_OK, EXIT_USAGE, emit
 from streams.cli.reply import json_arg
 from streams.client import XwaitClient
 from streams.config import Settings
@@ -25,6 +27,9 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         elif args.command == "reschedule":
             client.reschedule(key, deadline=args.deadline, move_by=args.by, reason=args.reason,
                               operator=operator, force=force)
+        elif args.command == "migrate":
+            client.migrate(key, version=args.version, reason=args.reason, operator=operator,
+                           force=force)
         elif args.review_command == "accept":
             client.review(key, "Accept", args.note, operator=operator, force=force)
         else:
@@ -37,6 +42,28 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
             "topic": topic}
     if args.command == "reschedule":
         sent.update(deadline=args.deadline, moveBy=args.by)
+    if args.command == "migrate":
+        sent.update(version=args.version)
     emit(sent,
          args.json, f"{command.lower()} sent  key={key} topic={topic}")
+    return EXIT_OK
+
+
+def run_report(args: argparse.Namespace, settings: Settings) -> int:
+    if args.permanent and args.failed is None:
+        print("xwait report: --permanent goes with --failed ERROR", file=sys.stderr)
+        return EXIT_USAGE
+    with XwaitClient(settings) as client:
+        if args.delivered:
+            client.report_delivered(args.key, args.action_id)
+        else:
+            client.report_failed(args.key, args.action_id, args.failed,
+                                 permanent=args.permanent)
+    status = "delivered" if args.delivered else "failed"
+    topic = settings.topic("replies")
+    emit({"sent": "ActionResult", "status": status, "correlationKey": args.key,
+          "actionId": args.action_id, "error": args.failed, "permanent": args.permanent,
+          "topic": topic},
+         args.json, f"result {status} sent  key={args.key} action={args.action_id} "
+                    f"topic={topic}")
     return EXIT_OK

@@ -44,6 +44,7 @@ def run_result(args: argparse.Namespace, settings: Settings) -> int:
          f"{outcome.outcome.value} ({outcome.reason})  key={outcome.correlation_key}  "
          f"reminders={outcome.reminders_sent}  escalation-level={outcome.escalation_level}"
          + (f"  data={json.dumps(outcome.response_data)}" if outcome.response_data is not None
-            else ""))
+            else "")
+         + (f"\n  send error: {outcome.send_error}" if outcome.send_error else ""))
     # A symbol a newer schema added: the wait ended, but not in a way this build knows.
     return _EXIT_BY_OUTCOME.get(outcome.outcome, EXIT_FAILED)

@@ -64,7 +64,9 @@ def _stage(w: dict[str, Any]) -> str | None:
 
 def _status_text(w: dict[str, Any]) -> str:
     lines = [f"key         {w['key']}", f"state       {w['state']}",
-             f"definition  {w.get('definition')}", f"tenant      {w.get('tenant') or '-'}",
+             f"definition  {w.get('definition')}"
+             + (f" version {w['definitionVersion']}" if w.get("definitionVersion") else ""),
+             f"tenant      {w.get('tenant') or '-'}",
              f"parked at   {_when(w.get('parkedAt'))}"]
     stage = _stage(w)
     if stage:
@@ -92,6 +94,14 @@ def _status_text(w: dict[str, Any]) -> str:
         lines.append("payload     (not kept: over 64 KiB)")
     if w.get("validationIssue"):
         lines.append(f"issue       {w['validationIssue']}")
+    for send in w.get("sends") or []:
+        if send.get("state") != "delivered":
+            retry = f", sent again {_when(send['retryAt'])}" if send.get("retryAt") else ""
+            lines.append(f"send        {send['action']} level {send['level']} "
+                         f"attempt {send['sendAttempt']}: {send['state']}{retry}"
+                         + (f" ({send['error']})" if send.get("error") else ""))
+    if w.get("sendError"):
+        lines.append(f"send error  {w['sendError']}")
     if w.get("responseData") is not None:
         lines.append(f"response    {w['responseData']}")
     if w.get("reviewOutcome"):

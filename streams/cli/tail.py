@@ -60,6 +60,10 @@ def _shown_bytes(data: bytes | None, record_type: RecordType | None = None) -> A
         return None
     if record_type is not None:
         try:
+            if record_type is RecordType.REPLY:  # the replies topic carries results too
+                kind, record = codec.active_codec().decode_either(
+                    (RecordType.REPLY, RecordType.ACTION_RESULT), data)
+                return readable(kind, record)
             return readable(record_type, codec.decode(record_type, data))
         except UndecodableRecord:
             pass

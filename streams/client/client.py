@@ -402,6 +402,50 @@ class XwaitClient:
         finally:
             consumer.close()
 
+    # -- action results (DESIGN rule 12) ---------------------------------------
+
+    def report_delivered(self, correlation_key: str, action_id: str, *,
+                         at: int | None = None, wait: bool = True) -> None:
+        """Tell the wait its channel adapter carried out the action ``action_id``.
+
+        ``correlation_key`` is the action's (``WAITKEY`` or ``WAITKEY~PARTY``).
+        Written to the replies topic keyed by WAITKEY, beside the replies. No
+        worker is asked first (an adapter reports in bulk): a result for no
+        wait, an unknown action or a wait that ended is rejected with its
+        reason.  ``wait=False`` leaves the record to the next :meth:`flush`.
+        """
+        self._report(correlation_key, action_id, "delivered", None, False, at, wait)
+
+    def report_failed(self, correlation_key: str, action_id: str, error: str, *,
+                      permanent: bool = False, at: int | None = None,
+                      wait: bool = True) -> None:
+        """Tell the wait the action ``action_id`` could not be carried out, and why.
+
+        ``permanent=True`` when sending again cannot help (a 4xx answer, an
+        unknown address): the definition's ``on_send_failure`` path is taken
+        at once; otherwise it is sent again after its backoff, up to its retries.
+        """
+        if not isinstance(error, str) or not error:
+            raise InvalidRequest(f"error must be a non-empty string, got {error!r}")
+        self._report(correlation_key, action_id, "failed", error, permanent, at, wait)
+
+    def _report(self, correlation_key: str, action_id: str, status: str, error: str | None,
+                permanent: bool, at: int | None, wait: bool) -> None:
+        wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
+            if isinstance(correlation_key, str) else ("", "", "")
+        _check_key(wait_key, "the wait key of the correlation key")
+        if sep and (not party or PARTY_SEPARATOR in party):
+            raise InvalidRequest(
+                f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
+        if not isinstance(action_id, str) or not action_id:
+            raise InvalidRequest(f"action id must be a non-empty string, got {action_id!r}")
+        record = {"correlationKey": correlation_key, "actionId": action_id, "status": status,
+                  "error": error, "permanent": permanent, "at": at}
+        topic = self.settings.topic("replies")
+        self._produce(topic, wait_key, RecordType.ACTION_RESULT, record)
+        if wait:
+            self.flush()
+
     # -- operator commands -----------------------------------------------------
 
     # Every command raises NoSuchWait, before anything is produced, when a
@@ -476,6 +520,22 @@ class XwaitClient:
                                  f"{exc}") from None
         self._command(correlation_key, "RESCHEDULE", force, reason=reason, operator=operator,
                       deadline=deadline, moveBy=move_by)
+
+    def migrate(self, correlation_key: str, *, version: str | None = None,
+                reason: str | None = None, operator: str | None = None,
+                force: bool = False) -> None:
+        """Move a wait not yet done to another version of its definition (DESIGN rule 13).
+
+        ``version`` names it (``xwait definitions`` lists them); None means the
+        newest the deciding worker has.  Refused with a Rejected record when
+        the version is not loaded (``unknown_definition``) or the wait's
+        variant, stage or escalation level does not fit it
+        (``invalid_command``).  Recorded in the wait's trace.
+        """
+        if version is not None and (not isinstance(version, str) or not version):
+            raise InvalidRequest(f"version must be a non-empty string, got {version!r}")
+        self._command(correlation_key, "MIGRATE", force, reason=reason, operator=operator,
+                      version=version)
 
     def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
         _check_key(correlation_key, "correlation key")

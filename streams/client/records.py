@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
@@ -76,13 +76,20 @@ class _Record:
 
     @classmethod
     def from_record(cls: type[_T], record: Mapping[str, Any]) -> _T:
-        """Build from a decoded record; fields a newer schema added are ignored."""
+        """Build from a decoded record.
+
+        Fields a newer schema added are ignored; a field an older record lacks
+        (a JSON record from a release before it) takes its default.
+        """
         values: dict[str, Any] = {}
         texts = set(cls._json_text.values())
         for f in fields(cls):  # type: ignore[arg-type]
             if f.name in texts:
                 continue
-            value = record[_camel(f.name)]
+            name = _camel(f.name)
+            if name not in record and f.default is not MISSING:
+                continue
+            value = record[name]
             if f.name in cls._json_text:
                 values[cls._json_text[f.name]] = value
                 value = _decoded(value)
@@ -154,6 +161,10 @@ class Outcome(_Record):
     """Their reason, in their words; ``reason`` stays a named reason."""
     response_data_text: str | None = field(default=None, repr=False)
     """``responseData`` as the JSON text it travelled as (``response_data`` decoded)."""
+    send_error: str | None = None
+    """The last send that failed for good, and its error (``send_failed``: why it ended)."""
+    definition_version: str | None = None
+    """The version of the definition the wait followed."""
 
     @classmethod
     def _convert_in(cls, name: str, value: Any) -> Any:
@@ -185,6 +196,8 @@ class Action(_Record):
     at: int
     payload_text: str | None = field(default=None, repr=False)
     """``payload`` as the JSON text it travelled as."""
+    send_attempt: int = 1
+    """1 for the first send; 2, 3, ... for retries after a failed delivery (a new id each)."""
 
     @property
     def reply_key(self) -> str:

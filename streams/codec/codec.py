@@ -61,6 +61,9 @@ CONFLUENT_MAGIC = 0
 CONFLUENT_HEADER_SIZE = 5  # magic (1) + schema id (4, big-endian)
 
 _JSON_WHITESPACE = b" \t\r\n"
+_OTHER_JSON_MARK = b'"actionId"'
+"""A JSON reply never holds this (it would be an unknown field; inside a string
+value the quotes are escaped), so only JSON with it is looked at twice."""
 _SHOWN_BYTES = 16  # how much of an unrecognised value the error message shows
 
 
@@ -202,6 +205,56 @@ class Codec:
             f"starts with {_preview(data)}, which is neither Avro single-object encoding "
             f"(C3 01 ...), the Confluent wire format (00 ...) nor a JSON object ({{ ...)",
         )
+
+    def decode_either(self, record_types: tuple[RecordType, ...],
+                      data: bytes | None) -> tuple[RecordType, Record]:
+        """Read a record of a topic that carries several types: which one it is, and it.
+
+        The bytes say which: the single-object fingerprint, the Confluent
+        schema id's record name, or for JSON the type whose required fields
+        are all there (``Reply`` and ``ActionResult`` share only
+        ``correlationKey``).  Bytes that are none of them are refused as the
+        first type would refuse them.
+        """
+        first = record_types[0]
+        if not data:
+            return first, self.decode(first, data)
+        kind = first
+        if data[:2] == SINGLE_OBJECT_MAGIC and len(data) >= SINGLE_OBJECT_HEADER_SIZE:
+            writer = self._by_fingerprint.get(data[2:SINGLE_OBJECT_HEADER_SIZE])
+            if writer is not None and writer.record_type in record_types:
+                kind = writer.record_type
+        elif data[0] == CONFLUENT_MAGIC and len(data) >= CONFLUENT_HEADER_SIZE:
+            kind = self._confluent_type(record_types, data)
+        elif (len(record_types) > 1 and data.lstrip(_JSON_WHITESPACE)[:1] == b"{"
+              and _OTHER_JSON_MARK in data):
+            kind = self._json_type(record_types, data)
+        return kind, self.decode(kind, data)
+
+    def _confluent_type(self, record_types: tuple[RecordType, ...], data: bytes) -> RecordType:
+        schema_id = int.from_bytes(data[1:CONFLUENT_HEADER_SIZE], "big")
+        cached = self._registry_schemas.get(schema_id)
+        name = cached[0] if cached is not None else None
+        if name is None and self.registry is not None:
+            try:
+                name = str(self.registry.writer_schema(schema_id).get("name", ""))
+            except SchemaNotFound:
+                return record_types[0]  # decode() says so, with the id
+        found = [t for t in record_types if name is not None and name.rsplit(".", 1)[-1] == t.value]
+        return found[0] if found else record_types[0]
+
+    def _json_type(self, record_types: tuple[RecordType, ...], data: bytes) -> RecordType:
+        try:
+            value = loads_object(data.decode("utf-8"))
+        except (JsonFieldError, ValueError, RecursionError):
+            return record_types[0]  # decode() says what is wrong with it
+        if not isinstance(value, dict):
+            return record_types[0]
+        for kind in record_types:
+            required = [f["name"] for f in self._current[kind].raw["fields"] if "default" not in f]
+            if all(name in value for name in required):
+                return kind
+        return record_types[0]
 
     def from_json(self, record_type: RecordType | str, text: str | bytes) -> Record:
         """Check JSON text against the current schema and return the record.

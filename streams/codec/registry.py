@@ -14,7 +14,12 @@ Subjects follow the Confluent serializers' default, TopicNameStrategy:
 ``<topic>-value``, so a Java or Go consumer with an off-the-shelf Avro
 deserializer reads xwait's topics, and their producers' records are read
 here by id. Each xwait record type lives on exactly one topic
-(:data:`TOPIC_ROLE`), so the record type alone names its subject.
+(:data:`TOPIC_ROLE`), so the record type alone names its subject.  The one
+topic with a second record type, ``replies`` (``ActionResult`` beside
+``Reply``), names that one's subject with TopicRecordNameStrategy
+(``<topic>-<record full name>``), as Confluent's serializers do for topics
+holding several types: registering it under ``<topic>-value`` would fail the
+subject's compatibility check against ``Reply``.
 
 The Kafka client library is imported only when a registry is configured:
 without one the codec needs fastavro and nothing else.
@@ -40,8 +45,12 @@ TOPIC_ROLE: Mapping[RecordType, str] = {
     RecordType.ACTION: "actions",
     RecordType.OUTCOME: "outcomes",
     RecordType.REJECTED: "rejected",
+    RecordType.ACTION_RESULT: "replies",
 }
 """The topic role (``<prefix>.<role>``) each record type is written to."""
+
+SECOND_TYPES: frozenset[RecordType] = frozenset({RecordType.ACTION_RESULT})
+"""Record types that share their topic with its main type (TopicRecordNameStrategy)."""
 
 REGISTRY_TIMEOUT_S = 5
 """Per HTTP request. The same budget as a Kafka metadata request: a healthy
@@ -49,8 +58,12 @@ registry answers in milliseconds, and a CLI must not hang on a dead one."""
 
 
 def subject_for(topic_prefix: str, record_type: RecordType) -> str:
-    """TopicNameStrategy: ``<prefix>.<role>-value``."""
-    return f"{topic_prefix}.{TOPIC_ROLE[record_type]}-value"
+    """TopicNameStrategy: ``<prefix>.<role>-value``; a second type on a topic:
+    ``<prefix>.<role>-<full name>`` (TopicRecordNameStrategy)."""
+    topic = f"{topic_prefix}.{TOPIC_ROLE[record_type]}"
+    if record_type in SECOND_TYPES:
+        return f"{topic}-{record_type.full_name}"
+    return f"{topic}-value"
 
 
 @runtime_checkable

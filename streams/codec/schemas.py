@@ -69,6 +69,7 @@ class RecordType(StrEnum):
     ACTION = "Action"
     OUTCOME = "Outcome"
     REJECTED = "Rejected"
+    ACTION_RESULT = "ActionResult"
 
     @property
     def full_name(self) -> str:
@@ -76,7 +77,7 @@ class RecordType(StrEnum):
 
 
 JSON_INPUT_TYPES: frozenset[RecordType] = frozenset(
-    {RecordType.START_WAIT, RecordType.REPLY, RecordType.COMMAND}
+    {RecordType.START_WAIT, RecordType.REPLY, RecordType.COMMAND, RecordType.ACTION_RESULT}
 )
 """Records that users produce, so any producer in any language may send JSON.
 

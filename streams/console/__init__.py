@@ -4,7 +4,8 @@ Everything is served by the worker's own faust web server (bound to
 `XWAIT_WEB_HOST`, 127.0.0.1 unless told otherwise, port `XWAIT_WEB_PORT`):
 
     GET  /xwait/console                         the ops console (one HTML page, no data in it)
-    GET  /xwait/api/waits, /xwait/api/waits/{key}, /xwait/api/review
+    GET  /xwait/api/waits, /xwait/api/waits/{key}, /xwait/api/review,
+         /xwait/api/versions                    (the definitions' versions and their waits)
                                                 with a token configured: `Authorization:
                                                 Bearer` the read or the command token
     POST /xwait/api/waits/{key}/{command}       `Authorization: Bearer $XWAIT_CONSOLE_TOKEN`
@@ -35,6 +36,7 @@ from streams.console.health import Health
 from streams.console.host import ConsoleHost
 from streams.console.metrics import CONTENT_TYPE, Metrics
 from streams.console.page import PAGE, PAGE_CSP
+from streams.console.versions import register as register_versions
 
 __all__ = ["ConsoleHost", "install"]
 
@@ -67,6 +69,7 @@ def install(host: ConsoleHost) -> None:
     activity = Activity(host.definitions)
     host.observers.append(activity)
     register(host, console)
+    register_versions(host, console)
     register_diagram(host, console, activity)
 
     health = Health(host, host.settings.ready_max_lag)

@@ -4,7 +4,7 @@
                           &after=&limit=                        waits, a page at a time
     GET  /xwait/api/waits/{key}                                 one wait's status
     GET  /xwait/api/review?limit=                               waits in review + latest rejected
-    POST /xwait/api/waits/{key}/{suspend|resume|cancel|deliver|review|reschedule}
+    POST /xwait/api/waits/{key}/{suspend|resume|cancel|deliver|review|reschedule|migrate}
 
 Access.  With no token configured, reads are open and commands disabled (a
 developer's loopback worker).  With `XWAIT_CONSOLE_TOKEN` (commands and
@@ -60,7 +60,7 @@ MAX_BODY_BYTES = 900_000
 # other worker's table, which may take seconds with a large one; much longer
 # leaves an operator staring at a spinner when a worker hangs.
 PEER_TIMEOUT_S = 15.0
-ACTIONS = ("suspend", "resume", "cancel", "deliver", "review", "reschedule")
+ACTIONS = ("suspend", "resume", "cancel", "deliver", "review", "reschedule", "migrate")
 REVIEW_OUTCOMES = ("Accept", "Submit Correction")
 LIST_PARAMS = ("state", "definition", "tenant", "key", "outcome", "parkedFrom", "parkedTo",
                "after", "limit")
@@ -267,6 +267,10 @@ class Console:
                 c.reschedule(key, deadline=deadline, move_by=move_by, reason=reason,
                              operator=operator)
                 record.update(deadline=deadline, moveBy=move_by)
+            elif action == "migrate":
+                version = _opt_str(body, "version")
+                c.migrate(key, version=version, reason=reason, operator=operator)
+                record.update(version=version)
             else:
                 outcome = body.get("outcome")
                 if outcome not in REVIEW_OUTCOMES:

@@ -29,6 +29,11 @@ class CensusView(Protocol):
         """(state, definition) -> waits in those partitions."""
         ...
 
+    def by_version(self, partitions: Iterable[int]
+                   ) -> Mapping[tuple[str, tuple[str, str | None]], int]:
+        """(state, (definition, version)) -> waits; version None: parked before versions."""
+        ...
+
 
 class TimerIndexView(Protocol):
     def count_due(self, now_ms: int, partitions: Iterable[int]) -> int: ...

@@ -95,7 +95,7 @@ OUTCOME_OF: Mapping[OutcomeReason, str] = {
     OutcomeReason.REPLY_VALID: "RECEIVED", OutcomeReason.REVIEW_ACCEPTED: "RECEIVED",
     OutcomeReason.REVIEW_CORRECTED: "RECEIVED", OutcomeReason.DELIVERED: "RECEIVED",
     OutcomeReason.RESULT_READY: "RECEIVED", OutcomeReason.DEADLINE_EXHAUSTED: "ESCALATED",
-    OutcomeReason.INVALID_REPLY_ESCALATED: "ESCALATED",
+    OutcomeReason.INVALID_REPLY_ESCALATED: "ESCALATED", OutcomeReason.SEND_FAILED: "ESCALATED",
     OutcomeReason.CANCELLED_BY_OPERATOR: "CANCELLED",
 }
 REJECTION_REASONS = tuple(sorted({r.value for r in RejectReason}

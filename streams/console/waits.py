@@ -32,12 +32,14 @@ from typing import Any
 from streams.core import (
     HeldCommand,
     HeldReply,
+    Send,
     Slot,
     TimerKind,
     Wait,
     WaitDefinition,
     WaitStatus,
     decode_slot,
+    definition_for,
 )
 from streams.core.decide import emitted_trace
 from streams.processor.envelope import RowDecodeError, decode_row, read_head
@@ -146,7 +148,7 @@ def stage_of(wait: Wait, definitions: Mapping[str, WaitDefinition]) -> dict[str,
     None when the definition is no longer loaded: the console then shows
     the stage's number only.
     """
-    d = definitions.get(wait.definition)
+    d = definition_for(definitions, wait.definition, wait.definition_version)
     if d is None or wait.stage >= len(d.stages):
         return None
     stage = d.stages[wait.stage]
@@ -162,6 +164,13 @@ def _held(h: HeldReply) -> dict[str, Any]:
     return {"correlationKey": r.correlation_key, "channel": r.channel, "tenant": r.tenant,
             "responseData": r.response_data, "replyId": r.reply_id, "sentAt": r.sent_at,
             "receivedAt": h.received_at, "byOperator": h.by_operator, "operator": h.operator}
+
+
+def _send(s: Send) -> dict[str, Any]:
+    """One send whose result the wait takes (rule 12)."""
+    return {"action": s.kind.value, "party": s.party, "level": s.level, "attempt": s.attempt,
+            "sendAttempt": s.tries, "state": s.state.value, "retryAt": s.retry_at,
+            "error": s.error}
 
 
 def _held_command(h: HeldCommand) -> dict[str, Any]:
@@ -202,6 +211,7 @@ def status(key: str, slot: Slot, partition: int,
     trace = emitted_trace(wait)
     out.update({
         "state": wait.status.value, "definition": wait.definition, "tenant": wait.tenant,
+        "definitionVersion": wait.definition_version,
         "parkedAt": wait.parked_at, "nextDueAt": next_due(wait),
         "timers": [] if done else [
             {"kind": t.kind.value, "dueAt": t.due_at, "generation": t.generation}
@@ -224,6 +234,8 @@ def status(key: str, slot: Slot, partition: int,
         "reason": None if wait.reason is None else wait.reason.value,
         "operator": wait.operator, "operatorReason": wait.operator_reason,
         "endedAt": wait.ended_at,
+        "sends": [_send(s) for s in wait.sends], "sendError": wait.send_error,
+        "heldResults": len(wait.held_results),
         # The trace as the Outcome carries it: a marker where entries were dropped.
         "trace": [{"at": e.at, "event": e.event, "detail": e.detail} for e in trace],
         "traceDropped": wait.trace_dropped,

@@ -21,6 +21,8 @@ from streams.core.state import (
     ArmedTimer,
     HeldCommand,
     HeldReply,
+    HeldResult,
+    Send,
     Slot,
     Suspension,
     Wait,
@@ -63,6 +65,10 @@ class WaitChanges(TypedDict, total=False):
     operator: str | None
     operator_reason: str | None
     payload_dropped: bool
+    sends: tuple[Send, ...]
+    held_results: tuple[HeldResult, ...]
+    send_error: str | None
+    definition_version: str | None
 
 
 class SlotChanges(TypedDict, total=False):

@@ -8,6 +8,7 @@ for all five and chaining costs nothing extra.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -16,7 +17,11 @@ __all__ = [
     "DEFAULT_RETENTION_MS",
     "EscalationLevel",
     "InvalidReplyRoute",
+    "definition_for",
+    "DefinitionSet",
     "ReminderPolicy",
+    "SendFailurePolicy",
+    "SendFailureRoute",
     "Stage",
     "Variant",
     "WaitDefinition",
@@ -45,6 +50,26 @@ class InvalidReplyRoute(StrEnum):
 
     REVIEW = "review"
     ESCALATE = "escalate"
+
+
+class SendFailureRoute(StrEnum):
+    """Where a send that failed for good takes the wait (rule 12)."""
+
+    ESCALATE = "escalate"
+    """As if the deadline had passed: the next escalation level now, or the
+    end (``ESCALATED``, ``send_failed``) when none is left."""
+    REVIEW = "review"
+    """A person is asked (``REVIEW_NEEDED`` naming the failed send); the wait
+    goes on waiting, its deadline still running."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendFailurePolicy:
+    """``on_send_failure``: send again ``retries`` times, ``backoff_ms`` apart, then ``then``."""
+
+    retries: int
+    backoff_ms: int
+    then: SendFailureRoute
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +120,65 @@ class WaitDefinition:
     retention_ms: int = DEFAULT_RETENTION_MS
     poll_interval_ms: int | None = None
     source: str = ""
+    on_send_failure: SendFailurePolicy | None = None
+    version: str = ""
+    """The explicit ``version:`` of the file, or a hash of its normalised
+    content; a wait keeps the version it parked on (rule 13).  Empty for
+    definitions built by hand: their waits follow whatever has the name."""
+
+
+class DefinitionSet(Mapping[str, WaitDefinition]):
+    """The newest definition of each name (the mapping), and every version still kept.
+
+    New waits take the newest (``set[name]``); a wait parked on an older
+    version goes on with that one (``version(name, v)``).  Versions are only
+    ever added while a worker runs: a wait may hold any of them.
+    """
+
+    def __init__(self, newest: Mapping[str, WaitDefinition],
+                 kept: Iterable[WaitDefinition] = (),
+                 on_missing: Callable[[str, str], WaitDefinition | None] | None = None) -> None:
+        self._newest = dict(newest)
+        self._versions: dict[tuple[str, str], WaitDefinition] = {}
+        self.on_missing = on_missing
+        """Asked for a version not kept (the processor looks in its store once more:
+        another worker may have published it a moment ago); None answers "not loaded"."""
+        for d in (*kept, *self._newest.values()):
+            self.add(d)
+
+    def __getitem__(self, name: str) -> WaitDefinition:
+        return self._newest[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._newest)
+
+    def __len__(self) -> int:
+        return len(self._newest)
+
+    def add(self, d: WaitDefinition) -> None:
+        """Keep another version (the first one kept under a (name, version) stays)."""
+        self._versions.setdefault((d.name, d.version), d)
+
+    def version(self, name: str, version: str) -> WaitDefinition | None:
+        found = self._versions.get((name, version))
+        if found is None and self.on_missing is not None:
+            found = self.on_missing(name, version)
+            if found is not None:
+                self.add(found)
+        return found
+
+    def kept(self) -> list[WaitDefinition]:
+        """Every version kept, by name, then the newest first."""
+        return sorted(self._versions.values(),
+                      key=lambda d: (d.name, self._newest.get(d.name) is not d, d.version))
+
+
+def definition_for(definitions: Mapping[str, WaitDefinition], name: str,
+                   version: str | None) -> WaitDefinition | None:
+    """The definition a wait follows: its own version, or the newest when it has none."""
+    newest = definitions.get(name)
+    if version is None or (newest is not None and newest.version == version):
+        return newest
+    if isinstance(definitions, DefinitionSet):
+        return definitions.version(name, version)
+    return None

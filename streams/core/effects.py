@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from streams.core.events import Command, Reply, TimerKind
+from streams.core.events import ActionResult, Command, Reply, TimerKind
 from streams.core.frozen import fast_init
 
 __all__ = [
@@ -61,6 +61,10 @@ class OutcomeReason(StrEnum):
     CANCELLED_BY_OPERATOR = "cancelled_by_operator"
     """A CANCEL command; who and why are the outcome's ``operator`` and
     ``operator_reason`` (and in the trace)."""
+    SEND_FAILED = "send_failed"
+    """A send failed for good (permanently, or after the definition's retries)
+    and ``on_send_failure`` said escalate, with no level left; the outcome's
+    ``send_error`` says which action and the last error (rule 12)."""
 
 
 class ActionKind(StrEnum):
@@ -115,6 +119,13 @@ class DiscardReason(StrEnum):
     it lost a race, was disarmed, or is a duplicate."""
     ALREADY_SUSPENDED = "already_suspended"
     NOT_SUSPENDED = "not_suspended"
+    DUPLICATE_RESULT = "duplicate_result"
+    """A result an adapter reported again (at-least-once adapters do after a
+    crash): the same status for the same send attempt, already recorded."""
+    STALE_RESULT = "stale_result"
+    """A result for an earlier send attempt of an action that was sent again."""
+    SAME_VERSION = "same_version"
+    """A MIGRATE to the version the wait already follows."""
 
 
 @fast_init
@@ -153,6 +164,12 @@ class EmitOutcome:
     reply or a deadline ended it."""
     operator_reason: str | None = None
     """That command's reason, in the operator's words."""
+    send_error: str | None = None
+    """When a failed send ended the wait (``send_failed``): the action and the
+    last error its channel adapter reported."""
+    definition_version: str | None = None
+    """The version of the definition the wait followed (None: a wait parked
+    before definitions had versions)."""
 
 
 @fast_init
@@ -176,6 +193,9 @@ class EmitAction:
     attempt: int
     payload: str | None
     at: int
+    send_attempt: int = 1
+    """1 for the first send of this action; n for its (n-1)th retry after a
+    channel adapter reported a failed delivery (rule 12)."""
 
 
 @fast_init
@@ -227,7 +247,7 @@ class BufferEarlyCommand:
 class Reject:
     """Publish the input to ``rejected`` with this reason.
 
-    ``reply`` (or ``command``) is set when the rejection concerns a record held
+    ``reply`` (or ``command``, or ``result``) is set when the rejection concerns a record held
     earlier (buffered before its request, or recorded while suspended) rather
     than the input record being processed; the processor publishes that
     record's fields.
@@ -237,6 +257,7 @@ class Reject:
     detail: str
     reply: Reply | None = None
     command: Command | None = None
+    result: ActionResult | None = None
 
 
 @fast_init

@@ -1,4 +1,4 @@
-"""The four kinds of input record a wait reacts to, as the core sees them.
+"""The kinds of input record a wait reacts to, as the core sees them.
 
 Field names mirror the contract in DESIGN.md ("The contract users build on"),
 in snake_case; the codec maps camelCase wire names onto them. All times are
@@ -15,11 +15,13 @@ from streams.core.frozen import fast_init
 
 __all__ = [
     "PARTY_SEPARATOR",
+    "ActionResult",
     "Command",
     "Origin",
     "CommandKind",
     "Event",
     "Reply",
+    "ResultStatus",
     "ReviewOutcome",
     "StartWait",
     "TimerFired",
@@ -40,6 +42,7 @@ class CommandKind(StrEnum):
     DELIVER = "DELIVER"
     REVIEW = "REVIEW"
     RESCHEDULE = "RESCHEDULE"
+    MIGRATE = "MIGRATE"
 
 
 class ReviewOutcome(StrEnum):
@@ -52,9 +55,11 @@ class ReviewOutcome(StrEnum):
 class TimerKind(StrEnum):
     """Why a timer was armed.
 
-    ``EARLY_REPLY`` is the one kind beyond the design's four: it expires replies
-    buffered before their request (rule 7) so that a key nobody ever requests
-    does not keep state forever.
+    ``EARLY_REPLY`` expires replies buffered before their request (rule 7) so
+    that a key nobody ever requests does not keep state forever; ``SEND_RETRY``
+    sends an action again after a failed delivery, once its backoff has passed
+    (rule 12).  New kinds go at the end: stored rows and the timer index
+    number the kinds in this order.
     """
 
     REMINDER = "reminder"
@@ -62,6 +67,14 @@ class TimerKind(StrEnum):
     POLL = "poll"
     RETENTION = "retention"
     EARLY_REPLY = "early_reply"
+    SEND_RETRY = "send_retry"
+
+
+class ResultStatus(StrEnum):
+    """What a channel adapter reports about one action it was to carry out (rule 12)."""
+
+    DELIVERED = "delivered"
+    FAILED = "failed"
 
 
 @fast_init
@@ -130,6 +143,28 @@ class Command:
     origin: Origin | None = None
     deadline: str | None = None
     move_by: str | None = None
+    version: str | None = None
+    """For MIGRATE: the definition version to move the wait to (None: the newest)."""
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """A channel adapter reports whether it carried out one action (rule 12).
+
+    ``correlation_key`` is the action's (``WAITKEY``, or ``WAITKEY~PARTY`` for
+    a party's action); ``action_id`` names the one action, send attempt
+    included.  ``at`` is the adapter's clock, informational: like a reply, a
+    result is decided at its append time.
+    """
+
+    correlation_key: str
+    action_id: str
+    status: ResultStatus
+    error: str | None = None
+    permanent: bool = False
+    at: int | None = None
+    origin: Origin | None = None
 
 
 @fast_init
@@ -147,7 +182,7 @@ class TimerFired:
     generation: int
 
 
-Event = StartWait | Reply | Command | TimerFired
+Event = StartWait | Reply | Command | TimerFired | ActionResult
 
 
 def split_correlation_key(correlation_key: str) -> tuple[str, str | None]:

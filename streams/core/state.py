@@ -17,19 +17,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
-from streams.core.events import Command, Reply, TimerKind
+from streams.core.effects import ActionKind, OutcomeKind, OutcomeReason, TraceEntry
+from streams.core.events import ActionResult, Command, Reply, TimerKind
 from streams.core.frozen import fast_init
 
 __all__ = [
     "KEPT_PAYLOAD_BYTES",
     "MAX_HELD_REPLIES",
     "MAX_REPLY_IDS",
+    "MAX_SENDS",
     "TRACE_HEAD",
     "TRACE_TAIL",
     "ArmedTimer",
     "HeldCommand",
     "HeldReply",
+    "HeldResult",
+    "Send",
+    "SendState",
     "Slot",
     "Suspension",
     "Wait",
@@ -50,6 +54,12 @@ loop, refused as ``overflow`` not stored."""
 
 MAX_REPLY_IDS = 8
 """Reply ids remembered for de-duplication: re-deliveries arrive close together."""
+
+MAX_SENDS = 16
+"""Sends a wait remembers for their results (rule 12), newest kept: a request,
+its reminders and an escalation or two; three parties of a first-valid wait
+with two reminders each make 9.  A result for a send forgotten is
+``unmatched``."""
 
 KEPT_PAYLOAD_BYTES = 64 * 1024
 """A finished wait keeps its request payload (for operators reading its
@@ -92,6 +102,48 @@ class HeldReply:
     """For a DELIVER recorded while suspended: who delivered it, and why
     (``reason``), so the outcome names them when resume decides it."""
     reason: str | None = None
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class HeldResult:
+    """An action's result that arrived while its wait was suspended: decided on resume."""
+
+    result: ActionResult
+    received_at: int
+
+
+class SendState(StrEnum):
+    """Where one send stands, as its channel adapter reported it (rule 12)."""
+
+    PENDING = "pending"
+    """Sent (or sent again); no result yet."""
+    DELIVERED = "delivered"
+    RETRYING = "retrying"
+    """Failed; it is sent again at ``Send.retry_at``."""
+    FAILED = "failed"
+    """Failed for good: permanently, after its retries, or no longer worth sending."""
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class Send:
+    """One action a channel adapter is to carry out and report on (rule 12).
+
+    The action's id is derived, not stored: (wait, kind, stage, level, party,
+    attempt, send attempt) give it (``streams.core.decide.ids.action_id``).
+    ``tries`` is the send attempt of its latest emission.
+    """
+
+    kind: ActionKind
+    stage: int
+    level: int
+    party: str | None
+    attempt: int
+    tries: int = 1
+    state: SendState = SendState.PENDING
+    retry_at: int | None = None
+    error: str | None = None
 
 
 @fast_init
@@ -159,6 +211,16 @@ class Wait:
     operator_reason: str | None = None
     payload_dropped: bool = False
     """Once done: the payload was over KEPT_PAYLOAD_BYTES and is not kept."""
+    sends: tuple[Send, ...] = ()
+    """The actions sent whose results matter (rule 12); a done wait keeps only
+    an escalation still on its way."""
+    held_results: tuple[HeldResult, ...] = ()
+    """Results that arrived while suspended, decided on resume."""
+    send_error: str | None = None
+    """The last send that failed for good: which action, and the error."""
+    definition_version: str | None = None
+    """The version of its definition the wait follows (rule 13); None for a
+    wait parked before versions, which follows the newest of its name."""
 
 
 @fast_init

@@ -20,15 +20,22 @@ Layout (``v`` 1)::
            "os": [topic, partition, offset, base64(before), base64(after), form]
                  value = before + responseData in `form` + after (see _FORMS)
 
-"ec", a held reply's "who", a command's "dl"/"mb" and the wait keys "op",
-"or", "pd" were added without a version change: rows written before them
-simply hold none.  So was "os" (2026-12-03): a held record's bytes hold its
-responseData once more, and base64 makes them a third larger, so a 390 KB
-reply held for its request made a 910 KB row (over the 900,000-byte limit);
-"os" stores the bytes around the responseData, and the row holds the answer
-once.  A build before it reads such a record without its original bytes.
+    send   [kind, stage, level, attempt, tries?, state?, party?, retry_at?, error?]
+           (kind q m x: SEND_REQUEST SEND_REMINDER RUN_ESCALATION; state p d r f;
+            trailing defaults left out)
+    heldresult [result, received_at]
+    result {"c":key, "a":actionId, "s":status, "e":error?, "p":1?, "t":at?, "og":origin?}
     trace  [at, event, detail]
     wait   short keys from _WAIT_KEYS, defaults omitted
+
+"ec", a held reply's "who", a command's "dl"/"mb"/"v", the timer kind "s"
+(send_retry) and the wait keys "op", "or", "pd", "sd", "hr", "se", "dv" were
+added without a version change: rows written before them simply hold none.
+So was "os" (2026-12-03): a held record's bytes hold its responseData once
+more, and base64 makes them a third larger, so a 390 KB reply held for its
+request made a 910 KB row (over the 900,000-byte limit); "os" stores the
+bytes around the responseData, and the row holds the answer once.  A build
+before it reads such a record without its original bytes.
 """
 
 from __future__ import annotations
@@ -41,12 +48,23 @@ from typing import Any
 
 import orjson
 
-from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
-from streams.core.events import Command, CommandKind, Origin, Reply, TimerKind
+from streams.core.effects import ActionKind, OutcomeKind, OutcomeReason, TraceEntry
+from streams.core.events import (
+    ActionResult,
+    Command,
+    CommandKind,
+    Origin,
+    Reply,
+    ResultStatus,
+    TimerKind,
+)
 from streams.core.state import (
     ArmedTimer,
     HeldCommand,
     HeldReply,
+    HeldResult,
+    Send,
+    SendState,
     Slot,
     Suspension,
     Wait,
@@ -63,6 +81,7 @@ _KIND = {
     TimerKind.POLL: "p",
     TimerKind.RETENTION: "x",
     TimerKind.EARLY_REPLY: "e",
+    TimerKind.SEND_RETRY: "s",
 }
 _KIND_BACK = {v: k for k, v in _KIND.items()}
 
@@ -75,7 +94,8 @@ _WAIT_KEYS = {
     "review_outcome": "ro", "review_note": "rn", "stage_results": "sx",
     "outcome": "oc", "reason": "rz", "ended_at": "ea", "reply_ids": "ri",
     "trace": "tr", "trace_dropped": "td", "operator": "op", "operator_reason": "or",
-    "payload_dropped": "pd",
+    "payload_dropped": "pd", "sends": "sd", "held_results": "hr", "send_error": "se",
+    "definition_version": "dv",
 }
 _WAIT_NAMES = {v: k for k, v in _WAIT_KEYS.items()}
 _WAIT_DEFAULTS = {
@@ -193,7 +213,8 @@ def _get_origin(raw: dict[str, Any], data: str | None) -> Origin | None:
 
 
 _COMMAND_KEYS = {"reason": "z", "review_outcome": "ro", "review_note": "rn",
-                 "response_data": "r", "operator": "o", "deadline": "dl", "move_by": "mb"}
+                 "response_data": "r", "operator": "o", "deadline": "dl", "move_by": "mb",
+                 "version": "v"}
 
 
 def _enc_command(c: Command) -> dict[str, Any]:
@@ -233,6 +254,53 @@ def _dec_held(raw: list[Any]) -> HeldReply:
                      operator=who.get("o"), reason=who.get("z"))
 
 
+_SEND_KIND = {ActionKind.SEND_REQUEST: "q", ActionKind.SEND_REMINDER: "m",
+              ActionKind.RUN_ESCALATION: "x"}
+_SEND_KIND_BACK = {v: k for k, v in _SEND_KIND.items()}
+_SEND_STATE = {SendState.PENDING: "p", SendState.DELIVERED: "d", SendState.RETRYING: "r",
+               SendState.FAILED: "f"}
+_SEND_STATE_BACK = {v: k for k, v in _SEND_STATE.items()}
+
+
+def _enc_send(s: Send) -> list[Any]:
+    out: list[Any] = [_SEND_KIND[s.kind], s.stage, s.level, s.attempt, s.tries,
+                      _SEND_STATE[s.state], s.party, s.retry_at, s.error]
+    defaults: tuple[Any, ...] = (1, "p", None, None, None)
+    while len(out) > 4 and out[-1] == defaults[len(out) - 5]:
+        out.pop()
+    return out
+
+
+def _dec_send(raw: list[Any]) -> Send:
+    n = len(raw)
+    return Send(kind=_SEND_KIND_BACK[raw[0]], stage=int(raw[1]), level=int(raw[2]),
+                attempt=int(raw[3]), tries=int(raw[4]) if n > 4 else 1,
+                state=_SEND_STATE_BACK[raw[5]] if n > 5 else SendState.PENDING,
+                party=raw[6] if n > 6 else None,
+                retry_at=int(raw[7]) if n > 7 and raw[7] is not None else None,
+                error=raw[8] if n > 8 else None)
+
+
+def _enc_result(r: ActionResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"c": r.correlation_key, "a": r.action_id, "s": r.status.value}
+    if r.error is not None:
+        out["e"] = r.error
+    if r.permanent:
+        out["p"] = 1
+    if r.at is not None:
+        out["t"] = r.at
+    if r.origin is not None:
+        _put_origin(out, r.origin, None)
+    return out
+
+
+def _dec_result(raw: dict[str, Any]) -> ActionResult:
+    return ActionResult(correlation_key=raw["c"], action_id=raw["a"],
+                        status=ResultStatus(raw["s"]), error=raw.get("e"),
+                        permanent=bool(raw.get("p", 0)), at=raw.get("t"),
+                        origin=_get_origin(raw, None))
+
+
 def _enc_suspension(s: Suspension) -> dict[str, Any]:
     out: dict[str, Any] = {"a": s.at, "b": s.resume_to.value,
                            "m": [[_KIND[k], left] for k, left in s.remaining]}
@@ -261,6 +329,8 @@ _ENC_CONVERT: dict[str, str] = {
     "held": "[_enc_held(h) for h in {v}]",
     "trace": "[[e.at, e.event, e.detail] for e in {v}]",
     "suspension": "_enc_suspension({v})",
+    "sends": "[_enc_send(s) for s in {v}]",
+    "held_results": "[[_enc_result(h.result), h.received_at] for h in {v}]",
     "parties": "list({v})", "stage_results": "list({v})", "reply_ids": "list({v})",
     "status": "{v}.value", "outcome": "{v}.value", "reason": "{v}.value",
 }
@@ -269,6 +339,8 @@ _DEC_CONVERT: dict[str, Any] = {
     "held": lambda raw: tuple(_dec_held(h) for h in raw),
     "trace": lambda raw: tuple(TraceEntry(int(a), e, d) for a, e, d in raw),
     "suspension": _dec_suspension,
+    "sends": lambda raw: tuple(_dec_send(s) for s in raw),
+    "held_results": lambda raw: tuple(HeldResult(_dec_result(r), int(a)) for r, a in raw),
     "parties": tuple, "stage_results": tuple, "reply_ids": tuple,
     "status": WaitStatus, "outcome": OutcomeKind, "reason": OutcomeReason,
 }
@@ -278,7 +350,8 @@ def _generate_wait_codec() -> tuple[Any, Any]:
     if set(_WAIT_KEYS) != {f.name for f in fields(Wait)}:  # a field added without a key
         raise AssertionError("_WAIT_KEYS must name every field of Wait, and only those")
     scope: dict[str, Any] = {"_enc_timer": _enc_timer, "_enc_held": _enc_held,
-                             "_enc_suspension": _enc_suspension, "new_": object.__new__,
+                             "_enc_suspension": _enc_suspension, "_enc_send": _enc_send,
+                             "_enc_result": _enc_result, "new_": object.__new__,
                              "Wait": Wait, "_SHORTS": frozenset(_WAIT_NAMES)}
     enc = ["def _enc_wait(w):", "    out = {}"]
     # Decoding: each field from the raw dict, its default, or (required) a KeyError.

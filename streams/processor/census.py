@@ -1,4 +1,4 @@
-"""How many waits each owned partition holds, by state and definition.
+"""How many waits each owned partition holds, by state, definition and its version.
 
 Kept up to date as records are applied and rebuilt with the timer index
 after a rebalance, from the rows' heads.  The parked-waits gauge used to walk
@@ -14,13 +14,26 @@ from collections.abc import Iterable
 
 from streams.processor.model import RowHead
 
-CensusKey = tuple[str, str]  # (state, definition)
+CensusKey = tuple[str, str]  # (state, definition or definition US version)
+
+VERSION_SEPARATOR = "\x1f"
+"""Between a definition's name and its version in a census key: the stored
+summaries keep their (state, definition) layout, and a wait that records no
+version (parked before versions) counts under its name alone."""
 
 
 def census_key(head: RowHead) -> CensusKey | None:
     if head.state is None:
         return None
-    return head.state.value, head.definition or ""
+    name = head.definition or ""
+    return head.state.value, name if head.version is None else (
+        f"{name}{VERSION_SEPARATOR}{head.version}")
+
+
+def split_definition(key: str) -> tuple[str, str | None]:
+    """A census key's definition part -> (name, version or None)."""
+    name, sep, version = key.partition(VERSION_SEPARATOR)
+    return name, (version if sep else None)
 
 
 class Census:
@@ -55,7 +68,17 @@ class Census:
         return set(self._parts)
 
     def totals(self, partitions: Iterable[int]) -> Counter[CensusKey]:
+        """(state, definition) -> waits, every version of a definition together."""
         out: Counter[CensusKey] = Counter()
+        for (state, definition), n in self.by_version(partitions).items():
+            out[(state, definition[0])] += n
+        return out
+
+    def by_version(self, partitions: Iterable[int]
+                   ) -> Counter[tuple[str, tuple[str, str | None]]]:
+        """(state, (definition, version)) -> waits; version None: parked before versions."""
+        out: Counter[tuple[str, tuple[str, str | None]]] = Counter()
         for p in partitions:
-            out.update(self._parts.get(p, Counter()))
+            for (state, definition), n in self._parts.get(p, Counter()).items():
+                out[(state, split_definition(definition))] += n
         return out

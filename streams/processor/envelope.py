@@ -24,6 +24,9 @@ Binary layout (all integers big-endian):
     b"XR" version:u8 (2; version 1 rows have no head and are still read)
     head: state:u8 (0 = no wait, else 1 + WaitStatus index) timers:u8 parked_at:i64
           definition:str32 tenant:str32
+          (definition: the name, or NAME US VERSION - US the unit separator 0x1F, which
+          no name holds - for a wait that records its definition's version, rule 13;
+          older rows hold the name alone and read as version None)
           timers x (kind:u8 due_at:i64 generation:i64)
     slot_len:u32 slot
     seen: 4 x i64 (requests, replies, commands, timers; -1 = none)
@@ -103,10 +106,15 @@ def _read_str32(data: bytes, pos: int) -> tuple[str | None, int]:
     return data[pos + 4:pos + 4 + n].decode(), pos + 4 + n
 
 
+VERSION_SEPARATOR = "\x1f"
+
+
 def _encode_head(head: RowHead) -> list[bytes]:
+    definition = head.definition if head.version is None or head.definition is None else (
+        f"{head.definition}{VERSION_SEPARATOR}{head.version}")
     parts = [_HEAD.pack(0 if head.state is None else _STATE_INDEX[head.state],
                         len(head.timers), head.parked_at),
-             *_str32(head.definition), *_str32(head.tenant)]
+             *_str32(definition), *_str32(head.tenant)]
     parts += [_TIMER.pack(_KIND_INDEX[t.kind], t.due_at, t.generation) for t in head.timers]
     return parts
 
@@ -121,7 +129,10 @@ def _decode_head(data: bytes, pos: int) -> tuple[RowHead, int]:
         pos += _TIMER.size
         timers.append(ArmedTimer(_KINDS[kind_i], due_at, generation))
     state = None if state_i == 0 else _STATES[state_i - 1]
-    return RowHead(state, definition, tenant, tuple(timers), parked_at), pos
+    version = None
+    if definition is not None and VERSION_SEPARATOR in definition:
+        definition, _, version = definition.partition(VERSION_SEPARATOR)
+    return RowHead(state, definition, tenant, tuple(timers), parked_at, version), pos
 
 
 def read_head(data: bytes) -> RowHead:

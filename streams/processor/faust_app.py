@@ -37,7 +37,8 @@ from streams import codec, topics
 from streams.config import Settings
 from streams.console import install as install_console
 from streams.core import WaitDefinition
-from streams.definitions import load_definitions
+from streams.definition_store import DefinitionStore
+from streams.definitions import load_documents
 from streams.processor import collector, fleet, versions
 from streams.processor.worker import Worker, assignment_topic
 
@@ -162,14 +163,22 @@ def _guarded(worker: Worker, loop: Any, what: str) -> Any:
 def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | None = None
               ) -> faust.App:
     """Everything a worker process needs before faust runs, whichever way it is started
-    (`xwait worker` or `faust -A streams.app worker`)."""
+    (`xwait worker` or `faust -A streams.app worker`).
+
+    Without `definitions`, the files of the topology are the newest and every
+    version the deployment's workers published is kept (`DefinitionStore.sync`,
+    before any partition is taken; DESIGN rule 13)."""
     versions.check()
-    if definitions is None:
-        definitions = load_definitions(settings.topology / "waits")
+    documents = load_documents(settings.topology / "waits") if definitions is None else None
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     codec.configure(settings)  # the Confluent wire format when a registry is set
     topics.ensure(settings)
     fleet.check(settings, assignment_topic(settings))
+    if definitions is None:
+        store = DefinitionStore(settings)
+        kept = store.sync(documents or [])
+        store.follow(kept)
+        definitions = kept
     collector.tune(settings.gc_threshold)
     # faust's logging set-up leaves the client libraries' loggers open to
     # DEBUG: aiokafka then builds a log record per fetch and per send only to

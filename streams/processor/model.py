@@ -91,6 +91,7 @@ class RowHead:
     tenant: str | None = None
     timers: tuple[ArmedTimer, ...] = ()
     parked_at: int = 0
+    version: str | None = None  # the definition's version the wait follows (rule 13)
 
     @property
     def next_due(self) -> int | None:
@@ -109,7 +110,7 @@ def head_of(slot: Slot | None, armed: frozenset[ArmedTimer] | None = None) -> Ro
     w = slot.wait
     if w is None:
         return RowHead(timers=timers)
-    return RowHead(w.status, w.definition, w.tenant, timers, w.parked_at)
+    return RowHead(w.status, w.definition, w.tenant, timers, w.parked_at, w.definition_version)
 
 
 class RowWrite(StrEnum):

@@ -14,6 +14,7 @@ from typing import Any
 from streams import codec
 from streams.codec import RecordType, UndecodableRecord
 from streams.core import (
+    ActionResult,
     ArmedTimer,
     Command,
     CommandKind,
@@ -26,6 +27,7 @@ from streams.core import (
     Origin,
     Reject,
     Reply,
+    ResultStatus,
     StartWait,
     TimerFired,
     TimerKind,
@@ -51,9 +53,14 @@ from streams.processor.model import (
 
 log = logging.getLogger(__name__)
 
-# Replies and commands may be held (before their request, or while their wait
-# is suspended) and rejected later: they carry where they came from.
+# Replies, action results and commands may be held (before their request, or
+# while their wait is suspended) and rejected later: they carry where they
+# came from.
 HELD_ROLES = frozenset({Role.REPLIES, Role.COMMANDS})
+
+# The replies topic carries the channel adapters' action results beside the
+# replies (rule 12): the same producers write both, in one order per wait.
+REPLIES_TOPIC_TYPES = (RecordType.REPLY, RecordType.ACTION_RESULT)
 
 # The largest table row (its changelog record) or output record a decision
 # may produce.  Kafka refuses records over about 1 MB by default; a decision
@@ -67,12 +74,24 @@ MAX_RECORD_BYTES = 900_000
 # detail, its rejection could exceed that limit and never be published.
 MAX_REJECTED_ORIGINAL = 512 * 1024
 
-def to_event(role: Role, record: Mapping[str, Any], origin: Origin | None = None) -> Event:
+def to_event(role: Role, record: Mapping[str, Any], origin: Origin | None = None,
+             record_type: RecordType | None = None) -> Event:
     """A decoded record as the core's event (camelCase wire names to fields).
 
     `origin` travels with a reply or a command, so that rejecting it later -
     after it was held - names the record and carries its bytes as sent.
+    `record_type` says which record a topic of several types carried.
     """
+    if record_type is RecordType.ACTION_RESULT:
+        return ActionResult(
+            correlation_key=record["correlationKey"],
+            action_id=record["actionId"],
+            status=ResultStatus(record["status"]),
+            error=record.get("error"),
+            permanent=bool(record.get("permanent", False)),
+            at=record.get("at"),
+            origin=origin,
+        )
     if role is Role.REQUESTS:
         return StartWait(
             correlation_key=record["correlationKey"],
@@ -105,6 +124,7 @@ def to_event(role: Role, record: Mapping[str, Any], origin: Origin | None = None
             origin=origin,
             deadline=record.get("deadline"),
             move_by=record.get("moveBy"),
+            version=record.get("version"),
         )
     return TimerFired(
         wait_key=record["correlationKey"],
@@ -132,6 +152,7 @@ def outcome_record(e: EmitOutcome) -> dict[str, Any]:
         "parkedAt": e.parked_at, "endedAt": e.ended_at,
         "trace": [{"at": t.at, "event": t.event, "detail": t.detail} for t in e.trace],
         "operator": e.operator, "operatorReason": e.operator_reason,
+        "sendError": e.send_error, "definitionVersion": e.definition_version,
     }
 
 
@@ -140,7 +161,7 @@ def action_record(e: EmitAction) -> dict[str, Any]:
         "actionId": e.action_id, "correlationKey": e.correlation_key,
         "definition": e.definition, "tenant": e.tenant, "action": e.action.value,
         "party": e.party, "level": e.level, "attempt": e.attempt, "payload": e.payload,
-        "at": e.at,
+        "at": e.at, "sendAttempt": e.send_attempt,
     }
 
 
@@ -156,7 +177,14 @@ def command_record(c: Command) -> dict[str, Any]:
         "correlationKey": c.correlation_key, "command": c.command.value, "reason": c.reason,
         "reviewOutcome": c.review_outcome, "reviewNote": c.review_note,
         "responseData": c.response_data, "operator": c.operator,
-        "deadline": c.deadline, "moveBy": c.move_by,
+        "deadline": c.deadline, "moveBy": c.move_by, "version": c.version,
+    }
+
+
+def result_record(r: ActionResult) -> dict[str, Any]:
+    return {
+        "correlationKey": r.correlation_key, "actionId": r.action_id,
+        "status": r.status.value, "error": r.error, "permanent": r.permanent, "at": r.at,
     }
 
 
@@ -219,7 +247,11 @@ class RecordHandler:
             wait_key = rec.key.decode("utf-8")
             origin = (Origin(rec.topic, rec.partition, rec.offset, rec.value)
                       if rec.role in HELD_ROLES and rec.value is not None else None)
-            event = to_event(rec.role, codec.decode(RECORD_TYPE[rec.role], rec.value), origin)
+            if rec.role is Role.REPLIES:
+                kind, record = codec.active_codec().decode_either(REPLIES_TOPIC_TYPES, rec.value)
+            else:
+                kind, record = RECORD_TYPE[rec.role], codec.decode(RECORD_TYPE[rec.role], rec.value)
+            event = to_event(rec.role, record, origin, kind)
         except UndecodableRecord as exc:
             return self._refuse(rec, ProcessorReject.UNDECODABLE, f"{exc.reason}: {exc.detail}",
                                 now_ms)
@@ -295,7 +327,7 @@ class RecordHandler:
         key = wait_key.encode()
         for effect in decision.effects:
             if isinstance(effect, Reject):
-                about = effect.reply or effect.command
+                about = effect.reply or effect.command or effect.result
                 origin = about.origin if about is not None else None
                 if origin is not None:  # a held record: it is named and carried as sent
                     handled.out.append(self.rejected(rec, effect.reason.value, effect.detail,
@@ -306,7 +338,9 @@ class RecordHandler:
                         codec.encode(RecordType.REPLY, reply_record(effect.reply))
                         if effect.reply is not None
                         else codec.encode(RecordType.COMMAND, command_record(effect.command))
-                        if effect.command is not None else None)
+                        if effect.command is not None
+                        else codec.encode(RecordType.ACTION_RESULT, result_record(effect.result))
+                        if effect.result is not None else None)
                     handled.out.append(self.rejected(rec, effect.reason.value, effect.detail,
                                                      now_ms, original=original, key=key))
                 handled.counters.append(f"rejected.{effect.reason.value}")

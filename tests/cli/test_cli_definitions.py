@@ -17,12 +17,17 @@ def test_definitions_lists_every_shipped_definition_with_variant_channels_and_de
 ) -> None:
     assert main(["definitions"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["NAME", "VARIANT", "CHANNELS", "DEADLINE"]
-    rows = {line.split()[0]: line.split(None, 3) for line in lines[1:]}
+    assert lines[0].split() == ["NAME", "VERSION", "VARIANT", "CHANNELS", "DEADLINE"]
+    files = lines[1:lines.index("")]
+    rows = {line.split()[0]: line.split(None, 4) for line in files}
+    version = rows["expense-approval"].pop(1)
+    assert len(version) == 12
     assert rows["expense-approval"] == ["expense-approval", "single-channel", "portal", "P3D"]
-    assert rows["vendor-quote"][2:] == ["email,webhook,portal", "P2D"]
-    assert rows["probe"][2:] == ["(any)", "PT2H"]
-    assert rows["two-stage-approval"][3] == "manager P2D, finance P1D"
+    assert rows["vendor-quote"][3:] == ["email,webhook,portal", "P2D"]
+    assert rows["probe"][3:] == ["(any)", "PT2H"]
+    assert rows["two-stage-approval"][4] == "manager P2D, finance P1D"
+    # No worker answers here: the versions in use are not known, and it says so.
+    assert lines[-1].startswith("versions in use: unknown (no xwait worker answered")
 
 
 def test_definitions_json_gives_stages_reminders_and_escalation(

@@ -28,7 +28,8 @@ def _outcome(key: str) -> dict[str, object]:
             "reviewOutcome": None, "reviewNote": None, "remindersSent": 0,
             "escalationLevel": 1, "parkedAt": 1, "endedAt": 2,
             "trace": [{"at": 1, "event": "requested", "detail": ""}],
-            "operator": None, "operatorReason": None}
+            "operator": None, "operatorReason": None, "sendError": None,
+            "definitionVersion": None}
 
 
 def test_tail_prints_one_json_line_per_record_that_reads_back_as_the_record(

@@ -34,11 +34,12 @@ OUTCOME: dict[str, Any] = {
     "trace": [{"at": 1_700_000_000_000, "event": "requested", "detail": "definition x"},
               {"at": 1_700_000_100_000, "event": "reviewed", "detail": ""}],
     "operator": "rita", "operatorReason": "checked by phone",
+    "sendError": "SEND_REQUEST: 550 mailbox unavailable", "definitionVersion": "4eff47727d45",
 }
 ACTION: dict[str, Any] = {
     "actionId": "a-1", "correlationKey": "w-2", "definition": "first-valid", "tenant": None,
     "action": "SEND_REQUEST", "party": "carrier-a", "level": 0, "attempt": 1,
-    "payload": '{"lane":"HAM-NYC"}', "at": 1_700_000_000_000,
+    "payload": '{"lane":"HAM-NYC"}', "at": 1_700_000_000_000, "sendAttempt": 2,
 }
 REJECTED: dict[str, Any] = {
     "topic": "x.replies", "partition": 3, "offset": 42, "key": b"w-3", "reason": "unmatched",

@@ -63,13 +63,15 @@ def test_each_operator_command_writes_its_fields_keyed_by_the_wait_key(
         client.review(key, "Submit Correction", "typo in currency",
                       corrected_data='{"amount": 10, "currency": "EUR"}', operator="cy")
         client.reschedule(key, move_by="-PT30M", reason="customer in a hurry", operator="di")
+        client.migrate(key, version="4eff47727d45", reason="new policy", operator="ed")
         client.cancel(key, "order withdrawn")
 
-    msgs = read_raw(topics, "commands", 7)  # one key, one partition: in order
+    msgs = read_raw(topics, "commands", 8)  # one key, one partition: in order
     assert {m.key() for m in msgs} == {key.encode()}
     records = [decoded(RecordType.COMMAND, m) for m in msgs]
     blank = {"correlationKey": key, "reason": None, "reviewOutcome": None, "reviewNote": None,
-             "responseData": None, "operator": None, "deadline": None, "moveBy": None}
+             "responseData": None, "operator": None, "deadline": None, "moveBy": None,
+             "version": None}
     assert records == [
         {**blank, "command": "SUSPEND", "reason": "vendor on holiday", "operator": "ana"},
         {**blank, "command": "RESUME", "operator": "ana"},
@@ -82,8 +84,39 @@ def test_each_operator_command_writes_its_fields_keyed_by_the_wait_key(
          "operator": "cy"},
         {**blank, "command": "RESCHEDULE", "moveBy": "-PT30M",
          "reason": "customer in a hurry", "operator": "di"},
+        {**blank, "command": "MIGRATE", "version": "4eff47727d45", "reason": "new policy",
+         "operator": "ed"},
         {**blank, "command": "CANCEL", "reason": "order withdrawn"},
     ]
+
+
+def test_results_are_written_beside_the_replies_keyed_by_the_wait_key(
+    topics: Settings, read_raw: ReadRaw,
+) -> None:
+    with XwaitClient(topics) as client:
+        client.report_delivered("wait-2~carrier-a", "a-1", at=5)
+        client.report_failed("wait-2", "a-2", "550 mailbox unavailable", permanent=True)
+    msgs = read_raw(topics, "replies", 2)
+    assert {m.key() for m in msgs} == {b"wait-2"}
+    assert [decoded(RecordType.ACTION_RESULT, m) for m in msgs] == [
+        {"correlationKey": "wait-2~carrier-a", "actionId": "a-1", "status": "delivered",
+         "error": None, "permanent": False, "at": 5},
+        {"correlationKey": "wait-2", "actionId": "a-2", "status": "failed",
+         "error": "550 mailbox unavailable", "permanent": True, "at": None},
+    ]
+
+
+def test_results_are_checked_before_anything_is_produced(
+    topics: Settings, end_offsets: EndOffsets,
+) -> None:
+    with XwaitClient(topics) as client:
+        with pytest.raises(InvalidRequest, match="action id"):
+            client.report_delivered("k", "")
+        with pytest.raises(InvalidRequest, match="error"):
+            client.report_failed("k", "a-1", "")
+        with pytest.raises(InvalidRequest, match="WAITKEY~PARTY"):
+            client.report_delivered("k~", "a-1")
+    assert end_offsets(topics, "replies") == [0] * topics.partitions
 
 
 def test_reschedule_arguments_are_checked_before_anything_is_produced(

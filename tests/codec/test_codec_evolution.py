@@ -24,11 +24,12 @@ SCHEMAS = CODEC.schemas.directory
 RELEASED_FINGERPRINTS: dict[RecordType, list[str]] = {
     RecordType.START_WAIT: ["20d3d55f0435eb59"],
     RecordType.REPLY: ["5aff4365118dc500", "22f4c09c3eb80e68"],
-    RecordType.COMMAND: ["7f114b6ba1f4b9cc", "52804fdb7a4cbc87"],
+    RecordType.COMMAND: ["7f114b6ba1f4b9cc", "52804fdb7a4cbc87", "5deee44c4dac9a16"],
     RecordType.TIMER: ["c41c8d4cab0d98b3"],
-    RecordType.ACTION: ["be4fdbaee90a6422"],
-    RecordType.OUTCOME: ["d04c7320ffe257c4", "70bbe7145b27dfe9"],
+    RecordType.ACTION: ["be4fdbaee90a6422", "23d4083c381689aa"],
+    RecordType.OUTCOME: ["d04c7320ffe257c4", "70bbe7145b27dfe9", "c37cb4a71c2b6626"],
     RecordType.REJECTED: ["f67ad6a42b9a4ead"],
+    RecordType.ACTION_RESULT: ["89fd9490f7a5455b"],
 }
 
 GOLDEN_REPLY = {
@@ -134,3 +135,22 @@ def test_command_symbol_from_a_newer_schema_reads_as_unknown(tmp_path: Path) -> 
     record = codec.decode(RecordType.COMMAND, data)
     # then the enum's declared default stands in, instead of the record being unreadable
     assert record["command"] == "UNKNOWN"
+
+
+def test_an_action_written_before_send_attempts_reads_as_the_first_send_attempt() -> None:
+    old = {"actionId": "a", "correlationKey": "k", "definition": "d", "tenant": None,
+           "action": "SEND_REQUEST", "party": None, "level": 0, "attempt": 1,
+           "payload": None, "at": 5}
+    data = write_with(SCHEMAS / "history" / "Action.v1.avsc", old)
+    assert CODEC.decode(RecordType.ACTION, data) == {**old, "sendAttempt": 1}
+
+
+def test_an_outcome_written_before_versions_reads_without_one() -> None:
+    raw = json.loads((SCHEMAS / "history" / "Outcome.v2.avsc").read_text())
+    old = {f["name"]: f.get("default") for f in raw["fields"]}
+    old.update(outcomeId="o", correlationKey="k", definition="d", outcome="RECEIVED",
+               reason="reply_valid", remindersSent=0, escalationLevel=0, parkedAt=1,
+               endedAt=2, trace=[], responseValid=True)
+    data = write_with(SCHEMAS / "history" / "Outcome.v2.avsc", old)
+    decoded = CODEC.decode(RecordType.OUTCOME, data)
+    assert decoded["sendError"] is None and decoded["definitionVersion"] is None

@@ -138,7 +138,7 @@ def test_unknown_command_symbol_lists_the_valid_ones() -> None:
     error = undecodable(RecordType.COMMAND, data)
     assert error.detail == (
         "JSON field command: expected one of SUSPEND, RESUME, CANCEL, DELIVER, REVIEW, "
-        'RESCHEDULE, UNKNOWN, got string "PAUSE"'
+        'RESCHEDULE, MIGRATE, UNKNOWN, got string "PAUSE"'
     )
 
 

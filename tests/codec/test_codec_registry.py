@@ -96,3 +96,23 @@ def test_without_a_registry_the_codec_writes_single_object_encoding_as_before() 
     assert plain is default_codec()
     assert plain.encode(RecordType.REPLY, REPLY)[:2] == b"\xc3\x01"
     assert json.loads(codec.to_json(RecordType.REPLY, REPLY))["channel"] == "portal"
+
+
+def test_an_action_result_beside_the_replies_is_registered_under_its_record_name_and_read(
+    schema_registry: str,
+) -> None:
+    prefix = unique_prefix("r")
+    registry_codec = codec.for_settings(Settings(topic_prefix=prefix,
+                                                 schema_registry_url=schema_registry))
+    result = {"correlationKey": "k-1", "actionId": "a-1", "status": "failed",
+              "error": "503", "permanent": False, "at": None}
+    data = registry_codec.encode(RecordType.ACTION_RESULT, result)
+    with SchemaRegistryClient({"url": schema_registry}) as client:
+        latest = client.get_latest_version(f"{prefix}.replies-dev.xwait.ActionResult")
+    assert data[:5] == b"\x00" + latest.schema_id.to_bytes(4, "big")
+    with ConfluentSchemaRegistry(schema_registry) as registry:
+        reader = Codec(default_codec().schemas, registry=registry)
+        both = (RecordType.REPLY, RecordType.ACTION_RESULT)
+        assert reader.decode_either(both, data) == (RecordType.ACTION_RESULT, result)
+        reply = registry_codec.encode(RecordType.REPLY, REPLY)
+        assert reader.decode_either(both, reply) == (RecordType.REPLY, REPLY)

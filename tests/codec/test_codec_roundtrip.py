@@ -84,6 +84,7 @@ SAMPLES: dict[RecordType, dict[str, Any]] = {
         "operator": "jane",
         "deadline": None,
         "moveBy": None,
+        "version": None,
     },
     RecordType.TIMER: {
         "correlationKey": "9b1e4c0d2f7a4e3b8c6d5a4f3e2d1c0b",
@@ -103,6 +104,7 @@ SAMPLES: dict[RecordType, dict[str, Any]] = {
         "attempt": 2,
         "payload": json.dumps({"invoice": "INV-7"}),
         "at": NOW + 3_600_000,
+        "sendAttempt": 2,
     },
     RecordType.OUTCOME: {
         "outcomeId": "o-1",
@@ -126,6 +128,16 @@ SAMPLES: dict[RecordType, dict[str, Any]] = {
         ],
         "operator": None,
         "operatorReason": None,
+        "sendError": "SEND_REQUEST: 550 mailbox unavailable",
+        "definitionVersion": "4eff47727d45",
+    },
+    RecordType.ACTION_RESULT: {
+        "correlationKey": "9b1e4c0d2f7a4e3b8c6d5a4f3e2d1c0b~finance",
+        "actionId": "0d2c5f3e-9a1b-5c4d-8e7f-6a5b4c3d2e1f",
+        "status": "failed",
+        "error": "503 Service Unavailable",
+        "permanent": False,
+        "at": NOW + 2000,
     },
     RecordType.REJECTED: {
         "topic": "xwait.replies",

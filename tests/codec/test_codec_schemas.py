@@ -42,6 +42,7 @@ CONTRACT: dict[RecordType, list[str]] = {
         "operator",
         "deadline",
         "moveBy",
+        "version",
     ],
     RecordType.TIMER: ["correlationKey", "kind", "dueAt", "generation", "firedAt"],
     RecordType.ACTION: [
@@ -55,6 +56,7 @@ CONTRACT: dict[RecordType, list[str]] = {
         "attempt",
         "payload",
         "at",
+        "sendAttempt",
     ],
     RecordType.OUTCOME: [
         "outcomeId",
@@ -75,6 +77,8 @@ CONTRACT: dict[RecordType, list[str]] = {
         "trace",
         "operator",
         "operatorReason",
+        "sendError",
+        "definitionVersion",
     ],
     RecordType.REJECTED: [
         "topic",
@@ -86,9 +90,18 @@ CONTRACT: dict[RecordType, list[str]] = {
         "original",
         "rejectedAt",
     ],
+    RecordType.ACTION_RESULT: [
+        "correlationKey",
+        "actionId",
+        "status",
+        "error",
+        "permanent",
+        "at",
+    ],
 }
 ENUMS = {
-    "CommandKind": ["SUSPEND", "RESUME", "CANCEL", "DELIVER", "REVIEW", "RESCHEDULE"],
+    "CommandKind": ["SUSPEND", "RESUME", "CANCEL", "DELIVER", "REVIEW", "RESCHEDULE",
+                    "MIGRATE"],
     "ActionKind": [
         "SEND_REQUEST",
         "SEND_REMINDER",

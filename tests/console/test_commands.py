@@ -57,6 +57,22 @@ def test_suspend_then_resume_with_the_token(cluster: Cluster) -> None:
     assert [t["kind"] for t in w["timers"]] == ["deadline"]
 
 
+def test_migrate_through_the_api_is_traced_and_its_version_shown(cluster: Cluster) -> None:
+    key = new_key()
+    cluster.start(key)
+    before = cluster.wait_state(key, "parked")
+    assert before["definitionVersion"]
+    status, body = post(cluster, key, "migrate", {"reason": "new policy", "operator": "mia"})
+    assert status == 202 and body["command"]["command"] == "MIGRATE"
+    # Already on the newest: the command changes nothing (counted, not traced).
+    status, _ = post(cluster, key, "migrate", {"version": "no-such-version"})
+    assert status == 202
+    _, shown = eventually(lambda: cluster.status(key),
+                          lambda r: r[0] == 200 and r[1]["definitionVersion"] is not None, 30,
+                          "the status")
+    assert shown["definitionVersion"] == before["definitionVersion"]
+
+
 def test_a_cancel_sent_before_the_request_is_held_then_ends_the_wait(cluster: Cluster) -> None:
     key = new_key()
     status, _ = post(cluster, key, "cancel", {"reason": "withdrawn", "operator": "olga"})

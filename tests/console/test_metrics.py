@@ -173,3 +173,10 @@ def test_the_grafana_dashboard_queries_only_exported_metrics(cluster: Cluster) -
     assert len(queried) >= 15
     exported = {n for n, _, _ in scrape(cluster)}
     assert sorted(queried - exported) == []
+
+
+def test_every_outcome_reason_has_its_exit_so_its_series_is_exported_at_zero() -> None:
+    from streams.console.metrics import OUTCOME_OF
+    from streams.core import OutcomeReason
+
+    assert set(OUTCOME_OF) == set(OutcomeReason)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from streams.core import (
     ActionKind,
+    ActionResult,
     Command,
     CommandKind,
     Effect,
@@ -15,6 +16,7 @@ from streams.core import (
     Event,
     Reject,
     Reply,
+    ResultStatus,
     Slot,
     StartWait,
     TimerFired,
@@ -74,6 +76,21 @@ class Run:
                                      "tenant": "acme", "channel": "portal"}
         fields.update(kw)
         return self.send(Reply(**fields))  # type: ignore[arg-type]
+
+    def result(self, action: EmitAction | str, status: ResultStatus = ResultStatus.DELIVERED,
+               *, error: str | None = None, permanent: bool = False,
+               key: str | None = None) -> tuple[Effect, ...]:
+        """A channel adapter reports what became of `action` (rule 12)."""
+        if isinstance(action, EmitAction):
+            action_id, correlation_key = action.action_id, action.correlation_key
+        else:
+            action_id, correlation_key = action, KEY
+        return self.send(ActionResult(key or correlation_key, action_id, status, error=error,
+                                      permanent=permanent))
+
+    def failed(self, action: EmitAction | str, error: str = "503 Service Unavailable", *,
+               permanent: bool = False) -> tuple[Effect, ...]:
+        return self.result(action, ResultStatus.FAILED, error=error, permanent=permanent)
 
     def command(self, kind: CommandKind, **kw: object) -> tuple[Effect, ...]:
         return self.send(Command(correlation_key=KEY, command=kind, operator="olga",

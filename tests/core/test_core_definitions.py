@@ -12,6 +12,8 @@ from streams.core import (
     EscalationLevel,
     InvalidReplyRoute,
     ReminderPolicy,
+    SendFailurePolicy,
+    SendFailureRoute,
     Variant,
     XwaitError,
 )
@@ -75,6 +77,18 @@ def test_definitions_are_frozen() -> None:
         ("variant: chained\nstages: [{name: a, deadline: P1D}, {name: b}]\n",
          "stages[1].deadline", "ISO 8601"),
         ("- just\n- a list\n", "(document)", "mapping"),
+        (BASE + "on_send_failure: {retries: 3}\n", "on_send_failure.then", "one of"),
+        (BASE + "on_send_failure: {retries: -1, then: review}\n", "on_send_failure.retries",
+         "whole number"),
+        (BASE + "on_send_failure: {retries: 101, then: review}\n", "on_send_failure.retries",
+         "from 0 to 100"),
+        (BASE + "on_send_failure: {retries: 1, backoff: soon, then: review}\n",
+         "on_send_failure.backoff", "ISO 8601"),
+        (BASE + "on_send_failure: {then: escalate, jitter: 1}\n", "on_send_failure.jitter",
+         "fields"),
+        (BASE + "on_send_failure: escalate\n", "on_send_failure", "mapping"),
+        (BASE + "version: a@b\n", "version", "without '@'"),
+        (BASE + "version: ''\n", "version", "non-empty"),
         ("variant: [unclosed\n", "(document)", "YAML"),
     ],
 )
@@ -108,3 +122,9 @@ def test_name_defaults_to_the_file_name_and_cycle_reminders_are_accepted(tmp_pat
 def test_missing_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DefinitionError, match="does not exist"):
         load_definitions(tmp_path / "nope")
+
+
+def test_a_send_failure_policy_loads_with_a_default_backoff(tmp_path: Path) -> None:
+    (tmp_path / "w.yaml").write_text(BASE + "on_send_failure: {retries: 3, then: review}\n")
+    (d,) = load_definitions(tmp_path).values()
+    assert d.on_send_failure == SendFailurePolicy(3, MINUTE, SendFailureRoute.REVIEW)

@@ -63,11 +63,16 @@ def test_the_census_agrees_with_a_walk_of_the_table(script: list[tuple[str, int]
             rows[handled.wait_key] = handled.row
         census.move(rec.partition, handled.head_before, handled.head_after)
     walked: Counter[tuple[str, str]] = Counter()
+    by_version: Counter[tuple[str, tuple[str, str | None]]] = Counter()
     for value in rows.values():
-        key = census_key(read_head(value))
-        if key is not None:
-            walked[key] += 1
+        head = read_head(value)
+        key = census_key(head)
+        if key is not None and head.definition is not None:
+            walked[(key[0], head.definition)] += 1
+            by_version[(key[0], (head.definition, head.version))] += 1
     assert census.totals(range(PARTITIONS)) == walked
+    assert census.by_version(range(PARTITIONS)) == by_version
+    assert all(version == DEFS[name].version for (_, (name, version)) in by_version)
 
 
 def test_a_rebuilt_partition_replaces_its_counts_and_others_stay() -> None:

@@ -9,7 +9,10 @@ event, as Zeebe keeps one processor per intent:
     replies.py    correlation, tenant, the race, validation, review       rules 1, 2, 4
     early.py      replies and commands that overtook their request        rule 7
     timers.py     reminders, deadlines, polls, escalation levels          rules 2, 3, 6
-    commands.py   suspend, resume, cancel, deliver, reschedule, review    rules 4, 9, 11
+    commands.py   suspend, resume, cancel, deliver, reschedule, review,   rules 4, 9, 11, 13
+                  migrate
+    results.py    what became of each send: retries, the declared path    rule 12
+    sends.py      which sends a wait remembers and sends again            rule 12
     ending.py     the one outcome, and what a finished wait keeps         rules 5, 10
     context.py    one decision's scratch and the verbs every handler uses rule 8
     ids.py        deterministic outcome and action ids (the contract)
@@ -35,9 +38,10 @@ from streams.core.decide.ending import emitted_trace
 from streams.core.decide.ids import action_id, outcome_id
 from streams.core.decide.replies import _on_reply_record
 from streams.core.decide.requests import _on_start
+from streams.core.decide.results import _on_result_record
 from streams.core.decide.timers import MAX_CATCH_UP, _catch_up, _on_timer_record
 from streams.core.definition import WaitDefinition
-from streams.core.events import Event, Reply, StartWait, TimerFired
+from streams.core.events import ActionResult, Event, Reply, StartWait, TimerFired
 from streams.core.state import Slot
 
 __all__ = ["MAX_CATCH_UP", "OPERATOR_CHANNEL", "Decision", "action_id", "catch_up", "decide",
@@ -63,6 +67,8 @@ def decide(
             new = _on_start(current, event, ctx)
         elif isinstance(event, Reply):
             new = _on_reply_record(current, event, ctx)
+        elif isinstance(event, ActionResult):
+            new = _on_result_record(current, event, ctx)
         else:
             new = _on_command(current, event, ctx)
 

@@ -1,4 +1,5 @@
-"""Rules 4, 9 and 11: an operator's suspend, resume, cancel, deliver, reschedule, review."""
+"""Rules 4, 9, 11 and 13: an operator's suspend, resume, cancel, deliver, reschedule, review,
+migrate."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ from streams.core.decide.context import (
 from streams.core.decide.early import _buffer_early_command
 from streams.core.decide.ending import _end
 from streams.core.decide.replies import _accept, _judge
+from streams.core.decide.results import _on_result
+from streams.core.decide.sends import _shift_retries
 from streams.core.definition import (
     WaitDefinition,
+    definition_for,
 )
 from streams.core.durations import (
     format_span_ms,
@@ -42,6 +46,7 @@ from streams.core.events import (
 from streams.core.state import (
     MAX_HELD_REPLIES,
     HeldReply,
+    HeldResult,
     Slot,
     Suspension,
     Wait,
@@ -71,9 +76,11 @@ def _apply_command(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
     if w.status is WaitStatus.DONE:
         ctx.reject(RejectReason.LATE, f"{_ended(w)}; {cmd.command.value} does nothing")
         return w
-    d = ctx.definitions.get(w.definition)
+    d = ctx.definition_of(w)
     if cmd.command is CommandKind.CANCEL:
         return _cancel(w, d, ctx, cmd)
+    if cmd.command is CommandKind.MIGRATE:
+        return _migrate(w, ctx, cmd)
     if d is None:
         ctx.reject(RejectReason.UNKNOWN_DEFINITION, _missing_definition(w))
         return w
@@ -111,11 +118,20 @@ def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
         return w
     s = w.suspension
     timers = tuple(ctx.arm(kind, ctx.now + left) for kind, left in s.remaining)
-    held = w.held
-    w = replace(w, status=s.resume_to, suspension=None, timers=timers, held=())
+    held: list[HeldReply | HeldResult] = sorted(
+        [*w.held, *w.held_results],
+        key=lambda h: (h.received_at, isinstance(h, HeldResult)))
+    w = replace(w, status=s.resume_to, suspension=None, timers=timers, held=(),
+                held_results=())
+    w = _shift_retries(w, ctx.now - s.at)
     w = _trace(w, ctx.now, "resumed", f"after {format_span_ms(ctx.now - s.at)} suspended")
     resumed_by = ctx.by
     for h in held:
+        if isinstance(h, HeldResult):
+            ctx.by, ctx.held_result = None, h.result
+            w = _on_result(w, h.result, ctx)
+            ctx.held_result = None
+            continue
         if w.status is not WaitStatus.PARKED:
             ctx.reject(
                 RejectReason.LATE,
@@ -140,6 +156,9 @@ def _cancel(w: Wait, d: WaitDefinition | None, ctx: _Ctx, cmd: Command) -> Wait:
     if w.held:
         w = _trace(w, ctx.now, "undecided",
                    f"{len(w.held)} replies recorded while suspended were not decided")
+    if w.held_results:
+        w = _trace(w, ctx.now, "undecided",
+                   f"{len(w.held_results)} results recorded while suspended were not decided")
     return _end(w, d, ctx, OutcomeKind.CANCELLED, OutcomeReason.CANCELLED_BY_OPERATOR)
 
 
@@ -264,3 +283,52 @@ def _review(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
                 status=WaitStatus.PARKED)
     w = _trace(w, ctx.now, "reviewed", f"{cmd.review_outcome}: {cmd.review_note or ''}")
     return _accept(w, d, ctx, data, valid=valid, reason=reason, winner=None)
+
+
+def _migrate(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
+    """Rule 13: the wait follows another version of its definition from now on.
+
+    Only an operator moves a wait (new versions never reach parked waits by
+    themselves).  What is armed stays armed - a deadline keeps its due time
+    (RESCHEDULE moves it) - and every later decision uses the new version.
+    The wait must fit it: the same variant, its stage and escalation level
+    still there.
+    """
+    newest = ctx.definitions.get(w.definition)
+    target = newest if cmd.version is None else definition_for(
+        ctx.definitions, w.definition, cmd.version)
+    if target is None:
+        which = "a newest version" if cmd.version is None else f"version {cmd.version!r}"
+        ctx.reject(RejectReason.UNKNOWN_DEFINITION,
+                   f"Expected {which} of definition {w.definition!r} to migrate to, but it "
+                   "is not loaded")
+        return w
+    if w.definition_version is not None and target.version == w.definition_version:
+        ctx.effects.append(Discard(DiscardReason.SAME_VERSION,
+                                   f"Expected another version than {target.version!r}, but "
+                                   "the wait already follows it"))
+        return w
+    issue = _misfit(w, ctx.definition_of(w), target)
+    if issue is not None:
+        ctx.reject(RejectReason.INVALID_COMMAND, issue)
+        return w
+    old = w.definition_version or "(none)"
+    w = replace(w, definition_version=target.version or None)
+    return _trace(w, ctx.now, "migrated",
+                  f"definition {w.definition} version {old} -> {target.version or '(none)'}: "
+                  f"{_by(cmd.reason, cmd.operator)}")
+
+
+def _misfit(w: Wait, current: WaitDefinition | None, target: WaitDefinition) -> str | None:
+    """Why the wait, where it stands, cannot follow `target`; None when it can."""
+    if current is not None and current.variant is not target.variant:
+        return (f"Expected a version of the same variant {current.variant.value!r}, but "
+                f"version {target.version!r} is {target.variant.value!r}")
+    if w.stage >= len(target.stages):
+        return (f"Expected version {target.version!r} to have the wait's stage {w.stage + 1}, "
+                f"but it has {len(target.stages)}")
+    levels = len(target.stages[w.stage].escalation)
+    if w.level > levels:
+        return (f"Expected version {target.version!r} to have the wait's escalation level "
+                f"{w.level}, but it has {levels}")
+    return None

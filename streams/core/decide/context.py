@@ -12,6 +12,7 @@ from streams.core.decide.ids import action_id
 from streams.core.definition import (
     Variant,
     WaitDefinition,
+    definition_for,
 )
 from streams.core.durations import (
     format_utc_ms,
@@ -29,6 +30,7 @@ from streams.core.effects import (
 )
 from streams.core.events import (
     PARTY_SEPARATOR,
+    ActionResult,
     Command,
     Reply,
     TimerKind,
@@ -45,6 +47,12 @@ from streams.core.state import (
 
 OPERATOR_CHANNEL = "operator"
 """The channel recorded for replies delivered by hand (DELIVER command)."""
+
+TRACKED_SENDS = frozenset({ActionKind.SEND_REQUEST, ActionKind.SEND_REMINDER,
+                           ActionKind.RUN_ESCALATION})
+"""The actions whose results a wait takes (rule 12): what reaches the party or
+the escalation's target.  Results of others (POLL, REVIEW_NEEDED, CLOSE_OUT)
+are ``unmatched``."""
 
 
 @fast_init
@@ -63,7 +71,8 @@ class Decision:
 class _Ctx:
     """Per-decision scratch: the clock, effects gathered so far, the generation counter."""
 
-    __slots__ = ("by", "definitions", "effects", "generation", "held_command", "now")
+    __slots__ = ("by", "definitions", "effects", "generation", "held_command", "held_result",
+                 "now")
 
     def __init__(self, now: int, definitions: Mapping[str, WaitDefinition], generation: int):
         self.now = now
@@ -72,6 +81,8 @@ class _Ctx:
         self.effects: list[Effect] = []
         # The early command being applied, if any: what a rejection concerns.
         self.held_command: Command | None = None
+        # The result held while suspended being decided, if any (as held_command).
+        self.held_result: ActionResult | None = None
         # (operator, reason) of the command being applied: should it end the
         # wait, the outcome names them.  None while replies and timers decide.
         self.by: tuple[str | None, str | None] | None = None
@@ -89,7 +100,13 @@ class _Ctx:
 
     def reject(self, reason: RejectReason, detail: str, reply: Reply | None = None) -> None:
         command = self.held_command if reply is None else None
-        self.effects.append(Reject(reason=reason, detail=detail, reply=reply, command=command))
+        result = self.held_result if reply is None else None
+        self.effects.append(Reject(reason=reason, detail=detail, reply=reply, command=command,
+                                   result=result))
+
+    def definition_of(self, w: Wait) -> WaitDefinition | None:
+        """The definition (and version, rule 13) the wait follows, if loaded."""
+        return definition_for(self.definitions, w.definition, w.definition_version)
 
 
 def _finish(slot: Slot | None, new: Slot | None, ctx: _Ctx) -> Decision:
@@ -124,11 +141,13 @@ def _act(
     party: str | None,
     attempt: int,
     payload: str | None,
+    send_attempt: int = 1,
 ) -> None:
     per_party = d.variant is Variant.FIRST_VALID and party is not None and party in w.parties
     key = f"{w.key}{PARTY_SEPARATOR}{party}" if per_party else w.key
     ctx.effects.append(EmitAction(
-        action_id=action_id(w.key, w.parked_at, kind, w.stage, w.level, party, attempt),
+        action_id=action_id(w.key, w.parked_at, kind, w.stage, w.level, party, attempt,
+                            send_attempt),
         correlation_key=key,
         definition=w.definition,
         tenant=w.tenant,
@@ -138,6 +157,7 @@ def _act(
         attempt=attempt,
         payload=payload,
         at=ctx.now,
+        send_attempt=send_attempt,
     ))
 
 
@@ -163,7 +183,9 @@ def _ended(w: Wait) -> str:
 
 
 def _missing_definition(w: Wait) -> str:
-    return (f"Expected definition {w.definition!r} of wait {w.key!r} to be loaded, "
+    which = (f"definition {w.definition!r}" if w.definition_version is None
+             else f"version {w.definition_version!r} of definition {w.definition!r}")
+    return (f"Expected {which} of wait {w.key!r} to be loaded, "
             "but it is not; restore it to let the wait finish")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from streams.core.decide.context import _act, _Ctx, _trace
 from streams.core.decide.ids import outcome_id
+from streams.core.decide.sends import _sync_retry
 from streams.core.definition import (
     DEFAULT_RETENTION_MS,
     Variant,
@@ -22,6 +23,7 @@ from streams.core.events import (
 from streams.core.state import (
     KEPT_PAYLOAD_BYTES,
     TRACE_HEAD,
+    SendState,
     Wait,
     WaitStatus,
 )
@@ -58,6 +60,8 @@ def _end(
         trace=emitted_trace(w),
         operator=operator,
         operator_reason=operator_reason,
+        send_error=w.send_error,
+        definition_version=w.definition_version,
     ))
     if d is not None and d.variant is Variant.FIRST_VALID:
         for p in w.parties:
@@ -69,7 +73,13 @@ def _end(
     # Outcome said, and the payload unless it is large.  Timers, held replies
     # and stage results go; the trace is bounded already (TRACE_HEAD/TAIL).
     keep_payload = w.payload is None or len(w.payload.encode()) <= KEPT_PAYLOAD_BYTES
-    return Wait(
+    # Rule 12: an escalation still on its way must reach its target after the
+    # wait ended ESCALATED; its result is still taken, and a failure retried.
+    sends = tuple(s for s in w.sends
+                  if kind is OutcomeKind.ESCALATED and s.kind is ActionKind.RUN_ESCALATION
+                  and (s.stage, s.level) == (w.stage, w.level)
+                  and s.state in (SendState.PENDING, SendState.RETRYING))
+    done = Wait(
         key=w.key,
         definition=w.definition,
         tenant=w.tenant,
@@ -98,7 +108,11 @@ def _end(
         operator=operator,
         operator_reason=operator_reason,
         timers=(ctx.arm(TimerKind.RETENTION, ctx.now + retention),),
+        sends=sends,
+        send_error=w.send_error,
+        definition_version=w.definition_version,
     )
+    return _sync_retry(done, d, ctx) if sends else done
 
 
 def emitted_trace(w: Wait) -> tuple[TraceEntry, ...]:

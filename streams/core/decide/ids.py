@@ -47,10 +47,16 @@ def action_id(
     level: int,
     party: str | None,
     attempt: int,
+    send_attempt: int = 1,
 ) -> str:
-    """Deterministic, so a consumer can de-duplicate actions re-sent after a crash."""
-    name = "\x1f".join(
-        ("action", wait_key, str(parked_at), action.value, str(stage), str(level),
-         party or "", str(attempt))
-    )
-    return _uuid5(name)
+    """Deterministic, so a consumer can de-duplicate actions re-sent after a crash.
+
+    A send attempt after the first (a retry after a failed delivery, rule 12)
+    is another action with an id of its own; the first keeps the id actions
+    had before retries existed.
+    """
+    parts = ["action", wait_key, str(parked_at), action.value, str(stage), str(level),
+             party or "", str(attempt)]
+    if send_attempt != 1:
+        parts.append(f"send{send_attempt}")
+    return _uuid5("\x1f".join(parts))

@@ -47,7 +47,7 @@ def _on_reply_record(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
     if slot is None or slot.wait is None:
         return _buffer_early(slot, reply, ctx)
     w = slot.wait
-    d = ctx.definitions.get(w.definition)
+    d = ctx.definition_of(w)
     if d is None:
         ctx.reject(RejectReason.UNKNOWN_DEFINITION, _missing_definition(w))
         return slot

@@ -93,6 +93,7 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
         parties=tuple(parties),
         deadline_override_ms=override,
         trace=(TraceEntry(parked_at, "requested", f"definition {d.name}"),),
+        definition_version=d.version or None,
     )
     wait = _open_stage(wait, d, ctx, start=parked_at)
     if slot is None or not (slot.early_replies or slot.early_commands):

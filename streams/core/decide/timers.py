@@ -8,9 +8,16 @@ happened, never on when a timer record arrived.
 from __future__ import annotations
 
 from streams.core.copying import replace
-from streams.core.decide.context import _act, _Ctx, _missing_definition, _timer_order, _trace
+from streams.core.decide.context import (
+    _act,
+    _Ctx,
+    _missing_definition,
+    _timer_order,
+    _trace,
+)
 from streams.core.decide.early import _expire_early
 from streams.core.decide.ending import _end
+from streams.core.decide.sends import _retry_sends, _send
 from streams.core.definition import (
     Variant,
     WaitDefinition,
@@ -39,9 +46,10 @@ def _open_stage(w: Wait, d: WaitDefinition, ctx: _Ctx, *, start: int) -> Wait:
     stage = d.stages[w.stage]
     if d.variant is Variant.FIRST_VALID:
         for p in w.parties:
-            _act(ctx, w, d, ActionKind.SEND_REQUEST, party=p, attempt=1, payload=w.payload)
+            w = _send(ctx, w, d, ActionKind.SEND_REQUEST, party=p, attempt=1, payload=w.payload)
     else:
-        _act(ctx, w, d, ActionKind.SEND_REQUEST, party=stage.party, attempt=1, payload=w.payload)
+        w = _send(ctx, w, d, ActionKind.SEND_REQUEST, party=stage.party, attempt=1,
+                  payload=w.payload)
     return _arm_phase(w, d, ctx, start=start)
 
 
@@ -66,13 +74,15 @@ def _escalate(w: Wait, d: WaitDefinition, ctx: _Ctx, exhausted: OutcomeReason) -
     if w.level < len(levels):
         target = levels[w.level]
         w = replace(w, level=w.level + 1, status=WaitStatus.PARKED, timers=())
-        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=target.target, attempt=1,
-             payload=w.payload)
-        w = _trace(w, ctx.now, "escalated", f"level {w.level} to {target.target}")
+        w = _send(ctx, w, d, ActionKind.RUN_ESCALATION, party=target.target, attempt=1,
+                  payload=w.payload)
+        because = " (send_failed)" if exhausted is OutcomeReason.SEND_FAILED else ""
+        w = _trace(w, ctx.now, "escalated", f"level {w.level} to {target.target}{because}")
         return _arm_phase(w, d, ctx, start=ctx.now)
     if not levels:
         w = replace(w, level=1)
-        _act(ctx, w, d, ActionKind.RUN_ESCALATION, party=None, attempt=1, payload=w.payload)
+        w = _send(ctx, w, d, ActionKind.RUN_ESCALATION, party=None, attempt=1,
+                  payload=w.payload)
         w = _trace(w, ctx.now, "escalated", "level 1 (no further level defined)")
     return _end(w, d, ctx, OutcomeKind.ESCALATED, exhausted)
 
@@ -137,11 +147,19 @@ def _fire(slot: Slot, armed: ArmedTimer, ctx: _Ctx) -> Slot | None:
         return slot
     if armed.kind is TimerKind.RETENTION:
         return None
-    d = ctx.definitions.get(w.definition)
+    d = ctx.definition_of(w)
+    if d is None and w.status is WaitStatus.DONE:
+        # An ended wait's escalation cannot be sent again without its definition; its
+        # retention must still come (a timer left armed would hold it back).
+        w = replace(w, timers=tuple(t for t in w.timers if t != armed))
+        return replace(slot, wait=_trace(w, ctx.now, "send_retry_dropped",
+                                         _missing_definition(w)))
     if d is None:
         ctx.reject(RejectReason.UNKNOWN_DEFINITION, _missing_definition(w))
         return slot
     w = replace(w, timers=tuple(t for t in w.timers if t != armed))
+    if armed.kind is TimerKind.SEND_RETRY:
+        return replace(slot, wait=_retry_sends(w, d, ctx))
     if armed.kind is TimerKind.REMINDER:
         w = _remind(w, d, ctx)
     elif armed.kind is TimerKind.POLL:
@@ -180,10 +198,11 @@ def _remind(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
     w = replace(w, stage_reminders=n, reminders_sent=w.reminders_sent + 1)
     if d.variant is Variant.FIRST_VALID:
         for p in w.parties:
-            _act(ctx, w, d, ActionKind.SEND_REMINDER, party=p, attempt=n, payload=w.payload)
+            w = _send(ctx, w, d, ActionKind.SEND_REMINDER, party=p, attempt=n,
+                      payload=w.payload)
     else:
-        _act(ctx, w, d, ActionKind.SEND_REMINDER, party=stage.party, attempt=n,
-             payload=w.payload)
+        w = _send(ctx, w, d, ActionKind.SEND_REMINDER, party=stage.party, attempt=n,
+                  payload=w.payload)
     w = _trace(w, ctx.now, "reminder", f"#{n}")
     if stage.reminder is not None and n < stage.reminder.limit:
         w = replace(w, timers=(*w.timers, ctx.arm(TimerKind.REMINDER,

@@ -1,0 +1,11 @@
+"""Reference channel adapters: what carries xwait's actions to the outside world.
+
+An adapter consumes ``<prefix>.actions`` in a consumer group of its own,
+carries each action out, and reports what became of it (an ``ActionResult``,
+DESIGN rule 12) before it commits the action's offset: at least once, so a
+crash sends an action again rather than never (actions carry a deterministic
+``actionId`` for the receiving end to drop repeats).
+
+``streams.adapter.webhook``: ``xwait adapter webhook`` POSTs each action to
+a URL chosen by its definition and kind.
+"""

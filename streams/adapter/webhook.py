@@ -1,0 +1,477 @@
+"""``xwait adapter webhook``: POST each action to a URL, report what became of it.
+
+One loop, at least once (the order is the commit protocol):
+
+1. take a batch of actions from ``<prefix>.actions`` (a consumer group of its
+   own; a group's first run starts at the actions written after it started,
+   or at the oldest with ``--from-beginning``, and commits that start at once);
+2. POST every routed action of the batch, ``concurrency`` at a time, each
+   with the timeout;
+3. produce a result for each SEND_REQUEST, SEND_REMINDER and RUN_ESCALATION
+   (2xx delivered; 4xx failed, permanent; 5xx, a timeout or no connection
+   failed, to be sent again by the definition's ``on_send_failure``) and
+   wait for Kafka to acknowledge them;
+4. commit the batch's offsets.
+
+A crash before 4 POSTs the batch again: the receiver drops repeats by the
+``Idempotency-Key`` header (the action's deterministic id).  Results that
+Kafka does not acknowledge stop the adapter (exit 1) before anything is
+committed: run it under a supervisor, as the worker.
+
+Which URL: the first route whose ``definition``, ``action`` and ``party``
+(each a name or a list; omitted: any) match the action.  Its ``url`` is a
+template of the action's fields (``{correlationKey}``, ``{waitKey}``,
+``{actionId}``, ``{definition}``, ``{action}``, ``{party}``, ``{level}``,
+``{attempt}``, ``{sendAttempt}``, ``{tenant}``; URL-quoted).  An action no
+route matches is left to other adapters (counted ``unrouted``, committed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import string
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from streams import codec
+from streams.client import Action, DeliveryFailed, XwaitClient
+from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
+from streams.codec import RecordType, UndecodableRecord
+from streams.config import Settings
+from streams.core.durations import parse_duration_ms
+from streams.errors import ConfigError, KafkaUnavailable
+
+log = logging.getLogger(__name__)
+
+REPORTED = frozenset({"SEND_REQUEST", "SEND_REMINDER", "RUN_ESCALATION"})
+"""The actions whose results a wait takes (DESIGN rule 12); the others are POSTed and
+not reported (a result for them would be rejected as unmatched)."""
+DEFAULT_TIMEOUT_S = 10.0
+"""Per POST: a webhook that has not answered in ten seconds is down for this
+attempt; the definition's backoff decides when it is tried again."""
+DEFAULT_CONCURRENCY = 8
+"""POSTs in flight: enough to hide a slow receiver's latency, few enough not to
+flood it (a retry storm after an outage arrives at this rate at most)."""
+DEFAULT_METRICS_PORT = 6070
+BATCH = 100
+"""Actions taken per round: a commit per round, and a round waits for its slowest POST."""
+ERROR_TEXT = 300
+"""Characters of a failing answer's body kept in the error reported (the trace shows it)."""
+FIELDS = ("correlationKey", "waitKey", "actionId", "definition", "action", "party", "level",
+          "attempt", "sendAttempt", "tenant")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Route:
+    url: str
+    definitions: frozenset[str] | None = None
+    actions: frozenset[str] | None = None
+    parties: frozenset[str] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def matches(self, action: Action) -> bool:
+        return ((self.definitions is None or action.definition in self.definitions)
+                and (self.actions is None or action.action.value in self.actions)
+                and (self.parties is None or (action.party or "") in self.parties))
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    routes: tuple[Route, ...]
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    concurrency: int = DEFAULT_CONCURRENCY
+    group: str | None = None
+    metrics_port: int = DEFAULT_METRICS_PORT
+    metrics_host: str = "127.0.0.1"
+    from_beginning: bool = False
+
+
+def _fail(where: str, field_name: str, expected: str, found: Any) -> ConfigError:
+    return ConfigError(f"{where}: field '{field_name}': Expected {expected}, but got {found!r}")
+
+
+def seconds(text: str | float | int, where: str, field_name: str) -> float:
+    """A timeout as seconds (``2.5``) or an ISO 8601 duration (``PT10S``)."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        value = float(text)
+    elif isinstance(text, str) and text.startswith("P"):
+        try:
+            value = parse_duration_ms(text) / 1000
+        except ValueError:
+            raise _fail(where, field_name, "an ISO 8601 duration such as PT10S", text) from None
+    else:
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            raise _fail(where, field_name, "seconds, or an ISO 8601 duration such as PT10S",
+                        text) from None
+    if value <= 0:
+        raise _fail(where, field_name, "a time above zero", text)
+    return value
+
+
+def _names(raw: Any, where: str, field_name: str) -> frozenset[str] | None:
+    if raw is None:
+        return None
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not items or not all(
+            isinstance(i, str) and i for i in items):
+        raise _fail(where, field_name, "a name or a list of names", raw)
+    return frozenset(items)
+
+
+def _expand(text: str, where: str, field_name: str, env: Mapping[str, str]) -> str:
+    """``${VAR}`` from the environment: secrets (a token) stay out of the file."""
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in env:
+            raise _fail(where, field_name, f"${{{m.group(1)}}} to be set in the environment",
+                        text)
+        return env[m.group(1)]
+    return _VARIABLE.sub(one, text)
+
+
+def check_template(url: str, where: str, field_name: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise _fail(where, field_name, "an http:// or https:// URL template", url)
+    try:
+        names = {f for _, f, _, _ in string.Formatter().parse(url) if f is not None}
+    except ValueError as exc:
+        raise _fail(where, field_name, f"a URL template ({exc})", url) from None
+    unknown = sorted(names - set(FIELDS))
+    if unknown:
+        raise _fail(where, field_name, f"placeholders among {', '.join(FIELDS)}",
+                    "{" + unknown[0] + "}")
+    return url
+
+
+def load_config(path: Path | None, *, url: str | None = None,
+                env: Mapping[str, str] | None = None, **overrides: Any) -> WebhookConfig:
+    """The adapter's routes: from the YAML file at ``path``, or the one template ``url``."""
+    env = os.environ if env is None else env
+    routes: list[Route] = []
+    raw: dict[str, Any] = {}
+    where = str(path) if path is not None else "XWAIT_WEBHOOK_URL"
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: cannot read the webhook configuration: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise _fail(where, "(document)", "a mapping", type(loaded).__name__)
+        raw = loaded
+        unknown = sorted(set(raw) - {"routes", "timeout", "concurrency"})
+        if unknown:
+            raise _fail(where, unknown[0], "one of routes, timeout, concurrency", unknown[0])
+        if not isinstance(raw.get("routes"), list) or not raw["routes"]:
+            raise _fail(where, "routes", "a list of routes", raw.get("routes"))
+        for i, r in enumerate(raw["routes"]):
+            at = f"routes[{i}]"
+            if not isinstance(r, dict):
+                raise _fail(where, at, "a mapping with url", r)
+            extra = sorted(set(r) - {"url", "definition", "action", "party", "headers"})
+            if extra:
+                raise _fail(where, f"{at}.{extra[0]}",
+                            "one of url, definition, action, party, headers", extra[0])
+            if not isinstance(r.get("url"), str):
+                raise _fail(where, f"{at}.url", "a URL template", r.get("url"))
+            headers = r.get("headers") or {}
+            if not isinstance(headers, dict):
+                raise _fail(where, f"{at}.headers", "a mapping of header to value", headers)
+            routes.append(Route(
+                url=check_template(_expand(r["url"], where, f"{at}.url", env), where,
+                                   f"{at}.url"),
+                definitions=_names(r.get("definition"), where, f"{at}.definition"),
+                actions=_names(r.get("action"), where, f"{at}.action"),
+                parties=_names(r.get("party"), where, f"{at}.party"),
+                headers={str(k): _expand(str(v), where, f"{at}.headers.{k}", env)
+                         for k, v in headers.items()}))
+    if url is not None:
+        routes.append(Route(url=check_template(url, "XWAIT_WEBHOOK_URL", "url")))
+    if not routes:
+        raise ConfigError("Expected a webhook configuration (--config FILE or "
+                          "XWAIT_WEBHOOK_CONFIG) or one URL template (--url or "
+                          "XWAIT_WEBHOOK_URL), but got neither")
+    timeout = overrides.pop("timeout_s", None)
+    concurrency = overrides.pop("concurrency", None)
+    if concurrency is None:
+        concurrency = raw.get("concurrency", DEFAULT_CONCURRENCY)
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise _fail(where, "concurrency", "a whole number of POSTs in flight, 1 or more",
+                    concurrency)
+    return WebhookConfig(
+        routes=tuple(routes),
+        timeout_s=seconds(timeout if timeout is not None
+                          else raw.get("timeout", DEFAULT_TIMEOUT_S), where, "timeout"),
+        concurrency=concurrency,
+        **{k: v for k, v in overrides.items() if v is not None})
+
+
+def template_values(action: Action) -> dict[str, str]:
+    record = action.to_record()
+    values = {name: urllib.parse.quote(str(record.get(name) if record.get(name) is not None
+                                           else ""), safe="")
+              for name in FIELDS if name != "waitKey"}
+    values["waitKey"] = urllib.parse.quote(action.correlation_key.split("~", 1)[0], safe="")
+    return values
+
+
+def body_of(action: Action) -> bytes:
+    """The action as JSON, its payload nested as JSON (text that is not JSON as text)."""
+    record = action.to_record()
+    record["payload"] = action.payload
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What one POST came to."""
+
+    delivered: bool
+    permanent: bool = False
+    error: str | None = None
+    http_status: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def result(self) -> str:
+        return "delivered" if self.delivered else "permanent" if self.permanent else "failed"
+
+
+def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Delivery:
+    """2xx delivered; 4xx failed for good; anything else failed, to be tried again."""
+    started = time.monotonic()
+    request = urllib.request.Request(url, data=body, method="POST", headers={  # noqa: S310
+        "Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - http(s)
+            resp.read()
+            return Delivery(True, http_status=int(resp.status),
+                            seconds=time.monotonic() - started)
+    except urllib.error.HTTPError as exc:
+        text = exc.read()[:ERROR_TEXT].decode("utf-8", errors="replace").strip()
+        error = f"HTTP {exc.code} {exc.reason}" + (f": {text}" if text else "")
+        return Delivery(False, permanent=400 <= exc.code < 500, error=error,
+                        http_status=exc.code, seconds=time.monotonic() - started)
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        what = "timed out" if isinstance(reason, TimeoutError) or "timed out" in str(reason) \
+            else f"no answer ({reason})"
+        return Delivery(False, error=f"POST {what} after {time.monotonic() - started:.1f} s",
+                        seconds=time.monotonic() - started)
+
+
+class Metrics:
+    """The adapter's own Prometheus metrics (a registry of its own, on its own port)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.actions = Counter(
+            "xwait_webhook_actions_total", "Actions taken, by what became of them: delivered, "
+            "failed (to be tried again), permanent, unrouted, undecodable",
+            ["definition", "action", "result"], registry=self.registry)
+        self.post_seconds = Histogram(
+            "xwait_webhook_post_seconds", "Time of each POST, to its answer or timeout",
+            ["action"], registry=self.registry)
+        self.reported = Counter(
+            "xwait_webhook_results_reported_total", "Results produced to the replies topic",
+            ["status"], registry=self.registry)
+        self.batches = Counter(
+            "xwait_webhook_batches_total", "Batches committed", registry=self.registry)
+        self.last_commit = Gauge(
+            "xwait_webhook_last_commit_timestamp_seconds", "When the last batch was committed",
+            registry=self.registry)
+
+
+class WebhookAdapter:
+    """The loop of the module's docstring; `run` until `stop` (SIGTERM, SIGINT)."""
+
+    def __init__(self, settings: Settings, config: WebhookConfig) -> None:
+        self.settings = settings
+        self.config = config
+        self.topic = settings.topic("actions")
+        self.group = config.group or f"{settings.topic_prefix}-webhook"
+        self.metrics = Metrics()
+        self.stopping = threading.Event()
+        self._codec = codec.for_settings(settings)
+        self._start_ms = int(time.time() * 1000)
+        self._assigned = threading.Event()
+        self._consumer = build(Consumer, settings.confluent(**{
+            "group.id": self.group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "client.id": "xwait-webhook",
+        }))
+        self._client = XwaitClient(settings, check_keys=False)
+        self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="xwait-webhook")
+
+    # -- where a partition starts ----------------------------------------------------
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """The committed offset; for a partition the group never committed, where its first
+        run starts (the beginning, or the actions written since the adapter started),
+        committed at once: a restart before anything was taken there must start there too,
+        not at its own start time, or what came meanwhile would be skipped."""
+        found = consumer.committed(partitions, timeout=CONNECT_TIMEOUT_S)
+        placed = [tp for tp in found if tp.offset >= 0]
+        fresh = [tp for tp in found if tp.offset < 0]
+        if fresh:
+            if self.config.from_beginning:
+                starts = [consumer.get_watermark_offsets(tp, timeout=CONNECT_TIMEOUT_S)[0]
+                          for tp in fresh]
+            else:
+                by_time = consumer.offsets_for_times(
+                    [TopicPartition(tp.topic, tp.partition, self._start_ms) for tp in fresh],
+                    timeout=CONNECT_TIMEOUT_S)
+                starts = [tp.offset if tp.offset >= 0 else consumer.get_watermark_offsets(
+                    tp, timeout=CONNECT_TIMEOUT_S)[1] for tp in by_time]
+            first = [TopicPartition(tp.topic, tp.partition, start)
+                     for tp, start in zip(fresh, starts, strict=True)]
+            consumer.commit(offsets=first, asynchronous=False)
+            placed += first
+        consumer.assign(placed)
+        self._assigned.set()
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(self) -> None:
+        known_topics(self._consumer, self.settings.bootstrap, self.topic)
+        if self.config.metrics_port:
+            start_http_server(self.config.metrics_port, self.config.metrics_host,
+                              registry=self.metrics.registry)
+        self._consumer.subscribe([self.topic], on_assign=self._on_assign)
+        log.info("webhook adapter started group=%s topic=%s routes=%d", self.group,
+                 self.topic, len(self.config.routes))
+        try:
+            while not self.stopping.is_set():
+                # Wait for one action, then take what else is there without waiting:
+                # consume(BATCH, timeout) would hold a lone action for the whole timeout.
+                first = self._consumer.consume(1, timeout=0.5)
+                more = self._consumer.consume(BATCH - 1, timeout=0) if first else []
+                batch = [m for m in (*first, *more) if self._usable(m)]
+                if batch:
+                    self.handle(batch)
+        finally:
+            self._pool.shutdown(wait=True)
+            self._consumer.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _usable(self, msg: Message) -> bool:
+        err = msg.error()
+        if err is None:
+            return True
+        if err.fatal():
+            raise KafkaUnavailable(f"{self.topic}: fatal consumer error: {err.str()}")
+        if err.code() != KafkaError._PARTITION_EOF:  # noqa: SLF001 - public constant
+            log.warning("consumer error topic=%s error=%s", self.topic, err.str())
+        return False
+
+    def handle(self, batch: list[Message]) -> None:
+        """Steps 2-4 for one batch: POST, report and flush, commit."""
+        routed: list[tuple[Action, Route]] = []
+        for msg in batch:
+            action = self._decode(msg)
+            if action is None:
+                continue
+            route = next((r for r in self.config.routes if r.matches(action)), None)
+            if route is None:
+                self.metrics.actions.labels(action.definition, action.action.value,
+                                            "unrouted").inc()
+                continue
+            routed.append((action, route))
+        for action, delivery in zip(
+                (a for a, _ in routed), self._pool.map(self._deliver, routed), strict=True):
+            self.metrics.actions.labels(action.definition, action.action.value,
+                                        delivery.result).inc()
+            self.metrics.post_seconds.labels(action.action.value).observe(delivery.seconds)
+            if action.action.value not in REPORTED:
+                continue
+            if delivery.delivered:
+                self._client.report_delivered(action.correlation_key, action.action_id,
+                                              at=int(time.time() * 1000), wait=False)
+            else:
+                self._client.report_failed(action.correlation_key, action.action_id,
+                                           delivery.error or "failed",
+                                           permanent=delivery.permanent,
+                                           at=int(time.time() * 1000), wait=False)
+            self.metrics.reported.labels("delivered" if delivery.delivered else "failed").inc()
+        self._client.flush()  # raises DeliveryFailed: nothing of the batch is committed
+        self._commit(batch)
+
+    def _deliver(self, item: tuple[Action, Route]) -> Delivery:
+        action, route = item
+        url = route.url.format_map(template_values(action))
+        delivery = post(url, body_of(action), {
+            "Idempotency-Key": action.action_id, "X-Xwait-Action-Id": action.action_id,
+            "X-Xwait-Correlation-Key": action.correlation_key, **route.headers},
+            self.config.timeout_s)
+        log.info("POST action=%s id=%s key=%s url=%s result=%s %s", action.action.value,
+                 action.action_id, action.correlation_key, url, delivery.result,
+                 delivery.error or delivery.http_status)
+        return delivery
+
+    def _decode(self, msg: Message) -> Action | None:
+        try:
+            record = self._codec.decode(RecordType.ACTION, msg.value())
+        except UndecodableRecord as exc:
+            log.warning("undecodable action partition=%s offset=%s: %s", msg.partition(),
+                        msg.offset(), exc)
+            self.metrics.actions.labels("", "", "undecodable").inc()
+            return None
+        return Action.from_record(record)
+
+    def _commit(self, batch: Iterable[Message]) -> None:
+        last: dict[int, int] = {}
+        for msg in batch:
+            p, o = msg.partition(), msg.offset()
+            if p is not None and o is not None:
+                last[p] = max(last.get(p, -1), o)
+        try:
+            self._consumer.commit(offsets=[TopicPartition(self.topic, p, o + 1)
+                                           for p, o in last.items()], asynchronous=False)
+        except KafkaException as exc:
+            # The group moved the partitions meanwhile: their new owner reads them from
+            # the last commit and sends them again (at least once).
+            log.warning("commit failed (the batch will be sent again): %s", exc)
+            return
+        self.metrics.batches.inc()
+        self.metrics.last_commit.set(time.time())
+
+
+def run(settings: Settings, config: WebhookConfig) -> None:
+    """Run the adapter in this process until SIGTERM or SIGINT."""
+    adapter = WebhookAdapter(settings, config)
+
+    def stop(_signum: int, _frame: Any) -> None:
+        adapter.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    adapter.run()
+
+
+__all__ = ["Delivery", "DeliveryFailed", "Route", "WebhookAdapter", "WebhookConfig", "body_of",
+           "load_config", "post", "run", "template_values"]

@@ -1,0 +1,318 @@
+"""Rule 12 over random interleavings: retries never exceed the policy, a reply still wins
+against a pending retry, nothing is decided while suspended, and results are decided by
+the broker's clock (rule 2) like every other input."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streams.core import (
+    ActionKind,
+    ActionResult,
+    ArmTimer,
+    Command,
+    CommandKind,
+    Discard,
+    Effect,
+    EmitAction,
+    EmitOutcome,
+    Event,
+    OutcomeKind,
+    Reject,
+    Reply,
+    ResultStatus,
+    SendFailurePolicy,
+    SendFailureRoute,
+    Slot,
+    StartWait,
+    TimerFired,
+    WaitDefinition,
+    WaitStatus,
+    catch_up,
+    decide,
+    decode_slot,
+    encode_slot,
+)
+from tests.core.core_harness import DAY, DEFINITIONS, HOUR, KEY, MINUTE, T0
+
+pytestmark = [pytest.mark.rule12]
+
+VALID = {
+    "expense-approval": '{"decision": "approved"}',
+    "vendor-quote": '{"amount": 3, "currency": "EUR"}',
+    "first-valid": '{"price": 5}',
+    "probe": '{"resultReady": true}',
+    "two-stage-approval": '{"decision": "rejected"}',
+}
+TRACKED = (ActionKind.SEND_REQUEST, ActionKind.SEND_REMINDER, ActionKind.RUN_ESCALATION)
+Op = tuple[Any, ...]
+
+advance = st.tuples(st.just("advance"), st.integers(0, 2 * HOUR) | st.integers(0, 2 * DAY))
+reply = st.tuples(st.just("reply"), st.booleans(), st.integers(0, 5))
+fire = st.tuples(st.just("fire"), st.integers(0, 5))
+result = st.tuples(st.just("result"), st.integers(0, 40), st.sampled_from(list(ResultStatus)),
+                   st.booleans(), st.sampled_from([False, False, False, True]))
+"""A result of one of the latest actions sent (or, one time in four, of none)."""
+pause = st.tuples(st.just("pause"), st.integers(0, DAY), st.none() | result)
+cancel = st.tuples(st.just("cancel"))
+op = st.one_of(*[advance] * 4, reply, *[fire] * 3, *[result] * 6, pause, pause) | \
+    st.one_of(*[advance] * 12, cancel)
+"""Results often, replies and cancels seldom: most waits live long enough to retry."""
+policy = st.tuples(st.sampled_from([None, SendFailureRoute.ESCALATE, SendFailureRoute.REVIEW]),
+                   st.integers(0, 3), st.sampled_from([MINUTE, HOUR, DAY]))
+
+
+def _expand(ops: list[Op]) -> list[Op]:
+    out: list[Op] = []
+    for o in ops:
+        if o[0] != "pause":
+            out.append(o)
+            continue
+        out.append(("suspend",))
+        if o[2] is not None:
+            out.append(o[2])
+        out += [("advance", o[1]), ("resume",)]
+    return out
+
+
+FAIL_FIRST: Op = ("result", 0, ResultStatus.FAILED, False, False)
+"""The request's delivery fails at once: most programs then have a retry pending."""
+program = st.tuples(st.sampled_from(sorted(VALID)), policy,
+                    st.tuples(st.booleans(), st.lists(op, min_size=1, max_size=40)).map(
+                        lambda p: _expand([FAIL_FIRST, *p[1]] if p[0] else p[1])))
+
+
+def _definitions(route: SendFailureRoute | None, retries: int,
+                 backoff: int) -> dict[str, WaitDefinition]:
+    p = None if route is None else SendFailurePolicy(retries, backoff, route)
+    return {n: dataclasses.replace(d, on_send_failure=p) for n, d in DEFINITIONS.items()}
+
+
+@dataclass
+class Step:
+    event: Event
+    now: int
+    before: Slot | None
+    after: Slot | None
+    effects: tuple[Effect, ...]
+
+
+@dataclass
+class World:
+    definition: str
+    definitions: dict[str, WaitDefinition]
+    slot: Slot | None = None
+    now: int = T0
+    sent: list[EmitAction] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+
+    def decide(self, event: Event, *, via_codec: bool = False) -> tuple[Effect, ...]:
+        slot = self.slot
+        if via_codec and slot is not None:
+            slot = decode_slot(encode_slot(slot))
+        decision = decide(slot, event, self.now, self.definitions)
+        self.steps.append(Step(event, self.now, self.slot, decision.slot, decision.effects))
+        self.slot = decision.slot
+        self.sent += [e for e in decision.effects
+                      if isinstance(e, EmitAction) and e.action in TRACKED]
+        return decision.effects
+
+    def event_for(self, o: Op) -> Event | None:
+        kind = o[0]
+        if kind == "advance":
+            self.now += int(o[1])
+            return None
+        if kind == "reply":
+            d = self.definitions[self.definition]
+            data = VALID[self.definition] if o[1] else "{broken"
+            party = d.parties[int(o[2]) % len(d.parties)] if d.parties else None
+            key = KEY if party is None else f"{KEY}~{party}"
+            return Reply(key, data, tenant="acme", channel=(d.channels or ("portal",))[0])
+        if kind == "fire":
+            armed = sorted(self.slot.armed_timers(), key=lambda t: (t.due_at, t.generation)) \
+                if self.slot is not None else []
+            if not armed:
+                return None
+            t = armed[int(o[1]) % len(armed)]
+            self.now = max(self.now, t.due_at)
+            return TimerFired(KEY, t.kind, t.due_at, t.generation)
+        if kind == "result":
+            _, index, status, permanent, unknown = o
+            # What was sent by now, including what time alone sends by now (rule 2: a
+            # result picks from the same actions however late timer records come).
+            aged = catch_up(self.slot, self.now, self.definitions)
+            candidates = self.sent + [e for e in aged.effects
+                                      if isinstance(e, EmitAction) and e.action in TRACKED]
+            if unknown or not candidates:
+                return ActionResult(KEY, f"unknown-{index}", status, error="e")
+            a = candidates[-1 - int(index) % min(3, len(candidates))]
+            return ActionResult(a.correlation_key, a.action_id, status,
+                                error=f"error {index}", permanent=bool(permanent))
+        if kind == "cancel":
+            return Command(KEY, CommandKind.CANCEL, reason="r", operator="op")
+        command = CommandKind.SUSPEND if kind == "suspend" else CommandKind.RESUME
+        return Command(KEY, command, reason="r", operator="op")
+
+
+def run_program(definition: str, definitions: dict[str, WaitDefinition], ops: list[Op], *,
+                via_codec: bool = False) -> World:
+    world = World(definition, definitions)
+    world.decide(StartWait(KEY, definition, requested_at=T0, tenant="acme"))
+    for o in ops:
+        event = world.event_for(o)
+        if event is not None:
+            world.decide(event, via_codec=via_codec)
+    return world
+
+
+SETTINGS = settings(max_examples=300, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+def _status(slot: Slot | None) -> WaitStatus | None:
+    return slot.wait.status if slot is not None and slot.wait is not None else None
+
+
+@SETTINGS
+@given(program)
+def test_results_keep_the_invariants(case: tuple[str, Any, list[Op]]) -> None:
+    definition, (route, retries, backoff), ops = case
+    definitions = _definitions(route, retries, backoff)
+    world = run_program(definition, definitions, ops)
+    allowed = retries + 1 if route is not None else 1
+    attempts: dict[tuple[Any, ...], list[int]] = {}
+    failed_at: dict[str, int] = {}  # action id -> when its failure was decided
+    outcome: EmitOutcome | None = None
+    for step in world.steps:
+        before, after = _status(step.before), _status(step.after)
+        for e in step.effects:
+            if isinstance(e, Reject | Discard):
+                assert e.detail.startswith("Expected ") and ", but " in e.detail, e.detail
+        emitted = [e for e in step.effects if isinstance(e, EmitOutcome)]
+        if emitted:
+            assert outcome is None and len(emitted) == 1  # one outcome, ever
+            outcome = emitted[0]
+        # Nothing is decided while suspended (only RESUME and CANCEL leave it).
+        if before is WaitStatus.SUSPENDED and not (
+                isinstance(step.event, Command)
+                and step.event.command in (CommandKind.RESUME, CommandKind.CANCEL)):
+            assert after is WaitStatus.SUSPENDED
+            assert not [e for e in step.effects if isinstance(e, EmitAction | ArmTimer)]
+        if isinstance(step.event, ActionResult) and step.event.status is ResultStatus.FAILED:
+            failed_at.setdefault(step.event.action_id, step.now)
+        for a in (e for e in step.effects if isinstance(e, EmitAction) and e.action in TRACKED):
+            identity = (a.action, a.correlation_key, a.level, a.party, a.attempt)
+            tries = attempts.setdefault(identity, [])
+            tries.append(a.send_attempt)
+            # Send attempts count 1, 2, ... and never past the policy's retries.
+            assert tries == list(range(1, len(tries) + 1)) and len(tries) <= allowed
+            if a.send_attempt > 1:
+                # A retry goes after the backoff from the failure of the attempt before...
+                previous = [x for x in world.sent if x.action is a.action
+                            and x.correlation_key == a.correlation_key and x.level == a.level
+                            and x.party == a.party and x.attempt == a.attempt
+                            and x.send_attempt == a.send_attempt - 1]
+                assert previous and a.at >= failed_at[previous[0].action_id] + backoff
+                # ... and a reply (or an operator) that ended the wait wins against it:
+                # only an escalation of a wait that ended ESCALATED still goes out.
+                if outcome is not None and outcome.ended_at <= a.at:
+                    assert outcome.outcome is OutcomeKind.ESCALATED
+                    assert a.action is ActionKind.RUN_ESCALATION
+        # A wait whose reply is in review sends nothing again.
+        if after is WaitStatus.IN_REVIEW:
+            assert not [e for e in step.effects
+                        if isinstance(e, EmitAction) and e.send_attempt > 1 and e.at >= step.now]
+
+
+@SETTINGS
+@given(program)
+def test_replaying_results_gives_the_same_states_and_effects(
+        case: tuple[str, Any, list[Op]]) -> None:
+    definition, (route, retries, backoff), ops = case
+    definitions = _definitions(route, retries, backoff)
+    first = run_program(definition, definitions, ops)
+    again = run_program(definition, definitions, ops, via_codec=True)
+    assert [(s.after, s.effects) for s in first.steps] == \
+        [(s.after, s.effects) for s in again.steps]
+
+
+visible = st.one_of(*[advance] * 3, reply, *[result] * 4, pause) | st.one_of(*[advance] * 8,
+                                                                          cancel)
+timeless = st.tuples(st.sampled_from(sorted(VALID)), policy,
+                     st.tuples(st.booleans(), st.lists(visible, min_size=1, max_size=30)).map(
+                         lambda p: _expand([FAIL_FIRST, *p[1]] if p[0] else p[1])))
+_OBSERVED = (EmitAction, EmitOutcome, Reject)
+
+
+def _run_with_timer_records(definition: str, definitions: dict[str, WaitDefinition],
+                            ops: list[Op], *, punctual: bool,
+                            end: int) -> tuple[Slot | None, list[Effect]]:
+    world = World(definition, definitions)
+    seen: list[Effect] = []
+
+    def deliver_due(until: int) -> None:
+        while world.slot is not None:
+            due = sorted((t for t in world.slot.armed_timers() if t.due_at <= until),
+                         key=lambda t: (t.due_at, t.kind.value, t.generation))
+            if not due:
+                return
+            t = due[0]
+            seen.extend(e for e in world.decide(TimerFired(KEY, t.kind, t.due_at, t.generation))
+                        if isinstance(e, _OBSERVED))
+
+    seen.extend(e for e in world.decide(StartWait(KEY, definition, requested_at=T0,
+                                                  tenant="acme"))
+                if isinstance(e, _OBSERVED))
+    for o in ops:
+        if punctual and o[0] != "advance":
+            deliver_due(world.now)
+        event = world.event_for(o)
+        if event is None:
+            continue
+        seen.extend(e for e in world.decide(event) if isinstance(e, _OBSERVED))
+    if punctual:
+        deliver_due(end)
+    final = catch_up(world.slot, end, definitions)
+    return final.slot, seen + [e for e in final.effects if isinstance(e, _OBSERVED)]
+
+
+@SETTINGS
+@given(timeless, st.integers(0, 5 * DAY))
+def test_results_are_decided_by_when_they_were_appended_not_when_timers_arrive(
+        case: tuple[str, Any, list[Op]], tail: int) -> None:
+    """The same results at the same times end the same way whether each timer record
+    (retries included) is processed the moment it is due, or never."""
+    definition, (route, retries, backoff), ops = case
+    definitions = _definitions(route, retries, backoff)
+    end = T0 + sum(int(o[1]) for o in ops if o[0] == "advance") + tail
+    punctual = _run_with_timer_records(definition, definitions, ops, punctual=True, end=end)
+    late = _run_with_timer_records(definition, definitions, ops, punctual=False, end=end)
+    assert punctual == late
+
+
+def test_a_retry_storm_is_bounded_by_the_policy_even_if_every_send_fails() -> None:
+    definitions = _definitions(SendFailureRoute.ESCALATE, 3, MINUTE)
+    world = World("expense-approval", definitions)
+    world.decide(StartWait(KEY, "expense-approval", requested_at=T0, tenant="acme"))
+    for _ in range(200):
+        pending = [a for a in world.sent if a.at <= world.now]
+        if not pending:
+            break
+        a = pending[-1]
+        world.decide(ActionResult(a.correlation_key, a.action_id, ResultStatus.FAILED,
+                                  error="down"))
+        world.now += HOUR
+        armed = sorted(world.slot.armed_timers(), key=lambda t: t.due_at) \
+            if world.slot is not None else []
+        if armed:
+            t = armed[0]
+            world.now = max(world.now, t.due_at)
+            world.decide(TimerFired(KEY, t.kind, t.due_at, t.generation))
+    assert max(a.send_attempt for a in world.sent) == 4
+    assert len(world.sent) <= 2 * 4 + 4  # request and escalation, reminders: each 4 at most

@@ -1,0 +1,206 @@
+"""The webhook adapter on the broker (rule 12): `xwait adapter webhook` POSTs actions to a
+real local HTTP server that fails on purpose, reports the results, and the wait escalates
+with send_failed; it commits after reporting, so a restart goes on where it stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from streams.client import XwaitClient
+from streams.config import Settings
+from streams.testing.workers import XWAIT, free_port, settings_env
+from tests.adapter.hooks import Script, webhook_server
+from tests.e2e.conftest import new_e2e
+from tests.e2e.harness import Watcher, WorkerProcess
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule12]
+
+HOOKED = """
+variant: single-channel
+channels: [portal]
+deadline: PT3M
+reminder: {every: PT2M, limit: 1}
+on_send_failure: {retries: 2, backoff: PT1S, then: escalate}
+"""
+ROUTES = """
+timeout: PT1S
+routes:
+  - action: [SEND_REQUEST, SEND_REMINDER]
+    url: "{base}/send/{{definition}}/{{waitKey}}?attempt={{sendAttempt}}"
+    headers: {{X-Token: "${{HOOK_TOKEN}}"}}
+  - action: RUN_ESCALATION
+    url: "{base}/escalate/{{waitKey}}"
+"""
+
+
+@pytest.fixture(scope="module")
+def e2e(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
+    s = new_e2e(kafka_bootstrap, e2e_folder, tag="hook")
+    (s.topology / "waits" / "hooked.yaml").write_text(HOOKED)
+    return s
+
+
+@pytest.fixture(scope="module")
+def script() -> Script:
+    return Script(hang_s=2.5)
+
+
+@pytest.fixture(scope="module")
+def hooks(script: Script) -> Iterator[str]:
+    with webhook_server(script) as base:
+        yield base
+
+
+class Adapter:
+    def __init__(self, settings: Settings, folder: Path, base: str) -> None:
+        self.config = folder / "hooks.yaml"
+        self.config.write_text(ROUTES.format(base=base))
+        self.metrics_port = free_port()
+        self.log = folder / "adapter.log"
+        self.env = {**os.environ, **settings_env(settings), "HOOK_TOKEN": "t0ken"}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Adapter:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(  # noqa: S603 - our own CLI
+                [str(XWAIT), "adapter", "webhook", "--config", str(self.config),
+                 "--metrics-port", str(self.metrics_port)],
+                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while self.metrics() is None:
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, "the adapter's metrics never answered"
+            time.sleep(0.2)
+        return self
+
+    def metrics(self) -> str | None:
+        try:
+            with urllib.request.urlopen(  # noqa: S310 - loopback
+                    f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as resp:
+                return str(resp.read().decode())
+        except OSError:
+            return None
+
+    def count(self, action: str, result: str) -> float:
+        text = self.metrics() or ""
+        found = re.search(rf'xwait_webhook_actions_total\{{action="{action}",'
+                          rf'definition="hooked",result="{result}"\}} ([0-9.]+)', text)
+        return float(found.group(1)) if found else 0.0
+
+    def stop(self) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def adapter(e2e: Settings, e2e_folder: Path, hooks: str) -> Iterator[Adapter]:
+    a = Adapter(e2e, e2e_folder, hooks)
+    yield a.start()
+    a.stop()
+
+
+def _status(worker: WorkerProcess, key: str) -> dict[str, Any]:
+    """The wait's status; empty while its row is not stored yet (outputs go out first)."""
+    try:
+        with urllib.request.urlopen(  # noqa: S310 - loopback
+                f"{worker.url}/xwait/api/waits/{key}", timeout=5) as resp:
+            found: dict[str, Any] = json.loads(resp.read())
+            return found
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return {"sends": []}
+        raise
+
+
+def _committed_to_the_end(e2e: Settings) -> bool:
+    """Whether the adapter's group has committed every action written so far."""
+    topic = e2e.topic("actions")
+    consumer = Consumer(e2e.confluent(**{"group.id": f"{e2e.topic_prefix}-webhook",
+                                         "enable.auto.commit": False}))
+    try:
+        parts = [TopicPartition(topic, p) for p in range(e2e.partitions)]
+        committed = consumer.committed(parts, timeout=10)
+        ends = [consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in parts]
+        return all((c.offset if c.offset >= 0 else 0) == end
+                   for c, end in zip(committed, ends, strict=True))
+    finally:
+        consumer.close()
+
+
+def _until(check: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_a_webhook_that_bounces_twice_then_fails_for_good_escalates_with_send_failed(
+    e2e: Settings, worker: WorkerProcess, watcher: Watcher, script: Script, adapter: Adapter,
+) -> None:
+    script.answers["/send/"] = [503, 503, 404]
+    with XwaitClient(e2e) as xw:
+        key = xw.start_wait("hooked", payload={"to": "sam@example.com"})
+    outcome = watcher.outcome(key, timeout=60)
+    assert (outcome["outcome"], outcome["reason"]) == ("ESCALATED", "send_failed")
+    assert outcome["sendError"] == "SEND_REQUEST: HTTP 404 Not Found: mailbox unavailable"
+    sent = [h for h in script.for_key(key) if h.path.startswith("/send/")]
+    assert [h.status for h in sent] == [503, 503, 404]
+    assert [h.path.rsplit("=", 1)[1] for h in sent] == ["1", "2", "3"]  # sendAttempt
+    assert len({h.headers["Idempotency-Key"] for h in sent}) == 3
+    assert all(h.headers["X-Token"] == "t0ken" for h in sent)
+    assert sent[0].body["payload"] == {"to": "sam@example.com"}
+    _until(lambda: bool([h for h in script.for_key(key) if h.path.startswith("/escalate/")]),
+           30, "the escalation's POST")
+    events = [t["event"] for t in outcome["trace"]]
+    assert events.count("send_failed") == 3 and events.count("send_retried") == 2
+    _until(lambda: adapter.count("SEND_REQUEST", "permanent") >= 1, 30, "the metrics")
+    assert adapter.count("SEND_REQUEST", "failed") >= 2
+
+
+def test_a_delivered_send_and_a_timeout_are_reported_and_the_retry_is_delivered(
+    e2e: Settings, worker: WorkerProcess, watcher: Watcher, script: Script, adapter: Adapter,
+) -> None:
+    script.answers["/send/"] = [0, 200]  # a timeout (the adapter waits 1 s), then taken
+    with XwaitClient(e2e) as xw:
+        key = xw.start_wait("hooked")
+        # The worker has decided the delivery (the reply below must come after it).
+        _until(lambda: [s["state"] for s in _status(worker, key)["sends"]] == ["delivered"],
+               60, "the retry to be delivered")
+        xw.reply(key, {"decision": "approved"}, channel="portal")
+    outcome = watcher.outcome(key, timeout=60)
+    assert outcome["reason"] == "reply_valid"
+    details = [(t["event"], t["detail"]) for t in outcome["trace"]]
+    assert any(e == "send_failed" and "timed out" in d for e, d in details)
+    assert ("send_delivered", "SEND_REQUEST, send attempt 2") in details
+
+
+def test_a_restarted_adapter_goes_on_where_it_committed(
+    e2e: Settings, worker: WorkerProcess, watcher: Watcher, script: Script, adapter: Adapter,
+) -> None:
+    script.answers["/send/"] = [200]
+    assert adapter.stop() == 0  # SIGTERM: the batch in hand is finished and committed
+    before = len(script.hits)
+    with XwaitClient(e2e) as xw:
+        key = xw.start_wait("hooked")
+    watcher.parked(key)
+    adapter.start()
+    _until(lambda: bool(script.for_key(key)), 60, "the new wait's POST")
+    _until(lambda: _committed_to_the_end(e2e), 60, "the adapter to commit every action")
+    assert len(script.hits) == before + 1  # nothing it had committed came again
+    (hit,) = script.for_key(key)
+    assert hit.status == 200
