@@ -68,6 +68,8 @@ class Intake:
         self.paused: set[TP] = set()  # input partitions paused (flow control)
         # (role, partition) behind its end -> (next offset, since when it has not moved)
         self._stuck_since: dict[tuple[Role, int], tuple[int, float]] = {}
+        # Direct reads of stalled ranges under way, one per (role, partition).
+        self._stall_reads: dict[tuple[Role, int], asyncio.Future[None]] = {}
         self.failure: BaseException | None = None
 
     # -- the reader's batches ----------------------------------------------------------
@@ -86,6 +88,8 @@ class Intake:
                     self._passed_over(self.roles[topic], p, start, stop)
                 self.reader.taken()
         finally:
+            for read in self._stall_reads.values():
+                read.cancel()
             self.reader.stop()
 
     def _passed_over(self, role: Role, p: int, start: int, stop: int) -> None:
@@ -171,6 +175,8 @@ class Intake:
         self.paused = {tp for tp in self.paused if tp[1] not in partitions}
         self._stuck_since = {k: v for k, v in self._stuck_since.items()
                              if k[1] not in partitions}
+        for key in [k for k in self._stall_reads if k[1] in partitions]:
+            self._stall_reads.pop(key).cancel()  # its result would be dropped anyway (epoch)
 
     # -- housekeeping ------------------------------------------------------------------
     async def housekeep(self) -> None:
@@ -209,6 +215,11 @@ class Intake:
         from the broker, whatever it holds is taken, and the offsets without
         records are passed.  A topic paused because too much of it is held is
         not behind for want of fetching; it is left alone.
+
+        The read runs beside the applier, not in its way: a range whose leader
+        is a broker that just died is not read until another leader is elected
+        (about broker.session.timeout.ms, 9 s by default), and the applier,
+        which calls this, decides every other partition meanwhile.
         """
         now = time.monotonic()
         behind = {(role, p): (start, stop) for role, p, start, stop in self.sequencer.behind()
@@ -216,12 +227,26 @@ class Intake:
         for key in list(self._stuck_since):
             if key not in behind or behind[key][0] != self._stuck_since[key][0]:
                 del self._stuck_since[key]
+        for key in [k for k, f in self._stall_reads.items() if f.done()]:
+            del self._stall_reads[key]
         for key, (start, stop) in behind.items():
+            if key in self._stall_reads:
+                continue  # one read at a time per topic-partition
             _, since = self._stuck_since.setdefault(key, (start, now))
             if now - since < STUCK_S:
                 continue
             del self._stuck_since[key]
-            await self._read_stalled(*key, start, stop)
+            self._stall_reads[key] = asyncio.ensure_future(self._read_stalled_beside(
+                *key, start, stop))
+
+    async def _read_stalled_beside(self, role: Role, p: int, start: int, stop: int) -> None:
+        try:
+            await self._read_stalled(role, p, start, stop)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug here must stop the worker, loudly
+            await self.fail(exc, f"taking offsets {start}..{stop - 1} of "
+                                 f"{self.topics[role]}[{p}] read directly")
 
     async def _read_stalled(self, role: Role, p: int, start: int, stop: int) -> None:
         epoch = self.gate.epoch
