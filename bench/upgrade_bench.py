@@ -11,9 +11,10 @@ a virtualenv of its own).  Per guarantee, on the broker at XWAIT_BOOTSTRAP
 old release's ``xwait topics create``, runs the old fleet under the W1 load,
 starts a worker of this build beside it (it must refuse: exit 2, one line),
 stops every old worker, starts the new ones on the same data folders and waits
-for their ``/readyz``; the load never stops.  Every wait is judged on the
-contract's clock; the waits parked by the old fleet and ended by the new one
-are counted by how they ended.  Writes the JSON and
+for their ``/readyz``, then starts an old worker again beside them (every new
+one must stop, saying why) and the new fleet once more; the load never stops.
+Every wait is judged on the contract's clock; the waits parked by the old
+fleet and ended by the new one are counted by how they ended.  Writes the JSON and
 ``bench/results/upgrade-latest.md``; exit status 1 if a wait was lost,
 conflicting or wrong (or duplicated under exactly_once), or the mixed start
 was not refused.
@@ -42,10 +43,19 @@ from streams.testing.upgrade import UpgradePlan, run_upgrade
 RESULTS = REPO_ROOT / "bench" / "results"
 
 
+def joined(late: dict[str, Any]) -> str:
+    if not late:
+        return "-"
+    if late.get("all_refused"):
+        return f"every new worker stopped within {late['new_stopped_s']} s, saying why"
+    return f"NOT refused: {late.get('exit_codes')}"
+
+
 def table(reports: list[dict[str, Any]]) -> str:
     lines = ["| guarantee | from | waits | rate | workers old → new | lost | conflicting "
-             "| wrong | duplicate outcomeIds | mixed start | no worker (s) | restored records |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| wrong | duplicate outcomeIds | mixed start | no worker (s) | restored records "
+             "| an old worker joining later |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     carried = ["", "| guarantee | parked by the old fleet, ended by the new | how they ended |",
                "| --- | --- | --- |"]
     windows = ["", "| guarantee | window | replies | reply→outcome p50 / p99 / max (s) "
@@ -60,7 +70,7 @@ def table(reports: list[dict[str, Any]]) -> str:
             f"| {p['old_workers']} → {p['new_workers']} | {r['lost']} | {r['conflicting']} "
             f"| {r['wrong']} | {r['duplicate_outcomes']:,} | {mixed} "
             f"| {up.get('no_worker_s', '-')} "
-            f"| {sum(up.get('restored_records', {}).values()):,} |")
+            f"| {sum(up.get('restored_records', {}).values()):,} | {joined(r['late_join'])} |")
         c = r["carried"]
         carried.append(f"| `{r['guarantee']}` | {c.get('waits', 0):,} | " + ", ".join(
             f"{k}: {n:,}" for k, n in c.get("by_outcome", {}).items()) + " |")
@@ -134,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(reports))
     bad = [r for r in reports if r["lost"] or r["conflicting"] or r["wrong"]
            or not r["refusal"].get("refused")
+           or (r["late_join"] and not r["late_join"].get("all_refused"))
            or (r["guarantee"] == "exactly_once" and r["duplicate_outcomes"])]
     return 1 if bad else 0
 

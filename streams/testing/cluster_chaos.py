@@ -174,6 +174,11 @@ def failover_latencies(failovers: list[Failover], load: Load, watch: Watch,
     rows = []
     for f in failovers:
         until = int(f.back_ms + AFTER_S * 1000)
+        # The longest the load could append nothing at all (its producer waits for
+        # the leaders to move): replies not appended are not held by the worker.
+        appends = sorted(t for w in load.waits for t in (w.request_appended, w.reply_appended)
+                         if t is not None and f.at_ms <= t <= until)
+        silent = max((b - a for a, b in zip(appends, appends[1:], strict=False)), default=None)
         lat = []
         for w in load.waits:
             if w.reply_appended is None or not f.at_ms <= w.reply_appended <= until:
@@ -184,7 +189,7 @@ def failover_latencies(failovers: list[Failover], load: Load, watch: Watch,
         rows.append({"action": f.action, "node": f.node, "away_s": round(
             (f.back_ms - f.at_ms) / 1000, 1), "replies": len(lat),
             "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99),
-            "max_ms": max(lat, default=None),
+            "max_ms": max(lat, default=None), "no_append_max_ms": silent,
             **({} if times is None else {"stream_time_behind_max_ms": times.behind_max_ms(
                 f.at_ms, until)}), **f.detail})
     return rows

@@ -11,7 +11,11 @@ does what CHANGELOG.md and the README's "Upgrading" tell a user to do:
 2. stop every old worker (SIGTERM to all at once);
 3. start the new workers on the same hosts' data folders; each restores its
    partitions from the changelog the old release wrote (the rows did not
-   change), and the fleet is ready when every `/readyz` answers 200.
+   change), and the fleet is ready when every `/readyz` answers 200;
+4. (`late_join`) an old worker started again beside the new fleet - an old
+   pod restarted mid-rollout, a rollback - makes every new worker stop with
+   the same line instead of sharing the partitions; it is stopped and the new
+   fleet started again.
 
 The load never stops: requests and replies appended while no worker runs
 are decided once the new fleet is up, by the broker's clock.  Every wait is
@@ -54,6 +58,11 @@ class UpgradePlan:
     old_workers: int = 2
     new_workers: int = 2
     warmup_s: float = 40.0  # load on the old fleet before the upgrade
+    # After the upgrade, an old worker starts again beside the new fleet (an old pod
+    # restarted mid-rollout, a rollback): the new workers must stop rather than share
+    # the partitions; then it is stopped and the new fleet started again.
+    late_join: bool = True
+    late_join_after_s: float = 15.0
     stop_timeout_s: float = 60.0
     ready_timeout_s: float = 300.0
     settle_s: float = 300.0
@@ -65,13 +74,15 @@ class UpgradeReport:
     chaos: Report
     old_version: str
     refusal: dict[str, Any] = field(default_factory=dict)
+    late_join: dict[str, Any] = field(default_factory=dict)
     upgrade: dict[str, Any] = field(default_factory=dict)
     carried: dict[str, Any] = field(default_factory=dict)
     windows: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.chaos.as_dict(), "old_version": self.old_version,
-                "refusal": self.refusal, "upgrade": self.upgrade, "carried": self.carried,
+                "refusal": self.refusal, "late_join": self.late_join,
+                "upgrade": self.upgrade, "carried": self.carried,
                 "windows": self.windows}
 
     @property
@@ -146,6 +157,34 @@ def carried_over(load: Load, watch: Watch, switch_ms: int) -> dict[str, Any]:
     return {"waits": sum(ended.values()), "by_outcome": dict(sorted(ended.items()))}
 
 
+def late_join(old: WorkerProcess, new: list[WorkerProcess], plan: UpgradePlan,
+              event: Callable[..., None]) -> dict[str, Any]:
+    """An old worker starts beside the running new fleet: every new one must stop with
+    the refusal; then the old one is stopped and the new fleet started again."""
+    joined = time.monotonic()
+    old.start(wait_owned=False)
+    deadline = joined + plan.ready_timeout_s
+    while any(w.running for w in new) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stopped_s = round(time.monotonic() - joined, 1)
+    codes = {w.name: None if w.running or w.proc is None else w.proc.returncode for w in new}
+    said = {w.name: REFUSED in w.log_tail(300) for w in new}
+    event("an old worker joined the new fleet", stopped_s=stopped_s, exit_codes=codes,
+          refused=said)
+    old.stop()
+    for w in new:
+        w.stop()
+        w.start(wait_owned=False)
+    for w in new:
+        w.wait_ready(plan.ready_timeout_s)
+    again_s = round(time.monotonic() - joined, 1)
+    event("old worker stopped, new fleet ready again", seconds=again_s)
+    return {"new_stopped_s": stopped_s, "exit_codes": codes, "refused": said,
+            "all_refused": all(said.values()) and all(c not in (None, 0)
+                                                     for c in codes.values()),
+            "ready_again_s": again_s}
+
+
 def run_upgrade(settings: Settings, folder: Path, release: Release, plan: UpgradePlan,
                 log: Callable[[str], None] = print) -> UpgradeReport:
     """Run the plan: `settings` are the new build's (chaos topology); topics are made here."""
@@ -162,6 +201,8 @@ def run_upgrade(settings: Settings, folder: Path, release: Release, plan: Upgrad
                          env={"XWAIT_TOPOLOGY": str(topo_old)})
            for i in range(plan.old_workers)]
     new = [WorkerProcess(settings, folder, f"w{i + 1}") for i in range(plan.new_workers)]
+    rejoining = WorkerProcess(settings, folder, "old-again", command=(str(release.xwait), "worker"),
+                              env={"XWAIT_TOPOLOGY": str(topo_old)})
 
     def event(kind: str, **detail: Any) -> None:
         entry = {"at": round(time.monotonic() - started, 1), "event": kind, **detail}
@@ -207,6 +248,9 @@ def run_upgrade(settings: Settings, folder: Path, release: Release, plan: Upgrad
                           "restored_records": restored}
         event("new fleet ready", **report.upgrade,
               owned={w.name: (w.stats() or {}).get("ownedPartitions") for w in new})
+        if plan.late_join:
+            idle(plan.late_join_after_s)
+            report.late_join = late_join(rejoining, new, plan, event)
         load.join()
         settle_until = time.monotonic() + plan.settle_s
         while time.monotonic() < settle_until and watch.ended() < plan.waits:
@@ -219,7 +263,7 @@ def run_upgrade(settings: Settings, folder: Path, release: Release, plan: Upgrad
         event("settled", ended=watch.ended())
     finally:
         load.close()
-        for w in old + new:
+        for w in [*old, *new, rejoining]:
             w.stop()
         watch.stopped.set()
         watch.join(10)
@@ -240,5 +284,5 @@ def run_upgrade(settings: Settings, folder: Path, release: Release, plan: Upgrad
     return report
 
 
-__all__ = ["REFUSED", "UpgradePlan", "UpgradeReport", "carried_over", "run_upgrade",
-           "stop_all", "try_mixed_start"]
+__all__ = ["REFUSED", "UpgradePlan", "UpgradeReport", "carried_over", "late_join",
+           "run_upgrade", "stop_all", "try_mixed_start"]
