@@ -115,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
                                    wipe=not args.no_wipe,
                                    worker_with_broker=not args.no_worker_with_broker,
                                    seed=args.seed)
-                report = run_cluster_chaos(settings, folder, plan, cluster)
+                report = run_cluster_chaos(
+                    settings, folder, plan, cluster, samples=None if args.keep_logs is None
+                    else folder / "worker-stats.log")
                 if args.keep_logs is not None:
                     args.keep_logs.mkdir(parents=True, exist_ok=True)
                     for log in folder.glob("*.log"):

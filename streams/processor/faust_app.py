@@ -23,6 +23,7 @@ and `tests/processor/test_faust_canary.py` fails the day one behaves otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import sys
@@ -133,6 +134,10 @@ def build(worker: Worker) -> faust.App:
         standbys = {tp.partition for tp in app.assignor.assigned_standbys()
                     if tp.topic == worker.assignment}
         worker.ownership.assign(actives, standbys)
+        # Beside the takeover and the rebalance, not before them (a slow broker must
+        # hold neither back): a worker of an earlier version that joined since this
+        # one started decides the same partitions (fleet.py); stop rather than share.
+        asyncio.ensure_future(_refuse_earlier_workers(worker))
 
     async def revoked(sender: Any, revoked: set[TP], **kwargs: Any) -> None:
         await worker.ownership.revoke({tp.partition for tp in revoked
@@ -147,6 +152,18 @@ def build(worker: Worker) -> faust.App:
     app.page("/xwait/stats")(stats)
     install_console(worker)
     return app
+
+
+async def _refuse_earlier_workers(worker: Worker) -> None:
+    try:
+        found = await asyncio.get_running_loop().run_in_executor(
+            None, fleet.foreign_members, worker.settings, worker.assignment)
+    except Exception as exc:  # noqa: BLE001 - a broker that does not answer: look next time
+        log.warning("could not look for workers of an earlier version in the group: %s", exc)
+        return
+    if found:
+        await worker.fail(fleet.refusal(worker.settings, found),
+                          "sharing the group with workers of an earlier version")
 
 
 def _guarded(worker: Worker, loop: Any, what: str) -> Any:

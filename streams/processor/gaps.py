@@ -128,20 +128,30 @@ class EndOffsets:
         self._conf = conf
         self._make_admin = make_admin
         self._admin = make_admin(conf)
+        self._stale = False  # the last request left partitions unanswered: a new client
 
     def get(self, partitions: list[tuple[str, int]], timeout: float = 10.0,
-            earliest: bool = False) -> dict[tuple[str, int], int]:
+            earliest: bool = False, partial: bool = False) -> dict[tuple[str, int], int]:
         """(topic, partition) -> end offset, or with `earliest` the offset of the
         earliest record kept (blocking: run it in a thread).
 
-        A partition whose leader moved (a broker restarted, a leader elected)
-        answers with an error fresh metadata clears, e.g. FENCED_LEADER_EPOCH:
-        it is asked again, until `timeout`, through a new admin client.  The
-        old one does not refresh what it knows of the leaders on that answer
-        (librdkafka 2.x: the same error for 20 s, 100 times in a row), and a
-        worker taking partitions over after a broker restart stopped on it.
-        A broker away or just back (no leader known yet) is asked again too,
-        until `timeout`, through the same client.
+        Each request waits at most ATTEMPT_S.  A partition is answered only by
+        an offset of 0 or more.  While a broker is down, librdkafka 2.x answers
+        a ListOffsets request only at its timeout, and for each partition that
+        broker led with offset -1001 (OFFSET_INVALID) and no error, again and
+        again on the same client, even after the partition has a new leader
+        (measured on a three-node cluster: every request of a long-lived client
+        took its whole timeout until the broker was back, a minute later; a new
+        client found the new leaders).  Taken for an end offset, -1001 proved a
+        topic caught up that was not, and made a restore target of nothing.
+
+        A partition not answered - offset -1001, or an error fresh metadata
+        clears (FENCED_LEADER_EPOCH, NOT_LEADER...) - is asked again through a
+        new admin client, until `timeout`; a broker away (no leader known yet)
+        through the same one.  With `partial`, the partitions answered by the
+        first request are returned and the others left out (the next call asks
+        them through a new client): stream time moves on for the partitions
+        whose leaders answer while another waits for its own.
         """
         spec: Any = OffsetSpec  # its class methods are not typed
         give_up = time.monotonic() + timeout
@@ -149,32 +159,45 @@ class EndOffsets:
         out: dict[tuple[str, int], int] = {}
         while True:
             left = max(give_up - time.monotonic(), 0.1)
+            if self._stale:
+                self._admin = self._make_admin(self._conf)  # fresh metadata
+                self._stale = False
+            wait = min(left, ATTEMPT_S)
             futures = self._admin.list_offsets(
                 {TopicPartition(t, p): spec.earliest() if earliest else spec.latest()
                  for t, p in pending},
-                isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=left)
+                isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=wait)
             again: list[tuple[str, int]] = []
             moved = False
             for tp, future in futures.items():
                 try:
-                    info = future.result(timeout=left)
+                    info = future.result(timeout=wait + 1)
                 except KafkaException as exc:
                     code = _code(exc)
-                    if (code not in _LEADER_MOVING and code not in _BROKER_AWAY
-                            or time.monotonic() >= give_up):
+                    if code not in _LEADER_MOVING and code not in _BROKER_AWAY:
                         raise
                     again.append((tp.topic, tp.partition))
                     moved = moved or code in _LEADER_MOVING
                     continue
+                if info.offset < 0:  # not answered (see above)
+                    again.append((tp.topic, tp.partition))
+                    moved = True
+                    continue
                 out[(tp.topic, tp.partition)] = int(info.offset)
             if not again:
                 return out
+            self._stale = self._stale or moved
+            if partial:
+                return out
+            if time.monotonic() >= give_up:
+                raise KafkaException(KafkaError(
+                    KafkaError._TIMED_OUT,  # noqa: SLF001 - librdkafka's own code
+                    f"{len(again)} partition(s) not answered within {timeout:.0f}s, e.g. "
+                    f"{again[0][0]}[{again[0][1]}]"))
             log.info("end offsets asked again partitions=%d: %s", len(again),
                      "a leader moved" if moved else "the broker is not answering")
             pending = again
             time.sleep(LEADER_RETRY_S)
-            if moved:
-                self._admin = self._make_admin(self._conf)  # fresh metadata
 
 
 # Errors of a partition whose leader is moving: fresh metadata (a new client) clears them.
@@ -192,6 +215,10 @@ _BROKER_AWAY = frozenset({  # librdkafka's local error codes start with "_"
     KafkaError._ALL_BROKERS_DOWN,  # noqa: SLF001
 })
 LEADER_RETRY_S = 0.2
+# The longest one ListOffsets request may take.  Answers come only when every
+# leader asked has answered or this passed; an answer takes milliseconds, up to
+# about 1.5 s on a machine at load 15, so a dead leader costs a probe this much.
+ATTEMPT_S = 2.0
 
 
 def _code(exc: KafkaException) -> int | None:

@@ -103,6 +103,8 @@ class Intake:
                     self._passed_over(self.roles[topic], p, start, stop)
                 self.reader.taken()
         finally:
+            for read in self._stall_reads.values():
+                read.cancel()
             self.reader.stop()
 
     def _passed_over(self, role: Role, p: int, start: int, stop: int) -> None:
@@ -228,6 +230,11 @@ class Intake:
         from the broker, whatever it holds is taken, and the offsets without
         records are passed.  A topic paused because too much of it is held is
         not behind for want of fetching; it is left alone.
+
+        The read runs beside the applier, not in its way: a range whose leader
+        is a broker that just died is not read until another leader is elected
+        (about broker.session.timeout.ms, 9 s by default), and the applier,
+        which calls this, decides every other partition meanwhile.
         """
         now = time.monotonic()
         behind = {(role, p): (start, stop) for role, p, start, stop in self.sequencer.behind()
@@ -235,7 +242,11 @@ class Intake:
         for key in list(self._stuck_since):
             if key not in behind or behind[key][0] != self._stuck_since[key][0]:
                 del self._stuck_since[key]
+        for key in [k for k, f in self._stall_reads.items() if f.done()]:
+            del self._stall_reads[key]
         for key, (start, stop) in behind.items():
+            if key in self._stall_reads:
+                continue  # one read at a time per topic-partition
             _, since = self._stuck_since.setdefault(key, (start, now))
             if now - since < STUCK_S:
                 continue

@@ -168,10 +168,15 @@ class Punctuator:
                 tps = [(self.topics[r], p) for p in sorted(owned) for r in INPUT_ROLES]
             at = now_ms()  # before the request leaves: records appended later are not below
             loop = asyncio.get_running_loop()
-            ends = await loop.run_in_executor(self._probe_thread, self.end_offsets.get, tps)
+            # Partial: while a broker is down, the partitions it led are left out and the
+            # others prove their partitions' stream time (gaps.EndOffsets.get).
+            ends = await loop.run_in_executor(
+                self._probe_thread, lambda: self.end_offsets.get(tps, partial=True))
             self.ends.update(ends)
             self.counters["probes"] += 1
             self.counters["probes.partitions"] += len(tps)
+            if len(ends) < len(tps):
+                self.counters["probes.unanswered"] += len(tps) - len(ends)
             self.sequencer.probed(at, [(self.roles[t], p, end) for (t, p), end in ends.items()])
 
     async def ask(self, tps: list[tuple[str, int]], *, earliest: bool = False

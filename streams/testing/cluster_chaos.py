@@ -28,6 +28,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,6 +131,36 @@ class Failover:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+class StreamTimes(threading.Thread):
+    """Samples the worker's stream time per partition: how far behind the wall clock
+    each partition's time stood during a failover (time stands still while a
+    partition cannot prove its inputs caught up: records and timers wait)."""
+
+    def __init__(self, worker: WorkerProcess, every_s: float = 0.5) -> None:
+        super().__init__(name="stream-times", daemon=True)
+        self.worker = worker
+        self.every_s = every_s
+        self.samples: list[tuple[int, dict[str, int]]] = []  # (wall ms, partition -> time)
+        self.stats: list[dict[str, Any]] = []  # the whole of each sample, for a diagnosis
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            stats = self.worker.stats()
+            if stats is not None:
+                at = int(time.time() * 1000)
+                self.samples.append((at, dict(stats.get("streamTime", {}))))
+                self.stats.append({"at": at, **{k: stats.get(k) for k in (
+                    "streamTime", "held", "counters", "latencyMs", "loopLagMs",
+                    "ownedPartitions", "timersInFlight")}})
+
+    def behind_max_ms(self, since_ms: int, until_ms: int) -> int | None:
+        """The most any owned partition's stream time was behind the wall clock."""
+        worst = [at - t for at, times in self.samples if since_ms <= at <= until_ms
+                 for t in times.values() if t > 0]
+        return max(worst, default=None)
+
+
 def percentile(values: list[int], q: float) -> int | None:
     if not values:
         return None
@@ -137,12 +168,17 @@ def percentile(values: list[int], q: float) -> int | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def failover_latencies(failovers: list[Failover], load: Load, watch: Watch
-                       ) -> list[dict[str, Any]]:
+def failover_latencies(failovers: list[Failover], load: Load, watch: Watch,
+                       times: StreamTimes | None = None) -> list[dict[str, Any]]:
     """Per failover: reply->outcome of the waits whose reply was appended during it."""
     rows = []
     for f in failovers:
-        until = f.back_ms + AFTER_S * 1000
+        until = int(f.back_ms + AFTER_S * 1000)
+        # The longest the load could append nothing at all (its producer waits for
+        # the leaders to move): replies not appended are not held by the worker.
+        appends = sorted(t for w in load.waits for t in (w.request_appended, w.reply_appended)
+                         if t is not None and f.at_ms <= t <= until)
+        silent = max((b - a for a, b in zip(appends, appends[1:], strict=False)), default=None)
         lat = []
         for w in load.waits:
             if w.reply_appended is None or not f.at_ms <= w.reply_appended <= until:
@@ -153,13 +189,17 @@ def failover_latencies(failovers: list[Failover], load: Load, watch: Watch
         rows.append({"action": f.action, "node": f.node, "away_s": round(
             (f.back_ms - f.at_ms) / 1000, 1), "replies": len(lat),
             "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99),
-            "max_ms": max(lat, default=None), **f.detail})
+            "max_ms": max(lat, default=None), "no_append_max_ms": silent,
+            **({} if times is None else {"stream_time_behind_max_ms": times.behind_max_ms(
+                f.at_ms, until)}), **f.detail})
     return rows
 
 
 def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
-                      cluster: KafkaCluster, log: Callable[[str], None] = print) -> Report:
-    """Run the plan against one worker of `settings` (topics made by the caller, RF 3)."""
+                      cluster: KafkaCluster, log: Callable[[str], None] = print,
+                      samples: Path | None = None) -> Report:
+    """Run the plan against one worker of `settings` (topics made by the caller, RF 3);
+    `samples`: a file for the worker's stats every half second (JSON lines)."""
     rng = random.Random(plan.seed)  # noqa: S311 - a reproducible load, not a secret
     report = Report(settings.guarantee.value, dict(plan.__dict__))
     started = time.monotonic()
@@ -182,6 +222,8 @@ def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
                + (["wipe"] if plan.wipe else [])
                + (["worker+broker"] if plan.worker_with_broker else []))
     worker.start(timeout=180)
+    times = StreamTimes(worker)
+    times.start()
     watch.start()
     load.start()
     try:
@@ -220,15 +262,18 @@ def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
         event("settled", ended=watch.ended())
     finally:
         load.close()
+        times.stopped.set()
         worker.stop()
         watch.stopped.set()
         watch.join(10)
     report = judge(report, waits, watch, load, started)
-    report.failovers = failover_latencies(failovers, load, watch)
+    report.failovers = failover_latencies(failovers, load, watch, times)
+    if samples is not None:
+        samples.write_text("\n".join(json.dumps(x) for x in times.stats) + "\n")
     for row in report.failovers:
         log(json.dumps({"failover": row}))
     return report
 
 
-__all__ = ["ClusterPlan", "Failover", "KafkaCluster", "failover_latencies", "percentile",
-           "run_cluster_chaos"]
+__all__ = ["ClusterPlan", "Failover", "KafkaCluster", "StreamTimes", "failover_latencies",
+           "percentile", "run_cluster_chaos"]

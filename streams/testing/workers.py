@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -120,6 +121,31 @@ class WorkerProcess:
                 return data
         except (OSError, ValueError):
             return None
+
+    def readyz(self) -> int | None:
+        """The status of `GET /readyz` (200 ready, 503 not yet); None while it does not answer."""
+        try:
+            with urllib.request.urlopen(  # noqa: S310 - loopback test server
+                f"{self.url}/readyz", timeout=2
+            ) as resp:
+                status: int = resp.status
+                return status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except (OSError, ValueError):
+            return None
+
+    def wait_ready(self, timeout: float) -> float:
+        """Until `/readyz` answers 200 (as an orchestrator waits); the seconds it took."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"worker {self.name} exited:\n{self.log_tail()}")
+            if self.readyz() == 200:
+                return time.monotonic() - started
+            time.sleep(0.2)
+        raise AssertionError(f"worker {self.name} not ready after {timeout}s:\n"
+                             f"{self.log_tail()}")
 
     def counter(self, name: str) -> int:
         """One of the worker's `/xwait/stats` counters; 0 while it does not answer."""

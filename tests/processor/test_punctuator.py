@@ -36,7 +36,7 @@ class Ends:
         self.answer.set()
 
     def get(self, tps: Iterable[tuple[str, int]], timeout: float = 10.0,
-            earliest: bool = False) -> dict[tuple[str, int], int]:
+            earliest: bool = False, partial: bool = False) -> dict[tuple[str, int], int]:
         self.calls += 1
         self.sent.append(time.monotonic())
         self.answer.wait(10)

@@ -1,0 +1,94 @@
+"""End offsets while a broker is down: an offset of -1001 is no answer, and never returned.
+
+librdkafka 2.x answers a ListOffsets request for a partition whose leader is a
+dead broker with offset -1001 (OFFSET_INVALID) and no error, at the request's
+timeout, for as long as that broker is down, even once the partition has a new
+leader; a new client finds the new leader (measured on a three-node cluster).
+The fake admin clients here answer that way: the first client made knows only
+the dead leader, later ones the new one.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, TopicPartition
+
+from streams.processor import gaps
+from streams.processor.gaps import EndOffsets
+
+ENDS = {("t", 0): 120, ("t", 1): 75, ("t", 2): 9}
+
+
+class DeadLeader:
+    """Admin clients of a cluster whose broker leading `dead` is down."""
+
+    def __init__(self, dead: set[tuple[str, int]], stale_clients: int = 1) -> None:
+        self.dead = dead
+        self.stale_clients = stale_clients  # how many clients made keep the old leader
+        self.made = 0
+        self.asked: list[tuple[int, set[tuple[str, int]]]] = []  # (client, partitions)
+        self.timeouts: list[float] = []
+
+    def __call__(self, conf: dict[str, Any]) -> Any:
+        self.made += 1
+        return _Admin(self, self.made, stale=self.made <= self.stale_clients)
+
+
+class _Admin:
+    def __init__(self, cluster: DeadLeader, number: int, stale: bool) -> None:
+        self.cluster, self.number, self.stale = cluster, number, stale
+
+    def list_offsets(self, specs: dict[TopicPartition, Any], **kwargs: Any
+                     ) -> dict[TopicPartition, Future[Any]]:
+        asked = {(tp.topic, tp.partition) for tp in specs}
+        self.cluster.asked.append((self.number, asked))
+        self.cluster.timeouts.append(kwargs["request_timeout"])
+        answers: dict[TopicPartition, Future[Any]] = {}
+        for tp in specs:
+            future: Future[Any] = Future()
+            key = (tp.topic, tp.partition)
+            offset = -1001 if self.stale and key in self.cluster.dead else ENDS[key]
+            future.set_result(SimpleNamespace(offset=offset))
+            answers[tp] = future
+        return answers
+
+
+def test_a_partition_answered_with_an_invalid_offset_is_asked_again_through_a_new_client(
+) -> None:
+    cluster = DeadLeader({("t", 1)})
+    got = EndOffsets({}, make_admin=cluster).get(list(ENDS))
+    assert got == ENDS
+    assert [n for n, _ in cluster.asked] == [1, 2]
+    assert cluster.asked[1][1] == {("t", 1)}, "only the unanswered partition is asked again"
+
+
+def test_a_partial_probe_returns_the_answered_partitions_and_the_next_uses_a_new_client(
+) -> None:
+    cluster = DeadLeader({("t", 1)})
+    ends = EndOffsets({}, make_admin=cluster)
+    first = ends.get(list(ENDS), partial=True)
+    assert first == {("t", 0): 120, ("t", 2): 9}, "no -1001 taken for an end offset"
+    assert ends.get(list(ENDS), partial=True) == ENDS
+    assert [n for n, _ in cluster.asked] == [1, 2]
+
+
+def test_an_offset_never_answered_is_an_error_at_the_timeout_not_an_end_offset(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gaps, "LEADER_RETRY_S", 0.01)
+    cluster = DeadLeader({("t", 2)}, stale_clients=10**6)
+    started = time.monotonic()
+    with pytest.raises(KafkaException, match=r"not answered within 1s.*t\[2\]"):
+        EndOffsets({}, make_admin=cluster).get(list(ENDS), timeout=1.0)
+    assert time.monotonic() - started < 3
+    assert cluster.made > 2
+
+
+def test_each_request_waits_at_most_the_attempt_time() -> None:
+    cluster = DeadLeader(set())
+    EndOffsets({}, make_admin=cluster).get(list(ENDS), timeout=30.0)
+    assert cluster.timeouts == [gaps.ATTEMPT_S]
