@@ -1,4 +1,4 @@
-"""``XwaitClient``: start waits, send replies and operator commands, on confluent-kafka.
+"""``XwaitClient``: start waits, send replies (commands and results: commands.py), on Kafka.
 
 Every method validates its arguments against the wait definitions in
 ``<topology>/waits`` *before* anything is produced, so a typo is an exception
@@ -27,12 +27,10 @@ that overtakes its request); when no worker answers, the record is sent
 unchecked, as before. ``check_keys=False`` turns the check off for a client
 that sends in bulk or already knows its keys.
 
-The client is meant for one thread at a time; create one per thread.
-"""
+The client is meant for one thread at a time; create one per thread."""
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import time
@@ -53,6 +51,7 @@ from confluent_kafka import (
 from streams import codec, config
 from streams.client import _console
 from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
+from streams.client.commands import Commands, check_key, json_text
 from streams.client.consumer import XwaitConsumer
 from streams.client.errors import (
     DeliveryFailed,
@@ -65,7 +64,7 @@ from streams.client.errors import (
 from streams.client.records import Action, Outcome, Rejected
 from streams.codec import RecordType
 from streams.core.definition import Variant, WaitDefinition
-from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
+from streams.core.durations import parse_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.definitions import load_definitions
 from streams.partitioning import partition_for
@@ -99,10 +98,8 @@ request written within this long may still be on its way to a busy or restarting
 worker (the default early-reply TTL is as long), so its key is not "unknown"."""
 
 _RESULT_POLL_S = 0.2
-"""Slice of one blocking poll in :meth:`XwaitClient.result_async`: how soon a cancelled
-task lets go of its thread."""
+"""One blocking poll of :meth:`XwaitClient.result_async`: how soon a cancelled task lets go."""
 
-ReviewDecision = Literal["Accept", "Submit Correction"]
 ProgressCallback = Callable[[int, int], None]
 
 
@@ -131,31 +128,7 @@ class WaitSpec:
     deadline: str | None = None
 
 
-def _json_text(value: Any, what: str) -> str:
-    """JSON text of ``value``; a ``str`` must already be JSON text (checked, kept verbatim)."""
-    if isinstance(value, str):
-        try:
-            json.loads(value)
-        except ValueError as exc:
-            raise InvalidRequest(f"{what} is not valid JSON text: {exc}") from exc
-        return value
-    try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidRequest(f"{what} is not representable as JSON: {exc}") from exc
-
-
-def _check_key(key: str, what: str) -> None:
-    if not isinstance(key, str) or not key.strip():
-        raise InvalidRequest(f"{what} must be a non-empty string, got {key!r}")
-    if PARTY_SEPARATOR in key:
-        raise InvalidRequest(
-            f"{what} {key!r} contains {PARTY_SEPARATOR!r}, which separates a wait key "
-            "from a party (WAITKEY~PARTY) and cannot be part of a wait key"
-        )
-
-
-class XwaitClient:
+class XwaitClient(Commands):
     """Produces StartWait, Reply and Command records; see the module docstring.
 
     ``settings`` defaults to :func:`streams.config.from_env`; ``bootstrap``
@@ -251,7 +224,7 @@ class XwaitClient:
     def _start_record(self, spec: WaitSpec, now_ms: int, where: str) -> dict[str, Any]:
         d = self._definition(spec.definition)
         key = spec.correlation_key if spec.correlation_key is not None else new_correlation_key()
-        _check_key(key, f"{where}correlation key")
+        check_key(key, f"{where}correlation key")
         parties = list(spec.parties)
         if isinstance(spec.parties, str):
             raise InvalidRequest(f"{where}parties must be a list of names, not a string")
@@ -277,7 +250,7 @@ class XwaitClient:
             "correlationKey": key,
             "definition": d.name,
             "tenant": spec.tenant,
-            "payload": None if spec.payload is None else _json_text(spec.payload,
+            "payload": None if spec.payload is None else json_text(spec.payload,
                                                                     f"{where}payload"),
             "parties": parties,
             "deadline": spec.deadline,
@@ -301,7 +274,7 @@ class XwaitClient:
         """
         wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
             if isinstance(correlation_key, str) else ("", "", "")
-        _check_key(wait_key, "the wait key of the correlation key")
+        check_key(wait_key, "the wait key of the correlation key")
         if sep and (not party or PARTY_SEPARATOR in party):
             raise InvalidRequest(
                 f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
@@ -313,7 +286,7 @@ class XwaitClient:
             "correlationKey": correlation_key,
             "tenant": tenant,
             "channel": channel,
-            "responseData": _json_text(response_data, "response data"),
+            "responseData": json_text(response_data, "response data"),
             "replyId": reply_id,
             "sentAt": sent_at,
         }
@@ -402,147 +375,6 @@ class XwaitClient:
         finally:
             consumer.close()
 
-    # -- action results (DESIGN rule 12) ---------------------------------------
-
-    def report_delivered(self, correlation_key: str, action_id: str, *,
-                         at: int | None = None, wait: bool = True) -> None:
-        """Tell the wait its channel adapter carried out the action ``action_id``.
-
-        ``correlation_key`` is the action's (``WAITKEY`` or ``WAITKEY~PARTY``).
-        Written to the replies topic keyed by WAITKEY, beside the replies. No
-        worker is asked first (an adapter reports in bulk): a result for no
-        wait, an unknown action or a wait that ended is rejected with its
-        reason.  ``wait=False`` leaves the record to the next :meth:`flush`.
-        """
-        self._report(correlation_key, action_id, "delivered", None, False, at, wait)
-
-    def report_failed(self, correlation_key: str, action_id: str, error: str, *,
-                      permanent: bool = False, at: int | None = None,
-                      wait: bool = True) -> None:
-        """Tell the wait the action ``action_id`` could not be carried out, and why.
-
-        ``permanent=True`` when sending again cannot help (a 4xx answer, an
-        unknown address): the definition's ``on_send_failure`` path is taken
-        at once; otherwise it is sent again after its backoff, up to its retries.
-        """
-        if not isinstance(error, str) or not error:
-            raise InvalidRequest(f"error must be a non-empty string, got {error!r}")
-        self._report(correlation_key, action_id, "failed", error, permanent, at, wait)
-
-    def _report(self, correlation_key: str, action_id: str, status: str, error: str | None,
-                permanent: bool, at: int | None, wait: bool) -> None:
-        wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
-            if isinstance(correlation_key, str) else ("", "", "")
-        _check_key(wait_key, "the wait key of the correlation key")
-        if sep and (not party or PARTY_SEPARATOR in party):
-            raise InvalidRequest(
-                f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
-        if not isinstance(action_id, str) or not action_id:
-            raise InvalidRequest(f"action id must be a non-empty string, got {action_id!r}")
-        record = {"correlationKey": correlation_key, "actionId": action_id, "status": status,
-                  "error": error, "permanent": permanent, "at": at}
-        topic = self.settings.topic("replies")
-        self._produce(topic, wait_key, RecordType.ACTION_RESULT, record)
-        if wait:
-            self.flush()
-
-    # -- operator commands -----------------------------------------------------
-
-    # Every command raises NoSuchWait, before anything is produced, when a
-    # worker says no wait has the key; force=True sends anyway.
-
-    def suspend(self, correlation_key: str, reason: str, *, operator: str | None = None,
-                force: bool = False) -> None:
-        """Pause the wait's deadlines, keeping its place (idempotent)."""
-        self._command(correlation_key, "SUSPEND", force, reason=reason, operator=operator)
-
-    def resume(self, correlation_key: str, *, reason: str | None = None,
-               operator: str | None = None, force: bool = False) -> None:
-        """Restore what was left of the deadlines; decide replies that came meanwhile."""
-        self._command(correlation_key, "RESUME", force, reason=reason, operator=operator)
-
-    def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None,
-               force: bool = False) -> None:
-        """End a wait that is not done as CANCELLED (reason ``cancelled_by_operator``).
-
-        The outcome names ``operator`` and carries ``reason`` as its ``operatorReason``.
-        """
-        self._command(correlation_key, "CANCEL", force, reason=reason, operator=operator)
-
-    def deliver(self, correlation_key: str, response_data: Any, *, reason: str | None = None,
-                operator: str | None = None, force: bool = False) -> None:
-        """Hand in an answer as if a reply had arrived (still validated, never channel-checked)."""
-        self._command(correlation_key, "DELIVER", force, reason=reason, operator=operator,
-                      responseData=_json_text(response_data, "response data"))
-
-    def review(self, correlation_key: str, outcome: ReviewDecision, note: str, *,
-               corrected_data: Any = None, operator: str | None = None,
-               force: bool = False) -> None:
-        """Answer a REVIEW_NEEDED action: ``Accept`` the reply, or ``Submit Correction``.
-
-        A correction needs ``corrected_data``; an acceptance must not have any
-        (the accepted reply's own data is kept).
-        """
-        if outcome not in ("Accept", "Submit Correction"):
-            raise InvalidRequest(
-                f"review outcome must be 'Accept' or 'Submit Correction', got {outcome!r}")
-        if outcome == "Submit Correction" and corrected_data is None:
-            raise InvalidRequest("'Submit Correction' needs the corrected data")
-        if outcome == "Accept" and corrected_data is not None:
-            raise InvalidRequest("'Accept' keeps the reply's data; corrected data is only "
-                                 "for 'Submit Correction'")
-        data = None if corrected_data is None else _json_text(corrected_data, "corrected data")
-        self._command(correlation_key, "REVIEW", force, reviewOutcome=outcome,
-                      reviewNote=note, responseData=data, operator=operator)
-
-    def reschedule(self, correlation_key: str, *, deadline: str | None = None,
-                   move_by: str | None = None, reason: str | None = None,
-                   operator: str | None = None, force: bool = False) -> None:
-        """Move the current deadline of a parked or suspended wait (DESIGN rule 11).
-
-        ``deadline`` is the new deadline as an ISO 8601 duration from now
-        (``PT2H``); ``move_by`` shifts the current one (``PT30M`` later,
-        ``-PT30M`` earlier). Give exactly one. The worker refuses it, with a
-        Rejected record, when the wait is done (``late``), in review, or the
-        new deadline has passed (``deadline_passed``); for a suspended wait it
-        sets the time left on resume.
-        """
-        if (deadline is None) == (move_by is None):
-            raise InvalidRequest("reschedule needs exactly one of deadline (PT2H: two hours "
-                                 "from now) and move_by (PT30M later, -PT30M earlier)")
-        try:
-            if deadline is not None:
-                parse_duration_ms(deadline)
-            else:
-                parse_signed_duration_ms(move_by or "")
-        except ValueError as exc:
-            raise InvalidRequest(f"{'deadline' if deadline is not None else 'move_by'}: "
-                                 f"{exc}") from None
-        self._command(correlation_key, "RESCHEDULE", force, reason=reason, operator=operator,
-                      deadline=deadline, moveBy=move_by)
-
-    def migrate(self, correlation_key: str, *, version: str | None = None,
-                reason: str | None = None, operator: str | None = None,
-                force: bool = False) -> None:
-        """Move a wait not yet done to another version of its definition (DESIGN rule 13).
-
-        ``version`` names it (``xwait definitions`` lists them); None means the
-        newest the deciding worker has.  Refused with a Rejected record when
-        the version is not loaded (``unknown_definition``) or the wait's
-        variant, stage or escalation level does not fit it
-        (``invalid_command``).  Recorded in the wait's trace.
-        """
-        if version is not None and (not isinstance(version, str) or not version):
-            raise InvalidRequest(f"version must be a non-empty string, got {version!r}")
-        self._command(correlation_key, "MIGRATE", force, reason=reason, operator=operator,
-                      version=version)
-
-    def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
-        _check_key(correlation_key, "correlation key")
-        self._check_wait(correlation_key, force, command.lower())
-        record = {"correlationKey": correlation_key, "command": command, **fields}
-        self._send_one("commands", correlation_key, RecordType.COMMAND, record)
-
     # -- consuming -------------------------------------------------------------
 
     @overload
@@ -629,7 +461,7 @@ class XwaitClient:
             await asyncio.to_thread(reader.close)
 
     def _result_reader(self, correlation_key: str, since_ms: int | None) -> _ResultReader:
-        _check_key(correlation_key, "correlation key")
+        check_key(correlation_key, "correlation key")
         unknown_to_workers = False
         if since_ms is None and correlation_key in self._started:
             since_ms = self._started[correlation_key] - RESULT_LOOKBACK_MS

@@ -1,0 +1,211 @@
+"""What an operator or a channel adapter tells a wait: commands and action results.
+
+Kept apart from `client.py` (starting waits, replies, results, the producer)
+so that each file reads in one sitting; `XwaitClient` is these methods plus
+its own.  Each command is checked here before anything is produced, so a
+mistake is an exception at the caller, not a Rejected record found later.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from streams import config
+from streams.client.errors import InvalidRequest
+from streams.codec import RecordType
+from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
+from streams.core.events import PARTY_SEPARATOR
+
+__all__ = ["Commands", "ReviewDecision", "check_key", "json_text"]
+
+ReviewDecision = Literal["Accept", "Submit Correction"]
+
+
+def json_text(value: Any, what: str) -> str:
+    """JSON text of ``value``; a ``str`` must already be JSON text (checked, kept verbatim)."""
+    if isinstance(value, str):
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            raise InvalidRequest(f"{what} is not valid JSON text: {exc}") from exc
+        return value
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"{what} is not representable as JSON: {exc}") from exc
+
+
+def check_key(key: str, what: str) -> None:
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidRequest(f"{what} must be a non-empty string, got {key!r}")
+    if PARTY_SEPARATOR in key:
+        raise InvalidRequest(
+            f"{what} {key!r} contains {PARTY_SEPARATOR!r}, which separates a wait key "
+            "from a party (WAITKEY~PARTY) and cannot be part of a wait key"
+        )
+
+
+class Commands(ABC):
+    """Operator commands and action results; the producing is the client's."""
+
+    settings: config.Settings
+
+    @abstractmethod
+    def _check_wait(self, wait_key: str, force: bool, sending: str | None
+                    ) -> dict[str, Any] | None:
+        """The wait's status from a worker; NoSuchWait when none has the key."""
+
+    @abstractmethod
+    def _send_one(self, role: str, key: str, record_type: RecordType,
+                  record: Mapping[str, Any]) -> None:
+        """Produce one record to the role's topic and wait for Kafka to take it."""
+
+    @abstractmethod
+    def _produce(self, topic: str, key: str, record_type: RecordType,
+                 record: Mapping[str, Any]) -> None:
+        """Produce one record; the next flush waits for it."""
+
+    # -- action results (DESIGN rule 12) ---------------------------------------
+
+    def report_delivered(self, correlation_key: str, action_id: str, *,
+                         at: int | None = None, wait: bool = True) -> None:
+        """Tell the wait its channel adapter carried out the action ``action_id``.
+
+        ``correlation_key`` is the action's (``WAITKEY`` or ``WAITKEY~PARTY``).
+        Written to the replies topic keyed by WAITKEY, beside the replies. No
+        worker is asked first (an adapter reports in bulk): a result for no
+        wait, an unknown action or a wait that ended is rejected with its
+        reason.  ``wait=False`` leaves the record to the next :meth:`flush`.
+        """
+        self._report(correlation_key, action_id, "delivered", None, False, at, wait)
+
+    def report_failed(self, correlation_key: str, action_id: str, error: str, *,
+                      permanent: bool = False, at: int | None = None,
+                      wait: bool = True) -> None:
+        """Tell the wait the action ``action_id`` could not be carried out, and why.
+
+        ``permanent=True`` when sending again cannot help (a 4xx answer, an
+        unknown address): the definition's ``on_send_failure`` path is taken
+        at once; otherwise it is sent again after its backoff, up to its retries.
+        """
+        if not isinstance(error, str) or not error:
+            raise InvalidRequest(f"error must be a non-empty string, got {error!r}")
+        self._report(correlation_key, action_id, "failed", error, permanent, at, wait)
+
+    def _report(self, correlation_key: str, action_id: str, status: str, error: str | None,
+                permanent: bool, at: int | None, wait: bool) -> None:
+        wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
+            if isinstance(correlation_key, str) else ("", "", "")
+        check_key(wait_key, "the wait key of the correlation key")
+        if sep and (not party or PARTY_SEPARATOR in party):
+            raise InvalidRequest(
+                f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
+        if not isinstance(action_id, str) or not action_id:
+            raise InvalidRequest(f"action id must be a non-empty string, got {action_id!r}")
+        record = {"correlationKey": correlation_key, "actionId": action_id, "status": status,
+                  "error": error, "permanent": permanent, "at": at}
+        if wait:
+            self._send_one("replies", wait_key, RecordType.ACTION_RESULT, record)
+        else:
+            self._produce(self.settings.topic("replies"), wait_key, RecordType.ACTION_RESULT,
+                          record)
+
+    # -- operator commands -----------------------------------------------------
+
+    # Every command raises NoSuchWait, before anything is produced, when a
+    # worker says no wait has the key; force=True sends anyway.
+
+    def suspend(self, correlation_key: str, reason: str, *, operator: str | None = None,
+                force: bool = False) -> None:
+        """Pause the wait's deadlines, keeping its place (idempotent)."""
+        self._command(correlation_key, "SUSPEND", force, reason=reason, operator=operator)
+
+    def resume(self, correlation_key: str, *, reason: str | None = None,
+               operator: str | None = None, force: bool = False) -> None:
+        """Restore what was left of the deadlines; decide replies that came meanwhile."""
+        self._command(correlation_key, "RESUME", force, reason=reason, operator=operator)
+
+    def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None,
+               force: bool = False) -> None:
+        """End a wait that is not done as CANCELLED (reason ``cancelled_by_operator``).
+
+        The outcome names ``operator`` and carries ``reason`` as its ``operatorReason``.
+        """
+        self._command(correlation_key, "CANCEL", force, reason=reason, operator=operator)
+
+    def deliver(self, correlation_key: str, response_data: Any, *, reason: str | None = None,
+                operator: str | None = None, force: bool = False) -> None:
+        """Hand in an answer as if a reply had arrived (still validated, never channel-checked)."""
+        self._command(correlation_key, "DELIVER", force, reason=reason, operator=operator,
+                      responseData=json_text(response_data, "response data"))
+
+    def review(self, correlation_key: str, outcome: ReviewDecision, note: str, *,
+               corrected_data: Any = None, operator: str | None = None,
+               force: bool = False) -> None:
+        """Answer a REVIEW_NEEDED action: ``Accept`` the reply, or ``Submit Correction``.
+
+        A correction needs ``corrected_data``; an acceptance must not have any
+        (the accepted reply's own data is kept).
+        """
+        if outcome not in ("Accept", "Submit Correction"):
+            raise InvalidRequest(
+                f"review outcome must be 'Accept' or 'Submit Correction', got {outcome!r}")
+        if outcome == "Submit Correction" and corrected_data is None:
+            raise InvalidRequest("'Submit Correction' needs the corrected data")
+        if outcome == "Accept" and corrected_data is not None:
+            raise InvalidRequest("'Accept' keeps the reply's data; corrected data is only "
+                                 "for 'Submit Correction'")
+        data = None if corrected_data is None else json_text(corrected_data, "corrected data")
+        self._command(correlation_key, "REVIEW", force, reviewOutcome=outcome,
+                      reviewNote=note, responseData=data, operator=operator)
+
+    def reschedule(self, correlation_key: str, *, deadline: str | None = None,
+                   move_by: str | None = None, reason: str | None = None,
+                   operator: str | None = None, force: bool = False) -> None:
+        """Move the current deadline of a parked or suspended wait (DESIGN rule 11).
+
+        ``deadline`` is the new deadline as an ISO 8601 duration from now
+        (``PT2H``); ``move_by`` shifts the current one (``PT30M`` later,
+        ``-PT30M`` earlier). Give exactly one. The worker refuses it, with a
+        Rejected record, when the wait is done (``late``), in review, or the
+        new deadline has passed (``deadline_passed``); for a suspended wait it
+        sets the time left on resume.
+        """
+        if (deadline is None) == (move_by is None):
+            raise InvalidRequest("reschedule needs exactly one of deadline (PT2H: two hours "
+                                 "from now) and move_by (PT30M later, -PT30M earlier)")
+        try:
+            if deadline is not None:
+                parse_duration_ms(deadline)
+            else:
+                parse_signed_duration_ms(move_by or "")
+        except ValueError as exc:
+            raise InvalidRequest(f"{'deadline' if deadline is not None else 'move_by'}: "
+                                 f"{exc}") from None
+        self._command(correlation_key, "RESCHEDULE", force, reason=reason, operator=operator,
+                      deadline=deadline, moveBy=move_by)
+
+    def migrate(self, correlation_key: str, *, version: str | None = None,
+                reason: str | None = None, operator: str | None = None,
+                force: bool = False) -> None:
+        """Move a wait not yet done to another version of its definition (DESIGN rule 13).
+
+        ``version`` names it (``xwait definitions`` lists them); None means the
+        newest the deciding worker has.  Refused with a Rejected record when
+        the version is not loaded (``unknown_definition``) or the wait's
+        variant, stage or escalation level does not fit it
+        (``invalid_command``).  Recorded in the wait's trace.
+        """
+        if version is not None and (not isinstance(version, str) or not version):
+            raise InvalidRequest(f"version must be a non-empty string, got {version!r}")
+        self._command(correlation_key, "MIGRATE", force, reason=reason, operator=operator,
+                      version=version)
+
+    def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
+        check_key(correlation_key, "correlation key")
+        self._check_wait(correlation_key, force, command.lower())
+        record = {"correlationKey": correlation_key, "command": command, **fields}
+        self._send_one("commands", correlation_key, RecordType.COMMAND, record)
