@@ -267,14 +267,19 @@ class Watch(threading.Thread):
         at = {(topic, p): OFFSET_BEGINNING for topic in (outcomes, actions)
               for p in self.consumer.list_topics(topic, timeout=30).topics[topic].partitions}
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in at.items()])
-        quiet_since = time.monotonic()
+        checked_at = time.monotonic()
+        seen = dict(at)  # where each partition stood at the last check
         while not self.stopped.is_set():
             msgs = self.consumer.consume(500, timeout=0.2)
-            if msgs:
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since > WATCH_STALL_S:
-                quiet_since = time.monotonic()
-                self._renew_if_stuck(at)
+            if time.monotonic() - checked_at > WATCH_STALL_S:
+                # Per partition, not "nothing read at all": a consumer went on delivering
+                # some partitions after a broker restart and never again others (2,878
+                # waits then sat in reviews the watch never saw opened).
+                checked_at = time.monotonic()
+                still = {tp for tp, offset in at.items() if seen.get(tp) == offset}
+                seen = dict(at)
+                if still:
+                    self._renew_if_stuck(at, still)
             for msg in msgs:
                 if msg.error() is not None or msg.value() is None:
                     continue
@@ -299,19 +304,29 @@ class Watch(threading.Thread):
                         self.on_review(a["correlationKey"])
         self.consumer.close()
 
-    def _renew_if_stuck(self, at: dict[tuple[str, int], int]) -> None:
+    def _renew_if_stuck(self, at: dict[tuple[str, int], int],
+                        still: set[tuple[str, int]]) -> None:
         """A consumer standing still below the end of a partition: another one, from where
         this one was.  Seen after broker restarts under exactly_once: the watch read nothing
         more while 6,175 reviews it never saw opened waited for it (the worker had written
-        them), and the run counted those waits lost."""
+        them), and the run counted those waits lost.  `still`: the partitions that
+        delivered nothing since the last check; one of them behind its end is enough."""
+        try:
+            positions = {(tp.topic, tp.partition): tp.offset for tp in self.consumer.position(
+                [TopicPartition(t, p) for t, p in still])}
+        except KafkaException:
+            return
         behind = False
-        for (topic, p), offset in at.items():
+        for (topic, p) in still:
             try:
                 _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, p),
                                                               timeout=5, cached=False)
             except KafkaException:
                 return  # the broker is away: nothing to conclude
-            behind = behind or high > max(offset, 0) + 1  # + 1: a commit marker may end it
+            # The consumer's position passes commit markers and aborted records that
+            # deliver nothing; + 1: a commit marker may end the partition.
+            here = max(positions.get((topic, p), -1), at[(topic, p)], 0)
+            behind = behind or high > here + 1
         if not behind:
             return
         self.consumer.close()
