@@ -51,7 +51,7 @@ from confluent_kafka import (
 from streams import codec, config
 from streams.client import _console
 from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
-from streams.client.commands import Commands, check_key, json_text
+from streams.client.commands import Commands, check_key, json_text, wait_key_of
 from streams.client.consumer import XwaitConsumer
 from streams.client.errors import (
     DeliveryFailed,
@@ -272,12 +272,7 @@ class XwaitClient(Commands):
         definition (or, unchecked, every definition) refuses ``channel``.
         ``reply_id`` lets the processor drop a retry.
         """
-        wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
-            if isinstance(correlation_key, str) else ("", "", "")
-        check_key(wait_key, "the wait key of the correlation key")
-        if sep and (not party or PARTY_SEPARATOR in party):
-            raise InvalidRequest(
-                f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
+        wait_key = wait_key_of(correlation_key)
         if not isinstance(channel, str) or not channel:
             raise InvalidRequest(f"channel must be a non-empty string, got {channel!r}")
         wait = self._check_wait(wait_key, force, "reply")

@@ -19,7 +19,7 @@ from streams.codec import RecordType
 from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 
-__all__ = ["Commands", "ReviewDecision", "check_key", "json_text"]
+__all__ = ["Commands", "ReviewDecision", "check_key", "json_text", "wait_key_of"]
 
 ReviewDecision = Literal["Accept", "Submit Correction"]
 
@@ -46,6 +46,17 @@ def check_key(key: str, what: str) -> None:
             f"{what} {key!r} contains {PARTY_SEPARATOR!r}, which separates a wait key "
             "from a party (WAITKEY~PARTY) and cannot be part of a wait key"
         )
+
+
+def wait_key_of(correlation_key: str) -> str:
+    """The WAITKEY of ``WAITKEY`` or ``WAITKEY~PARTY``; InvalidRequest for anything else."""
+    wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
+        if isinstance(correlation_key, str) else ("", "", "")
+    check_key(wait_key, "the wait key of the correlation key")
+    if sep and (not party or PARTY_SEPARATOR in party):
+        raise InvalidRequest(
+            f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
+    return wait_key
 
 
 class Commands(ABC):
@@ -97,12 +108,7 @@ class Commands(ABC):
 
     def _report(self, correlation_key: str, action_id: str, status: str, error: str | None,
                 permanent: bool, at: int | None, wait: bool) -> None:
-        wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
-            if isinstance(correlation_key, str) else ("", "", "")
-        check_key(wait_key, "the wait key of the correlation key")
-        if sep and (not party or PARTY_SEPARATOR in party):
-            raise InvalidRequest(
-                f"correlation key {correlation_key!r}: expected WAITKEY or WAITKEY~PARTY")
+        wait_key = wait_key_of(correlation_key)
         if not isinstance(action_id, str) or not action_id:
             raise InvalidRequest(f"action id must be a non-empty string, got {action_id!r}")
         record = {"correlationKey": correlation_key, "actionId": action_id, "status": status,
