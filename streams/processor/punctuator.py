@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 # probes every tick besides): each is one ListOffsets request, and under a
 # steady load the applier asks after nearly every release.
 PROBE_MIN_S = 0.01
+# ... and after a probe that left partitions unanswered (a broker away): a refused
+# request returns at once, and the applier asked again every 10 ms, a hundred
+# requests a second while the broker restarted.
+PROBE_RETRY_S = 0.2
 # How often the input positions are committed as a consumer group's offsets
 # (for lag monitors; the worker itself starts from the stored positions).
 GROUP_COMMIT_INTERVAL_S = 2.0
@@ -85,6 +89,7 @@ class Punctuator:
         self._flush_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-timers")
         self._probing = asyncio.Lock()
         self._last_probe = 0.0
+        self._probe_gap = PROBE_MIN_S  # least time before the next probe of the applier's
         self._background: asyncio.Future[None] | None = None
         self._last_group_commit = 0.0
 
@@ -139,10 +144,10 @@ class Punctuator:
 
     async def _probe_and_wake(self) -> None:
         try:
-            early = PROBE_MIN_S - (time.monotonic() - self._last_probe)
+            early = self._probe_gap - (time.monotonic() - self._last_probe)
             if early > 0:
                 await asyncio.sleep(early)
-            if self._probing.locked() or time.monotonic() - self._last_probe < PROBE_MIN_S:
+            if self._probing.locked() or time.monotonic() - self._last_probe < self._probe_gap:
                 return
             owned = self.active()
             targets = [(self.topics[role], p) for role, p in self.sequencer.probe_targets()
@@ -175,6 +180,7 @@ class Punctuator:
             self.ends.update(ends)
             self.counters["probes"] += 1
             self.counters["probes.partitions"] += len(tps)
+            self._probe_gap = PROBE_MIN_S if len(ends) == len(tps) else PROBE_RETRY_S
             if len(ends) < len(tps):
                 self.counters["probes.unanswered"] += len(tps) - len(ends)
             self.sequencer.probed(at, [(self.roles[t], p, end) for (t, p), end in ends.items()])
@@ -258,4 +264,4 @@ class Punctuator:
         return lag
 
 
-__all__ = ["GROUP_COMMIT_INTERVAL_S", "PROBE_MIN_S", "Punctuator"]
+__all__ = ["GROUP_COMMIT_INTERVAL_S", "PROBE_MIN_S", "PROBE_RETRY_S", "Punctuator"]

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from streams.processor import gaps
 from streams.processor.gaps import EndOffsets
@@ -92,3 +92,59 @@ def test_each_request_waits_at_most_the_attempt_time() -> None:
     cluster = DeadLeader(set())
     EndOffsets({}, make_admin=cluster).get(list(ENDS), timeout=30.0)
     assert cluster.timeouts == [gaps.ATTEMPT_S]
+
+
+class NoLeaders:
+    """Admin clients whose first `stale_clients` answer every request with `code` for
+    good (the cached metadata of a client that looked leaders up while the broker
+    restarted), later ones with the end offsets."""
+
+    def __init__(self, code: int, stale_clients: int = 1) -> None:
+        self.code = code
+        self.stale_clients = stale_clients
+        self.made = 0
+
+    def __call__(self, conf: dict[str, Any]) -> Any:
+        self.made += 1
+        return _Failing(self.code if self.made <= self.stale_clients else None)
+
+
+class _Failing:
+    def __init__(self, code: int | None) -> None:
+        self.code = code
+
+    def list_offsets(self, specs: dict[TopicPartition, Any], **kwargs: Any
+                     ) -> dict[TopicPartition, Future[Any]]:
+        answers: dict[TopicPartition, Future[Any]] = {}
+        for tp in specs:
+            future: Future[Any] = Future()
+            if self.code is None:
+                future.set_result(SimpleNamespace(offset=ENDS[(tp.topic, tp.partition)]))
+            else:
+                future.set_exception(KafkaException(KafkaError(self.code, "No leaders found")))
+            answers[tp] = future
+        return answers
+
+
+def test_no_leaders_found_is_asked_again_through_a_new_client() -> None:
+    """A worker never restarted stopped deciding after a broker restart: its probe's
+    client answered "No leaders found" for good, so stream time stood still."""
+    cluster = NoLeaders(KafkaError._NOENT)  # noqa: SLF001 - librdkafka's own code
+    ends = EndOffsets({}, make_admin=cluster)
+    assert ends.get(list(ENDS), partial=True) == {}
+    assert ends.get(list(ENDS), partial=True) == ENDS
+    assert cluster.made == 2
+
+
+def test_a_client_that_cannot_reach_the_broker_is_replaced_after_a_while(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gaps, "SAME_CLIENT_S", 0.05)
+    cluster = NoLeaders(KafkaError._TRANSPORT)  # noqa: SLF001 - librdkafka's own code
+    ends = EndOffsets({}, make_admin=cluster)
+    assert ends.get(list(ENDS), partial=True) == {}
+    assert ends.get(list(ENDS), partial=True) == {}, "asked again on the same client at first"
+    assert cluster.made == 1
+    time.sleep(0.06)
+    assert ends.get(list(ENDS), partial=True) == {}
+    assert ends.get(list(ENDS), partial=True) == ENDS
+    assert cluster.made == 2
