@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ready-timeout", type=float, default=3600.0,
                    help="seconds a restore may take before the bench gives up (3600)")
     p.add_argument("--workdir", type=Path, default=None, help="where the worker's data goes")
+    p.add_argument("--keep", action="store_true", help="keep the workers' data and logs")
     p.add_argument("--out", type=Path, default=None,
                    help="result file (bench/results/restore-<timestamp>.json)")
     args = p.parse_args(argv)
@@ -228,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         if run.producer is not None:
             run.producer.flush(10)
         result["topics_deleted"] = len(delete_topics(run.admin, settings))
-        shutil.rmtree(folder, ignore_errors=True)
+        if args.keep:
+            result["kept"] = str(folder)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
         run.write()
     restored = result.get("restore") or {}
     say(f"{args.rows} waits: ready in {restored.get('ready_s')} s "

@@ -51,6 +51,7 @@ from streams.processor.state import (
     CHANGELOG_ID_KEY,
     PartitionState,
     StateStores,
+    WrittenKeys,
     head_or_none,
     summary_move,
 )
@@ -102,6 +103,7 @@ class _Reading:
     records: int = 0
     started: float = field(default_factory=time.monotonic)
     position: int = -1  # the consumer's, as last read
+    written: WrittenKeys | None = None  # a restore into a database without rows
 
 
 class ChangelogReader:
@@ -253,6 +255,8 @@ class ChangelogReader:
         if summary is None:
             summary = _build_summary(state)
         reading = _Reading(state, summary, start, target, done)
+        if target is not None and target > start and next(state.rows(), None) is None:
+            reading.written = WrittenKeys(target - start)
         self._moved_at = time.monotonic()  # a restore begins: its stall counts from now
         if target is not None and start >= target:
             self._finish(p, reading)
@@ -325,7 +329,8 @@ class ChangelogReader:
         moved = bool(by_partition)
         for p, records in by_partition.items():
             reading = self._reading[p]
-            reading.records += reading.state.apply_changelog(records, reading.summary)
+            reading.records += reading.state.apply_changelog(records, reading.summary,
+                                                             reading.written)
             self.applied += len(records)
         targeted = [p for p, r in self._reading.items() if r.target is not None]
         if not targeted:

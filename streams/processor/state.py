@@ -231,7 +231,7 @@ class PartitionState:
         self.db.write(wb)
 
     def apply_changelog(self, records: Iterable[tuple[int, bytes | None, bytes | None]],
-                        summary: Summary) -> int:
+                        summary: Summary, written: WrittenKeys | None = None) -> int:
         """Apply changelog records (offset, key, value) in order, in one write batch without
         the WAL: rows, their index entries and census move (into `summary`, which the
         caller keeps between calls), and the offset of the last record.  Returns how many
@@ -239,6 +239,8 @@ class PartitionState:
 
         Every restored record goes through here: the rows' heads are read as raw bytes
         (`envelope.raw_facts`), and index keys are cut from them (`raw_index_entry`).
+        `written`: a restore into a database that held no rows when it began, with
+        every key written since; a key it has not written has no row to read.
         """
         db = self.db
         wb = rocksdict.WriteBatch(raw_mode=True)
@@ -255,6 +257,8 @@ class PartitionState:
             if not key.startswith(OWN_PREFIX):
                 if key in overlay:
                     before = overlay[key]
+                elif written is not None and not written.add(key):
+                    before = NO_FACTS
                 else:
                     old = db.get(key)
                     before = raw_facts(old) if isinstance(old, bytes) else NO_FACTS
@@ -309,6 +313,38 @@ class PartitionState:
     def close(self) -> None:
         self.flush()
         self.db.close()
+
+
+class WrittenKeys:
+    """The keys a restore into an empty database has written, as a Bloom filter.
+
+    Each changelog record replaces a row whose head the restore must know
+    (its timers leave the index, its census count moves), and reading it
+    from RocksDB was a fifth of a restore's time in the worker (1-2 us a
+    key).  Into an empty database most keys come for the first time: a key
+    the filter has not seen has no row, and is not read.  A Bloom filter
+    has no false negatives, so a key written before is always read; a false
+    positive (about 3% at 10 bits a key) only costs that read.
+    """
+
+    BITS_PER_KEY = 10
+    MAX_BITS = 1 << 28  # 32 MiB: beyond it the filter fills up (more reads, nothing wrong)
+
+    def __init__(self, keys: int, *, min_bits: int = 1 << 16) -> None:
+        """A filter for about `keys` keys (`min_bits`, a power of two, at least)."""
+        bits = min(max(min_bits, 1 << (keys * self.BITS_PER_KEY).bit_length()), self.MAX_BITS)
+        self._mask = bits - 1
+        self._bits = bytearray(bits >> 3)
+
+    def add(self, key: bytes) -> bool:
+        """Remember `key` as written; whether it may have been written before."""
+        h = hash(key)
+        a, b = h & self._mask, (h >> 32) & self._mask
+        bits = self._bits
+        seen = (bits[a >> 3] >> (a & 7)) & (bits[b >> 3] >> (b & 7)) & 1
+        bits[a >> 3] |= 1 << (a & 7)
+        bits[b >> 3] |= 1 << (b & 7)
+        return bool(seen)
 
 
 class StateStores:
@@ -391,4 +427,4 @@ class StateStores:
 
 
 __all__ = ["CHANGELOG_ID_KEY", "CHANGELOG_OFFSET_KEY", "OWN_PREFIX", "PartitionState",
-           "StateStores", "head_or_none", "summary_move"]
+           "StateStores", "WrittenKeys", "head_or_none", "summary_move"]

@@ -20,7 +20,7 @@ from streams.processor.envelope import VERSION_SEPARATOR, Row, encode_row, raw_f
 from streams.processor.model import RowHead
 from streams.processor.positions import POSITIONS_KEY, Positions, encode_positions
 from streams.processor.restore import _build_summary
-from streams.processor.state import BULK_RECORDS, PartitionState, StateStores
+from streams.processor.state import BULK_RECORDS, PartitionState, StateStores, WrittenKeys
 from streams.timers.stored import (
     Summary,
     due_entries,
@@ -108,18 +108,22 @@ def _records(changelog: list[tuple[bytes, tuple[WaitStatus, list[ArmedTimer]] | 
             for i, (k, v) in enumerate(changelog)]
 
 
-@given(_changelog, st.lists(st.integers(1, 25), max_size=6))
+@given(_changelog, st.lists(st.integers(1, 25), max_size=6), st.sampled_from([None, 8, 1024]))
 @settings(max_examples=150, deadline=None)
 def test_a_restore_read_in_any_chunks_gives_the_index_and_census_of_its_rows(
     tmp_path_factory: Any,
     changelog: list[tuple[bytes, tuple[WaitStatus, list[ArmedTimer]] | None]],
     cuts: list[int],
+    filter_bits: int | None,
 ) -> None:
     """However the changelog is cut (fetches, a restore resumed after a crash from the
     last offset it applied), the database holds its last rows, and the index and census
-    derived from those rows alone - as the worker's own writes keep them."""
+    derived from those rows alone - as the worker's own writes keep them.  The same with
+    the filter of written keys a restore into an empty database reads by (`WrittenKeys`;
+    8 bits: nearly every key a false positive), which must never skip a row written."""
     records = _records(changelog)
     state = PartitionState(0, tmp_path_factory.mktemp("chunks") / "p0")
+    written = None if filter_bits is None else WrittenKeys(0, min_bits=filter_bits)
     at = 0
     for cut in [*cuts, len(records)]:
         if at >= len(records):
@@ -127,7 +131,7 @@ def test_a_restore_read_in_any_chunks_gives_the_index_and_census_of_its_rows(
         resumed = state.changelog_offset()
         assert resumed == (at - 1 if at else None)
         summary = state.summary() or Summary()  # a resumed restore starts from what is stored
-        state.apply_changelog(records[at:at + cut], summary)
+        state.apply_changelog(records[at:at + cut], summary, written)
         at += cut
     assert state.changelog_offset() == len(records) - 1
 
@@ -196,3 +200,21 @@ def test_a_bulk_restore_skips_the_wal_until_a_small_batch_flushes_it_first(
     state.close()
     reopened = PartitionState(0, tmp_path / "p0")
     assert reopened.get(b"k0") is not None and reopened.get(b"late") is not None
+
+
+@given(st.lists(st.binary(max_size=40), max_size=200), st.sampled_from([8, 64, 1 << 16]))
+def test_the_filter_of_written_keys_knows_every_key_written(keys: list[bytes],
+                                                           bits: int) -> None:
+    written = WrittenKeys(0, min_bits=bits)
+    for key in keys:
+        written.add(key)
+    assert all(written.add(key) for key in keys), "a key written was taken for a new one"
+
+
+def test_the_filter_of_written_keys_spares_nearly_every_read_of_a_new_key() -> None:
+    """Sized for the records a restore will read, few new keys pass for written ones."""
+    written = WrittenKeys(20_000)
+    for i in range(20_000):
+        written.add(b"k-%032x" % i)
+    new = sum(written.add(b"n-%032x" % i) for i in range(20_000))
+    assert new < 20_000 * 0.06
