@@ -51,7 +51,7 @@ SLOW_FIRST = ("tests/e2e/test_crash.py", "tests/e2e/test_leaving_worker.py", "te
               "tests/e2e/test_scaling.py")
 # Modules that share a session's or package's costly fixture run on one process.
 GROUPS = {"tests/console/": "console", "tests/codec/test_codec_registry.py": "registry",
-          "tests/e2e/test_registry.py": "registry"}
+          "tests/e2e/test_registry.py": "registry", "tests/cluster/": "cluster"}
 
 
 def pytest_configure(config: pytest.Config) -> None:

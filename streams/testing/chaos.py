@@ -270,7 +270,10 @@ class Watch(threading.Thread):
         checked_at = time.monotonic()
         seen = dict(at)  # where each partition stood at the last check
         while not self.stopped.is_set():
-            msgs = self.consumer.consume(500, timeout=0.2)
+            self._take(self.consumer.consume(500, timeout=0.2), at, outcomes)
+            # After what was consumed is taken (`at` past it): a new consumer assigned from
+            # `at` before that re-read the 500 records in hand, and an exactly_once run
+            # counted 500 duplicate actions the worker had written once.
             if time.monotonic() - checked_at > WATCH_STALL_S:
                 # Per partition, not "nothing read at all": a consumer went on delivering
                 # some partitions after a broker restart and never again others (2,878
@@ -280,29 +283,34 @@ class Watch(threading.Thread):
                 seen = dict(at)
                 if still:
                     self._renew_if_stuck(at, still)
-            for msg in msgs:
-                if msg.error() is not None or msg.value() is None:
-                    continue
-                at[(msg.topic() or "", msg.partition() or 0)] = (msg.offset() or 0) + 1
-                if msg.topic() == outcomes:
-                    o = codec.decode("Outcome", msg.value())
-                    self.outcomes[o["correlationKey"]].append((o["outcomeId"], o["outcome"]))
-                    self.where[o["correlationKey"]].append(
-                        (msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1],
-                         o["reason"], o["parkedAt"], o["endedAt"]))
-                else:
-                    a = codec.decode("Action", msg.value())
-                    self.action_ids[a["actionId"]] += 1
-                    if self.action_ids[a["actionId"]] == 2 and len(self.repeated_actions) < 5:
-                        self.repeated_actions.append(
-                            f"{a['action']} of {a['correlationKey']} attempt {a['attempt']} "
-                            f"id {a['actionId'][:8]} at partition {msg.partition()} offset "
-                            f"{msg.offset()} ms {msg.timestamp()[1]}")
-                    if a["action"] == "REVIEW_NEEDED" and a["correlationKey"] not in \
-                            self.reviews_opened:
-                        self.reviews_opened.add(a["correlationKey"])
-                        self.on_review(a["correlationKey"])
         self.consumer.close()
+
+    def _take(self, msgs: list[Any], at: dict[tuple[str, int], int], outcomes: str) -> None:
+        for msg in msgs:
+            if msg.error() is not None or msg.value() is None:
+                continue
+            tp, offset = (msg.topic() or "", msg.partition() or 0), msg.offset() or 0
+            if offset < at.get(tp, 0):
+                continue  # read already (a renewed consumer starts where this one stood)
+            at[tp] = offset + 1
+            if msg.topic() == outcomes:
+                o = codec.decode("Outcome", msg.value())
+                self.outcomes[o["correlationKey"]].append((o["outcomeId"], o["outcome"]))
+                self.where[o["correlationKey"]].append(
+                    (msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1],
+                     o["reason"], o["parkedAt"], o["endedAt"]))
+            else:
+                a = codec.decode("Action", msg.value())
+                self.action_ids[a["actionId"]] += 1
+                if self.action_ids[a["actionId"]] == 2 and len(self.repeated_actions) < 5:
+                    self.repeated_actions.append(
+                        f"{a['action']} of {a['correlationKey']} attempt {a['attempt']} "
+                        f"id {a['actionId'][:8]} at partition {msg.partition()} offset "
+                        f"{msg.offset()} ms {msg.timestamp()[1]}")
+                if a["action"] == "REVIEW_NEEDED" and a["correlationKey"] not in \
+                        self.reviews_opened:
+                    self.reviews_opened.add(a["correlationKey"])
+                    self.on_review(a["correlationKey"])
 
     def _renew_if_stuck(self, at: dict[tuple[str, int], int],
                         still: set[tuple[str, int]]) -> None:

@@ -133,4 +133,8 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
     try:
         yield cluster
     finally:
+        # Killed first: stopped one after another, the last node's controlled shutdown
+        # waited for a quorum already gone, 30 s until the script killed it anyway.
+        for node in range(1, NODES + 1):
+            cluster.script("kill", str(node))
         cluster.script("reset", "--nodes", str(NODES))
