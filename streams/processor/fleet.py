@@ -34,10 +34,15 @@ def foreign_members(settings: Settings, assignment_topic: str) -> dict[str, list
     admin = AdminClient(settings.confluent())
     group = settings.app_id
     try:
-        described = admin.describe_consumer_groups([group])[group].result(
-            timeout=DESCRIBE_TIMEOUT_S)
-    except KafkaException as exc:
-        log.info("group %s not described (%s): not checked for earlier workers", group, exc)
+        described = admin.describe_consumer_groups(
+            [group], request_timeout=DESCRIBE_TIMEOUT_S)[group].result(
+            timeout=DESCRIBE_TIMEOUT_S + 1)
+    except (KafkaException, TimeoutError) as exc:
+        # A broker too busy to answer (a start at load 23 waited 10 s for nothing and
+        # ended in a traceback): start, and look again after the first rebalance.
+        log.warning("group %s not described within %.0f s (%s): not checked for workers "
+                    "of an earlier version until the next rebalance", group,
+                    DESCRIBE_TIMEOUT_S, exc or "no answer")
         return {}
     leader = f"{group}-__assignor-__leader"
     found: dict[str, list[str]] = {}
