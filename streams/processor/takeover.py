@@ -232,7 +232,12 @@ class Ownership:
             gone = partitions & self.active
             if gone:
                 self.forget(gone)
-                await self.committer.revoke(gone)
+            # Every partition given up, not only those taken over: the takeover's first
+            # step made its transactional producer, and whoever owns the partition next
+            # fences that producer.  Kept, it was used again when the partition came back
+            # (a rebalance during a restore, another worker between): its first commit
+            # failed _FENCED and the worker stopped.
+            await self.committer.revoke(partitions)
 
     def forget(self, partitions: set[int]) -> None:
         """Everything the worker knows of these partitions, but their databases."""

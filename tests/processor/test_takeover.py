@@ -234,6 +234,25 @@ def test_a_partition_revoked_while_it_restores_is_never_taken_over(tmp_path: Pat
     run(scenario())
 
 
+def test_a_partition_revoked_while_it_restores_gives_up_its_transactional_producer(
+        tmp_path: Path) -> None:
+    """Fenced at the takeover's first step, the partition went elsewhere before its restore
+    was done; its producer, kept, came back with it after another owner had fenced it,
+    and the first commit failed (exactly_once, a CI run at load 15)."""
+    async def scenario() -> None:
+        w = World(tmp_path)
+        w.ownership.assign({0, 1}, set())
+        await w.settle()
+        w.restorer.finish(0)
+        await w.settle()
+        await w.ownership.revoke({0, 1})
+        await w.settle()
+        assert w.log.calls.count("fence [0, 1]") == 1
+        assert "unfence [0, 1]" in w.log.calls
+
+    run(scenario())
+
+
 def test_a_revocation_waits_for_the_batch_in_flight_before_it_forgets(tmp_path: Path) -> None:
     async def scenario() -> None:
         w = World(tmp_path)
