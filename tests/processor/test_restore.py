@@ -114,7 +114,11 @@ def test_a_database_reads_only_what_the_changelog_gained_since(
     producer.flush(30)
     stores.close(0)
 
-    [again] = _restore(kafka_bootstrap, topic, StateStores(tmp_path), [0])
+    second = StateStores(tmp_path)
+    [again] = _restore(kafka_bootstrap, topic, second, [0])
+    # Closed here, not when it is collected: at load 15 the database was still open (its
+    # lock held) when the next line opened it again.
+    second.close_all()
 
     assert (again.records, again.start) == (11, 50)
     reopened = StateStores(tmp_path).open(0)
