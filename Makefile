@@ -94,8 +94,8 @@ browser-check:
 # (tests start one through scripts/kafka when none answers), on TEST_PROCS
 # processes: each test module stays on one, the slowest start first
 # (tests/conftest.py).  Most of a test's time is waiting for workers, brokers
-# and timers, so four processes share two cores well: 21 min of test time ran
-# in 11 min on two processes.
+# and timers: 22 min of test time took 11 min of pytest on two processes, 7-8
+# on four (a quiet 2-core machine).
 TEST_PROCS ?= 4
 test: lint browser-check
 	$(BIN)/pytest -n $(TEST_PROCS)

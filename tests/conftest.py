@@ -4,11 +4,11 @@ The broker comes from `scripts/kafka`, the same script a user runs: a broker
 already answering on XWAIT_KAFKA_PORT (default 9092) is reused, otherwise one
 is started for the run and stopped at its end.
 
-`make test` runs the suite on two processes (pytest-xdist): each process asks
+`make test` runs the suite on four processes (pytest-xdist): each process asks
 for the broker under a lock, the run's controller stops it at the very end if
 one of them launched it, and each test module (the console's package, the
 registry's two modules) stays on one process with its topics and workers.
-The slowest modules go first, so that the two processes end together.
+The slowest modules go first, so that the processes end together.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ RUN_DIR = "_XWAIT_TEST_RUN_DIR"
 _OWN_RUN_DIR = pytest.StashKey[Path]()
 
 # Modules started first, slowest first (the cluster's package about 5 minutes, the crash
-# tests 4.5 spread over both processes, the upgrade 1.7, the rolling restart 1.4): the
-# rest fills the other process meanwhile.  A module missing here only starts later.
+# tests 4.8 spread test by test, the upgrade 1.8, the rolling restart 1.3): the
+# rest fills the other processes meanwhile.  A module missing here only starts later.
 SLOW_FIRST = ("tests/cluster/", "tests/e2e/test_crash.py", "tests/e2e/test_upgrade.py",
               "tests/e2e/test_rolling_restart.py", "tests/e2e/test_leaving_worker.py",
               "tests/console/", "tests/e2e/test_scaling.py")

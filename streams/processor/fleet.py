@@ -42,7 +42,7 @@ def foreign_members(settings: Settings, assignment_topic: str) -> dict[str, list
         # ended in a traceback): start, and look again after the first rebalance.
         log.warning("group %s not described within %.0f s (%s): not checked for workers "
                     "of an earlier version until the next rebalance", group,
-                    DESCRIBE_TIMEOUT_S, exc or "no answer")
+                    DESCRIBE_TIMEOUT_S, str(exc) or "no answer")
         return {}
     leader = f"{group}-__assignor-__leader"
     found: dict[str, list[str]] = {}

@@ -154,11 +154,16 @@ def _armed(rows: dict[bytes | None, bytes | None]) -> list[tuple[bytes, ArmedTim
 
 
 # A definition's name never holds VERSION_SEPARATOR (the loader refuses it): the head
-# stores NAME + separator + VERSION in that field.
-_NAMES = st.text(alphabet=st.characters(blacklist_characters=VERSION_SEPARATOR), max_size=12)
+# stores NAME + separator + VERSION in that field.  Nor a lone surrogate: names come from
+# UTF-8 files, and the codec refuses a record holding one before any row is written
+# (hypothesis drew '\ud800' in a clean-clone CI run).
+_NAMES = st.text(alphabet=st.characters(blacklist_characters=VERSION_SEPARATOR,
+                                        codec="utf-8"), max_size=12)
 
 
-@given(st.sampled_from([None, *WaitStatus]), _NAMES, st.none() | st.text(max_size=5),
+@given(st.sampled_from([None, *WaitStatus]), _NAMES,
+       # A tenant is text the codec decoded, which refuses lone surrogates (jsonform).
+       st.none() | st.text(alphabet=st.characters(codec="utf-8"), max_size=5),
        st.lists(st.builds(ArmedTimer, st.sampled_from(list(TimerKind)),
                           st.integers(-(2**62), 2**62), st.integers(-(2**62), 2**62)),
                 max_size=4),
