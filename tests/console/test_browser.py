@@ -32,6 +32,10 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 TIMEOUT_MS = 60_000
+# What an `expect` waits for the page to show (Playwright's own default is 5 s): beside
+# two CPU hogs the console took longer than 5 s to show a wait just opened.  Checks that
+# poll on purpose pass a short timeout of their own.
+expect.set_options(timeout=30_000)
 SHOTS = Path(__file__).resolve().parents[2] / ".xwait" / "screenshots"
 RAW_MS = re.compile(r"\b1[6-9]\d{11}\b")  # an epoch-millisecond number, as shown by mistake
 
