@@ -222,8 +222,11 @@ def _configs(settings: Settings, admin: AdminClient, names: list[str]
                 configs[resource.name] = {k: str(v.value) for k, v in entries.items()}
             return configs
         except (KafkaException, TimeoutError) as exc:
+            # Also a topic just created that the broker asked does not know yet: on a
+            # three-node cluster that had just started, the describe after a create went
+            # to a node its metadata had not reached (UNKNOWN_TOPIC_OR_PART).
             timed_out = isinstance(exc, TimeoutError) or \
-                exc.args[0].code() == _TIMED_OUT
+                exc.args[0].code() in (_TIMED_OUT, KafkaError.UNKNOWN_TOPIC_OR_PART)
             if not timed_out or time.monotonic() + _CONFIG_ASK_S > deadline:
                 raise KafkaUnavailable(f"describe_configs {', '.join(names)}: {exc}") from exc
             log.info("describe_configs timed out, asking again: %s", exc)
@@ -327,6 +330,12 @@ def create(settings: Settings, specs: list[TopicSpec]) -> CreateReport:
                 raise KafkaUnavailable(f"creating topic {name}: {exc}") from exc
         wait_visible(admin, created)
     states = describe(settings, specs)
+    # Another node's metadata may not list them yet (describe asks a new client).
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    while (any(not st.exists for st in states if st.spec.name in created)
+           and time.monotonic() < deadline):
+        time.sleep(_VISIBLE_POLL_S)
+        states = describe(settings, specs)
     return CreateReport(
         created=created,
         existed=existed,
