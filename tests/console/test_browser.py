@@ -372,6 +372,11 @@ def test_a_reason_goes_with_one_command_only_never_into_the_next_ones_trace(
     cluster.wait_state(other, "parked")
     page.fill("#cmd-reason", "meant for the first wait")
     page.fill("#open-key", other)
+    # A refresh of the open wait meanwhile (the page's own, after a command or
+    # every few seconds) leaves the key being typed alone: it put the open
+    # wait's key back, and the click opened the suspended wait again.
+    page.click("#btn-reload")
+    expect(page.locator("#open-key")).to_have_value(other)
     page.click("#open-form button")
     expect(page.locator("#d-state")).to_have_text("parked")
     expect(page.locator("#cmd-reason")).to_have_value("")

@@ -194,9 +194,10 @@ function clearDetail() {
 }
 
 async function openWait(key, quiet) {
-  // A reason typed for one wait is never sent for another.
-  if (key !== current) $("cmd-reason").value = "";
-  current = key; $("open-key").value = key;
+  // A reason typed for one wait is never sent for another.  A refresh of the
+  // open wait leaves the Key box alone: it may hold a key being typed.
+  if (key !== current) { $("cmd-reason").value = ""; $("open-key").value = key; }
+  current = key;
   try {
     const w = await call("GET", "/waits/" + encodeURIComponent(key));
     if (current !== key) return;
