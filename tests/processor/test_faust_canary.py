@@ -11,6 +11,7 @@ start on a release these were not run against).
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,10 +20,12 @@ import pytest
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
 from faust.app.base import BootStrategy
 from faust.assignor.client_assignment import ClientAssignment, ClientMetadata
+from faust.tables.manager import TableManager
 from mode import Service
 
 from streams.errors import ConfigError
 from streams.processor import versions
+from streams.processor.faust_app import NoTableManager
 
 TOPIC = "canary-assignment"
 PARTITIONS = 8
@@ -164,3 +167,52 @@ def test_a_release_not_checked_is_refused_with_one_line_that_says_what_to_do() -
     assert "\n" not in text
     assert "faust-streaming 0.15.3" in text and "0.16.0 is installed" in text
     assert "requirements.lock" in text and "test_faust_canary.py" in text
+
+
+class _NoConsumer:
+    """The two calls the table manager makes of a consumer, with nothing assigned."""
+
+    def assignment(self) -> set[Any]:
+        return set()
+
+    def pause_partitions(self, tps: Any) -> None:
+        assert not tps
+
+
+def test_the_table_manager_without_tables_starts_without_faust_s_second_of_sleep() -> None:
+    """`NoTableManager.on_start` is faust's own without the sleep: the group is joined a
+    second sooner at every start, and a release whose `on_start` does more fails here."""
+    source = inspect.getsource(TableManager.on_start)
+    body = [line.strip() for line in source.splitlines()[1:]
+            if line.strip() and not line.strip().startswith(('"""', "#"))]
+    assert body == ["await self.sleep(1.0)", "if not self.should_stop:",
+                    "await self._update_channels()", "await self.recovery.start()"]
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        app = faust.App("canary-tables", broker="kafka://127.0.0.1:1", autodiscover=False,
+                        loop=loop, TableManager=NoTableManager)
+        tables = app.tables
+        assert isinstance(tables, NoTableManager)
+        started: list[str] = []
+
+        async def no_sleep(seconds: float) -> None:
+            raise AssertionError(f"slept {seconds} s")
+
+        async def recovery_start() -> None:
+            started.append("recovery")
+
+        # Set on objects of this test only (monkeypatch would read `app.consumer`
+        # first, which makes faust's consumer thread and a loop of its own).
+        tables.sleep = no_sleep  # type: ignore[method-assign, assignment]
+        tables.recovery.start = recovery_start  # type: ignore[method-assign]
+        # In a worker the consumer has started before the table manager (not here).
+        app.consumer = _NoConsumer()  # type: ignore[assignment]
+        loop.run_until_complete(tables.on_start())
+        # The conductor subscribes once the tables are registered: now, without a wait.
+        loop.run_until_complete(asyncio.wait_for(tables.wait_until_tables_registered(), 10))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    assert started == ["recovery"]
