@@ -193,11 +193,16 @@ function clearDetail() {
   $("facts").replaceChildren(); $("timeline").replaceChildren();
 }
 
-async function openWait(key, quiet) {
-  // A reason typed for one wait is never sent for another.  A refresh of the
-  // open wait leaves the Key box alone: it may hold a key being typed.
+// Makes `key` the open wait.  A reason typed for one wait is never sent for
+// another.  The Key box shows the open wait's key, but a refresh of the same
+// wait leaves it alone: it may hold a key being typed.
+function select(key) {
   if (key !== current) { $("cmd-reason").value = ""; $("open-key").value = key; }
   current = key;
+}
+
+async function openWait(key, quiet) {
+  select(key);
   try {
     const w = await call("GET", "/waits/" + encodeURIComponent(key));
     if (current !== key) return;
@@ -274,7 +279,7 @@ function reviewRow(w) {
     if (!note.value.trim()) { fail("A review needs a note"); return; }
     const payload = {outcome, note: note.value};
     if (outcome === "Submit Correction") payload.responseData = fix.value;
-    current = w.key;
+    select(w.key);
     await command("review", payload, w.key);
     setTimeout(loadReview, 1500);
   };
