@@ -50,6 +50,7 @@ from streams.core.definition import DefinitionSet, WaitDefinition
 from streams.core.errors import DefinitionError
 from streams.definitions import Document, content_hash, definition_from_mapping
 from streams.errors import KafkaUnavailable
+from streams.polling import available
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class DefinitionStore:
             if time.monotonic() > deadline:
                 raise KafkaUnavailable(f"{self.topic} was not read to its end within "
                                        f"{READ_TIMEOUT_S:g} s")
-            for msg in _available(consumer):
+            for msg in available(consumer, 500, 0.2):
                 err = msg.error()
                 p = msg.partition()
                 if err is not None:
@@ -305,19 +306,6 @@ class DefinitionStore:
                 log.warning("definitions: %s@%s not found: %s", name, version, exc)
                 return None
             return found.definition if found is not None else None
-
-
-def _available(consumer: Consumer) -> list[Any]:
-    """What the fetch holds now (up to 500 records), else the first record within 0.2 s.
-
-    ``consume(500, timeout)`` waits out its timeout unless 500 records come:
-    every start of a worker waited 0.2 s for a topic of a few definitions.
-    """
-    msgs = consumer.consume(500, timeout=0)
-    if msgs:
-        return list(msgs)
-    first = consumer.poll(0.2)
-    return [] if first is None else [first]
 
 
 __all__ = ["DefinitionStore", "StoredVersion", "TOPIC_ROLE", "version_key"]

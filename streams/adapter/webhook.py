@@ -62,6 +62,7 @@ from streams.codec import RecordType, UndecodableRecord
 from streams.config import Settings
 from streams.core.durations import parse_duration_ms
 from streams.errors import ConfigError, KafkaUnavailable
+from streams.polling import available
 
 log = logging.getLogger(__name__)
 
@@ -365,11 +366,8 @@ class WebhookAdapter:
                  self.topic, len(self.config.routes))
         try:
             while not self.stopping.is_set():
-                # Wait for one action, then take what else is there without waiting:
-                # consume(BATCH, timeout) would hold a lone action for the whole timeout.
-                first = self._consumer.consume(1, timeout=0.5)
-                more = self._consumer.consume(BATCH - 1, timeout=0) if first else []
-                batch = [m for m in (*first, *more) if self._usable(m)]
+                # Never waits out the poll while actions are there (streams.polling).
+                batch = [m for m in available(self._consumer, BATCH, 0.5) if self._usable(m)]
                 if batch:
                     self.handle(batch)
         finally:

@@ -39,12 +39,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from streams.polling import available
 from streams.processor.gaps import PREFETCH, input_record
 from streams.processor.model import InputRecord, Role
 
 log = logging.getLogger(__name__)
 
-# Records handed over at a time, and how long a fetch waits for the first.
+# Records handed over at a time, and how long a fetch waits for the first (never
+# longer while records are there: `streams.polling`).
 BATCH = 1000
 POLL_S = 0.1
 # What librdkafka fetches ahead (PREFETCH) and how much of one partition a
@@ -177,7 +179,7 @@ class InputReader:
                     time.sleep(POLL_S)
                     continue
                 fetched = Fetched()
-                for msg in _fetched(consumer):
+                for msg in available(consumer, BATCH, POLL_S):
                     err = msg.error()
                     if err is not None:
                         if err.fatal():
@@ -283,23 +285,6 @@ def _passed(consumer: Consumer, at: dict[_TP, int]) -> list[tuple[str, int, int,
             out.append((tp.topic, tp.partition, at[key], tp.offset))
             at[key] = tp.offset
     return out
-
-
-def _fetched(consumer: Consumer) -> list[Any]:
-    """What the fetch holds now, up to BATCH; if nothing, the first record within POLL_S.
-
-    ``consume(n, timeout)`` returns only when it has n records or the timeout
-    has passed, so below BATCH records a poll every record waited for the
-    timeout: 45 ms at the median from append to hand-over at 300 waits/s
-    (the worker's `taken` latency), about half of its reply-to-outcome time.
-    """
-    msgs = consumer.consume(BATCH, timeout=0)
-    if msgs:
-        return list(msgs)
-    first = consumer.poll(POLL_S)
-    if first is None:
-        return []
-    return [first, *consumer.consume(BATCH - 1, timeout=0)]
 
 
 __all__ = ["Fetched", "InputReader"]

@@ -10,7 +10,6 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
-from streams.processor import reader
 from streams.processor.model import InputRecord, Role
 from streams.processor.reader import InputReader
 from tests.made_topics import create_topics
@@ -153,41 +152,6 @@ def test_started_again_after_a_stop_it_reads_its_last_assignment(
         assert [r.offset for r in await _collect(reader, 2)] == [1, 2]
 
     _run(kafka_bootstrap, topic, body)
-
-
-class _Queue:
-    """A consumer's local queue, as `_fetched` calls it (consume and poll)."""
-
-    def __init__(self, queued: list[str], arriving: list[str]) -> None:
-        self.queued, self.arriving = queued, arriving
-        self.calls: list[tuple[str, float]] = []
-
-    def consume(self, n: int, timeout: float) -> list[str]:
-        self.calls.append(("consume", timeout))
-        got, self.queued = self.queued[:n], self.queued[n:]
-        return got
-
-    def poll(self, timeout: float) -> str | None:
-        self.calls.append(("poll", timeout))
-        if not self.arriving:
-            return None
-        self.queued, self.arriving = self.arriving[1:], []
-        return "first"
-
-
-def test_a_fetch_hands_over_what_is_there_and_never_waits_to_fill_a_batch() -> None:
-    # consume(n, timeout) waits out its timeout unless n records come: the
-    # reader must not, or a record at low load waits for the poll's timeout.
-    held = _Queue(["a", "b"], [])
-    assert reader._fetched(held) == ["a", "b"]  # type: ignore[arg-type]
-    assert held.calls == [("consume", 0)]
-
-    idle = _Queue([], ["first", "second", "third"])
-    assert reader._fetched(idle) == ["first", "second", "third"]  # type: ignore[arg-type]
-    assert idle.calls == [("consume", 0), ("poll", reader.POLL_S), ("consume", 0)]
-
-    quiet = _Queue([], [])
-    assert reader._fetched(quiet) == []  # type: ignore[arg-type]
 
 
 def test_it_says_which_offsets_it_passed_over_between_and_after_the_records_it_delivered(
