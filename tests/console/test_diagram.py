@@ -8,6 +8,7 @@ the test's tmp folder.
 
 from __future__ import annotations
 
+import re
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -121,6 +122,9 @@ def test_the_diagram_shows_where_waits_stand_and_a_click_lists_them(
     expect(pg.locator('#diagram [data-element-id="end_escalated"]')).to_be_visible()
     reviews = pg.locator('.badges[data-node="review_reply"] .badge[data-label="in review"]')
     expect(reviews).to_contain_text("in review")
+    # Waited for: the badge is drawn before the counts of the definition just chosen
+    # arrive (a clean-clone run read "0 in review" at once, the API said 1).
+    expect(reviews).to_have_text(re.compile(r"^[1-9][0-9]* in review$"))
     assert int(reviews.inner_text().split()[0]) >= 1
     expect(pg.locator('.badges[data-node="send_reminder"] .badge')).not_to_have_class("zero")
     expect(pg.locator("#diagram-info")).to_contain_text("from 2 worker(s)")
