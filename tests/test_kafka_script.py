@@ -135,3 +135,27 @@ def test_the_session_stops_only_a_broker_its_own_start_launched() -> None:
     assert not broker_was_launched("kafka already running (pid 4242): bootstrap 127.0.0.1:9092")
     assert not broker_was_launched("kafka already running on 127.0.0.1:9092 (not started from "
                                    "/x; reusing it): bootstrap 127.0.0.1:9092")
+
+
+def test_two_starts_at_once_assemble_the_broker_jars_once(tmp_path: Path) -> None:
+    """A test run's processes start brokers on two ports at once in a fresh clone: one
+    assembles the jars while the other waits for it (both once ran Maven into one folder,
+    and one failed "Failed to copy full contents")."""
+    bin_dir, home = tmp_path / "bin", tmp_path / "home"
+    bin_dir.mkdir()
+    runs = tmp_path / "mvn-runs"
+    mvn = bin_dir / "mvn"  # stands in for Maven only: what is tested is the script's lock
+    mvn.write_text("#!/bin/sh\n"
+                   f"echo run >> {runs}\n"
+                   "for a in \"$@\"; do case $a in -DoutputDirectory=*) out=${a#*=};; esac; done\n"
+                   "sleep 1\nmkdir -p \"$out\" && : > \"$out/stand-in.jar\"\n")
+    mvn.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(home)}
+    starts = [subprocess.Popen([sys.executable, str(SCRIPT), "start", "--port", str(free_port())],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+              for _ in range(2)]
+    outputs = [p.communicate(timeout=120) for p in starts]
+
+    assert runs.read_text().splitlines() == ["run"], outputs
+    assert (home / "lib" / "stand-in.jar").exists()
+    assert not any("Maven could not fetch" in err for _, err in outputs), outputs
