@@ -27,7 +27,9 @@ faust-streaming or aiokafka release this was not checked with, and
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
+import signal
 import ssl
 import sys
 from collections.abc import Mapping
@@ -228,6 +230,9 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
     floor = logging.DEBUG if settings.log_level == "debug" else logging.INFO
     for name in ("aiokafka", "kafka", "faust", "mode"):
         logging.getLogger(name).setLevel(floor)
+    # `kill -USR1 <pid>`: every thread's stack into the worker's log (a worker that
+    # stands still without an error says where it waits; README, "Health endpoints").
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     worker = Worker(settings, definitions)
     watch = collector.GcWatch(worker.latency)
     watch.install()

@@ -370,6 +370,15 @@ def _applied(stats: dict[str, Any]) -> int:
     return sum(o for part in positions.values() for role, o in part.items() if role != "timers")
 
 
+def _standing(stats: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What says where a worker stands still: its input, stream time, timers and commits."""
+    if stats is None:
+        return None
+    keep = ("ownedPartitions", "ready", "held", "streamTime", "positions", "armedTimers",
+            "timersInFlight", "latencyMs", "loopLagMs", "counters")
+    return {k: stats.get(k) for k in keep}
+
+
 def _backlog(load: Load, worker: WorkerProcess) -> int | None:
     """Input records produced but not yet applied by `worker`, or None if it does not answer."""
     stats = worker.stats()
@@ -483,6 +492,10 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
                 event("worker exited", log=w1.log_tail(20))
                 break
         load.pump(2.0)  # late duplicates, if any, arrive too
+        if watch.ended() < plan.waits and w1.running:
+            # For the report: where the worker stood, and its threads' stacks in its log.
+            event("waits still open", stats=_standing(w1.stats()))
+            w1.dump_threads()
         event("settled", ended=watch.ended(), watch_renewed=watch.renewed)
     finally:
         load.close()

@@ -184,6 +184,11 @@ class WorkerProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
 
+    def dump_threads(self) -> None:
+        """SIGUSR1: the worker writes every thread's stack to its log and goes on."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGUSR1)
+
     def freeze(self) -> None:
         """SIGSTOP: the worker holds still (no fetch, no heartbeat) while input piles up."""
         if self.proc is not None and self.proc.poll() is None:
