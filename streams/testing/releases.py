@@ -6,13 +6,22 @@ installs it in a virtualenv of its own, the way a user installed that
 release: the package built from its sources (a wheel), its dependencies
 from this checkout's ``requirements.lock`` (0.1.0 had no lock of its own;
 its pyproject only sets lower bounds, which the lock meets - `pip check`
-says so after the install).  The result is kept under ``.xwait/releases/``
-and reused; a half-made one (no stamp) is made again.
+says so after the install).  uv installs it where the checkout's virtualenv
+has uv (`make venv` puts it there), pip otherwise.
+
+The result is kept in the user's cache (``~/.cache/xwait/releases/``, or
+under ``$XDG_CACHE_HOME``), named by the release, its commit and the lock's
+hash, and reused by every clone: a fresh clone's test run installed it
+again each time, three minutes of a busy CI machine.  A half-made one (no
+stamp) is made again; two runs at once wait for each other.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +31,8 @@ from pathlib import Path
 
 from streams.config import REPO_ROOT
 
-RELEASES = REPO_ROOT / ".xwait" / "releases"
+RELEASES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xwait" / "releases"
+LOCK = REPO_ROOT / "requirements.lock"
 # The previous release (CHANGELOG.md: 0.1.0 = main at this commit, the worker on
 # faust's tables); the one an upgrade test starts from.
 PREVIOUS = ("0.1.0", "21e3c02a273bd15f8c694a31e2cdf6fbab69c4d3")
@@ -63,25 +73,42 @@ def _run(args: list[str], what: str, cwd: Path | None = None, timeout: float = 9
 
 def install_release(version: str, commit: str, home: Path = RELEASES) -> Release:
     """The release `version` at `commit`, installed in a virtualenv of its own (cached)."""
-    release = Release(version, commit, home / f"{version}-{commit[:7]}")
+    locked = hashlib.sha256(LOCK.read_bytes()).hexdigest()[:12]
+    release = Release(version, commit, home / f"{version}-{commit[:7]}-{locked}")
     stamp = release.home / ".installed"
     if stamp.exists() and release.xwait.exists():
         return release
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / f"{release.home.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another run installing it: wait, then reuse
+        if not (stamp.exists() and release.xwait.exists()):
+            _install(release)
+            stamp.write_text(f"{version} {commit} {locked}\n")
+    return release
+
+
+def _install(release: Release) -> None:
     shutil.rmtree(release.home, ignore_errors=True)
     release.source.mkdir(parents=True)
-    archive = _run(["git", "archive", "--format=tar", commit], f"git archive {commit}",  # noqa: S607
-                   cwd=REPO_ROOT)
+    archive = _run(["git", "archive", "--format=tar", release.commit],  # noqa: S607
+                   f"git archive {release.commit}", cwd=REPO_ROOT)
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(release.source, filter="tar")
     venv = release.home / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], "making the virtualenv")
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-           "--disable-pip-version-check"]
-    _run([*pip, "-r", str(REPO_ROOT / "requirements.lock")], "installing the dependencies")
-    _run([*pip, "--no-deps", str(release.source)], f"installing xwait {version}")
-    _run([str(venv / "bin" / "python"), "-m", "pip", "check"], "pip check")
-    stamp.write_text(f"{version} {commit}\n")
-    return release
+    python = str(venv / "bin" / "python")
+    uv = Path(sys.executable).with_name("uv")
+    if uv.exists():
+        _run([str(uv), "venv", "--quiet", "--python", sys.executable, str(venv)],
+             "making the virtualenv")
+        install = [str(uv), "pip", "install", "--quiet", "--python", python]
+        check = [str(uv), "pip", "check", "--python", python]
+    else:
+        _run([sys.executable, "-m", "venv", str(venv)], "making the virtualenv")
+        install = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        check = [python, "-m", "pip", "check"]
+    _run([*install, "--require-hashes", "-r", str(LOCK)], "installing the dependencies")
+    _run([*install, "--no-deps", str(release.source)], f"installing xwait {release.version}")
+    _run(check, "checking the dependencies")
 
 
 __all__ = ["PREVIOUS", "RELEASES", "Release", "ReleaseUnavailable", "install_release"]
