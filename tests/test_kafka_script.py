@@ -159,3 +159,14 @@ def test_two_starts_at_once_assemble_the_broker_jars_once(tmp_path: Path) -> Non
     assert runs.read_text().splitlines() == ["run"], outputs
     assert (home / "lib" / "stand-in.jar").exists()
     assert not any("Maven could not fetch" in err for _, err in outputs), outputs
+
+
+def test_java_options_of_xwait_kafka_java_opts_reach_the_broker_jvm(tmp_path: Path) -> None:
+    port = str(free_port())
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "start", "--port", port],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path / "home"),
+             "XWAIT_KAFKA_JAVA_OPTS": "-XX:+NoSuchXwaitTestOption"})
+    assert result.returncode == 1
+    assert "NoSuchXwaitTestOption" in result.stdout + result.stderr
