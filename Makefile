@@ -67,9 +67,13 @@ topics: kafka
 demo: topics
 	$(BIN)/python scripts/demo.py
 
+# mypy's cache lives in the user's cache, shared by every clone: it checks each module's
+# hash, so a fresh clone reuses what another checked (17 s cold -> 1.5 s).
+MYPY_CACHE ?= $(HOME)/.cache/xwait/mypy
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy
+	$(BIN)/mypy --cache-dir $(MYPY_CACHE)
 
 # The console's browser test drives Debian's chromium through Playwright; no
 # browser is ever downloaded by Playwright itself (no `playwright install`).

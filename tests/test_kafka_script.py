@@ -163,10 +163,15 @@ def test_two_starts_at_once_assemble_the_broker_jars_once(tmp_path: Path) -> Non
 
 def test_java_options_of_xwait_kafka_java_opts_reach_the_broker_jvm(tmp_path: Path) -> None:
     port = str(free_port())
+    home = tmp_path / "home"
+    home.mkdir()
+    jars = SCRIPT.parent.parent / ".xwait" / "kafka" / "lib"
+    if (jars / ".pom-sha256").exists():
+        (home / "lib").symlink_to(jars)  # the checkout's jars, not assembled again
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "start", "--port", port],
         capture_output=True, text=True, timeout=120, check=False,
-        env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path / "home"),
+        env={"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(home),
              "XWAIT_KAFKA_JAVA_OPTS": "-XX:+NoSuchXwaitTestOption"})
     assert result.returncode == 1
     assert "NoSuchXwaitTestOption" in result.stdout + result.stderr
