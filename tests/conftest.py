@@ -59,7 +59,8 @@ GROUPS = {"tests/console/": "console", "tests/codec/test_codec_registry.py": "re
 # The JVM options of every broker the run starts (scripts/kafka, XWAIT_KAFKA_JAVA_OPTS):
 # the JIT's first tier only.  The suite's twenty-odd brokers live seconds to minutes, too
 # short for the optimising compiler to pay for itself: on two busy cores they took 426
-# CPU-seconds with it and 322 without, and pytest 504 s -> 434 s.  A user's own setting wins.
+# CPU-seconds with it and 322 without (pytest 504 s with it; 434-499 s in three runs
+# without).  A user's own setting wins.
 TEST_BROKER_JAVA_OPTS = "-XX:TieredStopAtLevel=1"
 
 

@@ -345,10 +345,13 @@ class Watch(threading.Thread):
 
         A client made before a broker restart can answer with its stale
         leader epoch's error for good (`EndOffsets` found that of admin
-        clients), and the watch then concluded "the broker is away" at every
-        check while its consumer stood still: in a CI run on a busy machine a
-        worker that lived through a broker restart had 541 of 600 waits counted
-        lost, with no error in its log and its inputs read to their end.
+        clients); asked on the watch's own consumer, every check would then
+        conclude "the broker is away" while that consumer stood still.  The
+        likeliest reading of a CI run on a busy machine: a worker that lived
+        through a broker restart had 541 of 600 waits counted lost, with no
+        error in its log and its inputs read to their end (not reproduced in
+        three runs beside CPU hogs; `run_chaos` now records the worker's
+        standing and stacks when waits stay open, to tell the two apart).
         """
         probe = Consumer(self.settings.confluent(**{
             "group.id": f"chaos-watch-ends-{secrets.token_hex(4)}",
