@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import KAFKA_SCRIPT, REPO
+from tests.conftest import KAFKA_SCRIPT
 
 NODES = 3
 CONTROLLER_OFFSET = 1000  # as scripts/kafka
@@ -124,10 +124,7 @@ class KafkaCluster:
 
 @pytest.fixture(scope="package")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    home = tmp_path_factory.mktemp("cluster")
-    jars = REPO / ".xwait" / "kafka" / "lib"
-    if jars.is_dir():
-        (home / "lib").symlink_to(jars)  # the single node's jars: nothing to fetch
+    home = tmp_path_factory.mktemp("cluster")  # the jars are the user cache's, shared
     cluster = KafkaCluster(free_base(), home)
     cluster.run("start", "--nodes", str(NODES))
     try:
