@@ -38,6 +38,14 @@ DEFAULT_DATA_DIR = (REPO_ROOT if IN_CHECKOUT else Path()) / ".xwait" / "worker"
 never a folder inside ``site-packages``."""
 
 LIBRDKAFKA_LOGGER = logging.getLogger("streams.librdkafka")
+
+# How often every librdkafka client refreshes its topics' metadata whatever happens
+# (librdkafka's default: 5 minutes).  A producer whose partitions lost their leader
+# while the broker restarted can keep them leaderless in its cache until then: a
+# worker's commit waited in its changelog flush for minutes after a broker restart
+# in CI, deciding nothing (librdkafka issues 569, 4976; confluent-kafka-go 196 report
+# the same 5 minutes).  One metadata request per client every 10 s costs nothing.
+METADATA_REFRESH_MS = 10_000
 """Where every confluent-kafka client built from :meth:`Settings.confluent` logs.
 
 Without a logger librdkafka writes each retry straight to stderr: a CLI
@@ -191,7 +199,8 @@ class Settings:
         another ``logger``).
         """
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap,
-                                "logger": LIBRDKAFKA_LOGGER}
+                                "logger": LIBRDKAFKA_LOGGER,
+                                "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS}
         conf.update(self.security.confluent())
         conf.update(extra)
         return conf
