@@ -346,12 +346,14 @@ class Watch(threading.Thread):
         A client made before a broker restart can answer with its stale
         leader epoch's error for good (`EndOffsets` found that of admin
         clients); asked on the watch's own consumer, every check would then
-        conclude "the broker is away" while that consumer stood still.  The
-        likeliest reading of a CI run on a busy machine: a worker that lived
+        conclude "the broker is away" while that consumer stood still.  One
+        reading of a CI run on a busy machine where a worker that lived
         through a broker restart had 541 of 600 waits counted lost, with no
-        error in its log and its inputs read to their end (not reproduced in
-        three runs beside CPU hogs; `run_chaos` now records the worker's
-        standing and stacks when waits stay open, to tell the two apart).
+        error in its log, its inputs read to their end and no commit in
+        flight when it stopped.  (A later such run had another cause, in the
+        worker: its commit waited on stale metadata, `config.METADATA_REFRESH_MS`;
+        `run_chaos` records the worker's standing and stacks when waits stay
+        open, which told the two apart.)
         """
         probe = Consumer(self.settings.confluent(**{
             "group.id": f"chaos-watch-ends-{secrets.token_hex(4)}",
