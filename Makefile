@@ -69,7 +69,7 @@ demo: topics
 
 # mypy's cache lives in the user's cache, shared by every clone: it checks each module's
 # hash, so a fresh clone reuses what another checked (17 s cold -> 1.5 s).
-MYPY_CACHE ?= $(HOME)/.cache/xwait/mypy
+MYPY_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/xwait/mypy
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -212,6 +212,10 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
     Without `definitions`, the files of the topology are the newest and every
     version the deployment's workers published is kept (`DefinitionStore.sync`,
     before any partition is taken; DESIGN rule 13)."""
+    # `kill -USR1 <pid>`: every thread's stack into the worker's log (README, "Health
+    # endpoints").  Once faust runs, its frame (mode) answers SIGUSR1 the same way; this
+    # covers what comes first and can wait on a broker (topics, fleet check, definitions).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     versions.check()
     documents = load_documents(settings.topology / "waits") if definitions is None else None
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -230,9 +234,6 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
     floor = logging.DEBUG if settings.log_level == "debug" else logging.INFO
     for name in ("aiokafka", "kafka", "faust", "mode"):
         logging.getLogger(name).setLevel(floor)
-    # `kill -USR1 <pid>`: every thread's stack into the worker's log (a worker that
-    # stands still without an error says where it waits; README, "Health endpoints").
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
     worker = Worker(settings, definitions)
     watch = collector.GcWatch(worker.latency)
     watch.install()
