@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.core import ArmedTimer, TimerKind, WaitStatus
@@ -147,6 +147,13 @@ def test_a_database_ahead_of_its_changelog_is_from_another_life_and_is_reset(
     assert [k for k, _ in stores[0].rows()] == [b"new"]
 
 
+def _topic_id(admin: AdminClient, topic: str) -> str | None:
+    try:
+        return str(admin.describe_topics(TopicCollection([topic]))[topic].result(10).topic_id)
+    except KafkaException:
+        return None
+
+
 def test_a_database_of_a_deleted_and_remade_changelog_is_reset_whatever_its_offsets(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -157,6 +164,7 @@ def test_a_database_of_a_deleted_and_remade_changelog_is_reset_whatever_its_offs
     stores = StateStores(tmp_path)
     _restore(kafka_bootstrap, topic, stores, [0])
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    old_id = _topic_id(admin, topic)
     admin.delete_topics([topic])[topic].result(30)
     deadline = time.monotonic() + 30
     while True:  # the deletion takes a moment to complete
@@ -166,6 +174,11 @@ def test_a_database_of_a_deleted_and_remade_changelog_is_reset_whatever_its_offs
         except Exception:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS while it is being deleted
             assert time.monotonic() < deadline, "the changelog could not be made again"
             time.sleep(0.2)
+    # The broker's metadata follows the controller's a moment later: on a busy machine it
+    # still described the old topic, and the restore took the remade one for the old.
+    while _topic_id(admin, topic) in (None, old_id):
+        assert time.monotonic() < deadline, "the remade changelog's id was never described"
+        time.sleep(0.2)
     for i in range(3):  # more records than the old life had: offsets alone would not tell
         producer.produce(topic, key=f"new{i}".encode(), value=_row(i), partition=0)
     producer.flush(30)
