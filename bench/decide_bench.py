@@ -37,7 +37,7 @@ from streams.processor.batch import build_batch  # noqa: E402
 from streams.processor.collector import GcWatch  # noqa: E402
 from streams.processor.latency import Latencies  # noqa: E402
 from streams.processor.model import InputRecord, Role  # noqa: E402
-from streams.processor.records import RecordHandler, timer_record  # noqa: E402
+from streams.processor.records import RecordHandler, fired_record  # noqa: E402
 
 PARTITIONS = 8
 BATCH = 500
@@ -86,12 +86,12 @@ STREAM_TIMES = {p: T0 + 10**9 for p in range(PARTITIONS)}
 
 
 def storm_records(handler: RecordHandler, waits: int, seed: int) -> list[InputRecord]:
-    """Silent requests, then the timer record the punctuator emits for each: the storm.
+    """Silent requests, then the due timer the applier fires for each: the storm.
 
-    The punctuator emits one record per wait, for the last of its due timers
-    (its deadline); deciding it fires both reminders first and then the
-    deadline, as in `compare.py --workloads storm`.  The records are taken
-    from the rows the requests leave.
+    The applier takes one timer per wait from the index, the last of its due
+    timers (its deadline); deciding it fires both reminders first and then
+    the deadline, as in `compare.py --workloads storm`.  The timers are taken
+    from the rows the requests leave (`fired_record`, decided as `fired`).
     """
     rng = random.Random(seed)  # noqa: S311 - a reproducible load
     offsets: Counter[tuple[Role, int]] = Counter()
@@ -115,9 +115,8 @@ def storm_records(handler: RecordHandler, waits: int, seed: int) -> list[InputRe
         for part in batch.parts.values():
             for change in part.changes:
                 last = max(change.after.timers, key=lambda t: t.due_at)
-                at = T0 + waits + len(timers)
-                timers.append(record(Role.TIMERS, change.wait_key, timer_record(
-                    change.wait_key, last.kind.value, last.due_at, last.generation, at), at))
+                timers.append(fired_record("bench.timers", part.partition, change.wait_key,
+                                           last.kind.value, last.due_at, last.generation))
     return requests + timers
 
 
@@ -135,8 +134,10 @@ def run_once(handler: RecordHandler, records: list[InputRecord], threshold: int
     begin = time.perf_counter()
     try:
         for i in range(0, len(records), BATCH):
-            batch = build_batch(handler, records[i:i + BATCH],
-                                lambda p, key: rows.get((p, key)), {}, STREAM_TIMES, T0 + 10**9)
+            chunk = records[i:i + BATCH]
+            batch = build_batch(handler, [r for r in chunk if r.offset >= 0],
+                                lambda p, key: rows.get((p, key)), {}, STREAM_TIMES, T0 + 10**9,
+                                [r for r in chunk if r.offset < 0])
             counters.update(batch.counters)
             for p, part in batch.parts.items():
                 for key, row in part.rows.items():
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated young-generation thresholds to compare")
     p.add_argument("--workload", choices=("drain", "storm"), default="drain",
                    help="drain: requests, replies, reviews; storm: silent requests, then "
-                        "the timer record of each, every deadline long past")
+                        "the due timer of each, every deadline long past")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, help="JSON (default bench/results/decide-<ts>.json)")
     args = p.parse_args(argv)

@@ -135,10 +135,6 @@ class Settings:
     # waits/s on one worker, interleaved runs: lateness p99 410-576 ms at 0.1 s,
     # 546-758 ms (once 4.4 s) at 0.2 s.
     timer_tick: float = 0.1
-    # Upper bound of timer records one tick emits, so that the first tick
-    # after a partition moves (which sees every timer that fell due during the
-    # move) cannot stall the event loop.
-    timer_batch: int = 5000
     # How long the group waits for a silent worker before moving its
     # partitions: the time a kill -9 leaves them unprocessed.  Shorter fails
     # over faster but evicts a worker whose event loop stalls that long.
@@ -306,7 +302,6 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         data_dir=Path(env.get("XWAIT_DATA_DIR") or defaults.data_dir),
         guarantee=guarantee,
         timer_tick=_float(env, "XWAIT_TIMER_TICK", defaults.timer_tick),
-        timer_batch=_int(env, "XWAIT_TIMER_BATCH", defaults.timer_batch),
         session_timeout=_float(env, "XWAIT_SESSION_TIMEOUT", defaults.session_timeout),
         gc_threshold=_int(env, "XWAIT_GC_THRESHOLD", defaults.gc_threshold),
         ready_max_lag=_int(env, "XWAIT_READY_MAX_LAG", defaults.ready_max_lag),

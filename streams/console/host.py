@@ -57,7 +57,7 @@ class ConsoleHost(Protocol):
     @property
     def counters(self) -> Mapping[str, int]:
         """Counter names such as actions.SEND_REQUEST, outcomes.<reason>, rejected.<reason>,
-        failures, processed.<role>, timers.emitted."""
+        failures, processed.<role>, timers.fired."""
         ...
 
     @property

@@ -28,7 +28,7 @@ and one collector that reads the worker's facts at scrape time.
     xwait_commit_failures_total                        counter  batches that could not be made
                                                                 durable (the worker stops)
     xwait_producer_failures_total{producer}            counter  console commands Kafka did not
-                                                                take; timer records not delivered
+                                                                take
     xwait_consumer_lag{topic,partition}                gauge  every owned input partition
     process_*, python_gc_*, python_info                prometheus_client's own
 
@@ -229,8 +229,9 @@ class WorkerCollector(Collector):
                      [((), float(h.armed_timers()))])
         yield _gauge("xwait_timers_due", "Armed timers whose due time has passed.",
                      [((), float(due))])
-        yield _counter("xwait_timers_emitted", "Timer records the punctuator sent.",
-                       [((), c.get("timers.emitted", 0))])
+        yield _counter("xwait_timers_emitted", "Due timers the worker fired (decided at "
+                                               "their due time, from its own timer index).",
+                       [((), c.get("timers.fired", 0))])
         yield _counter("xwait_actions", "Actions sent, by kind.",
                        [((a.value,), c.get(f"actions.{a.value}", 0)) for a in ActionKind],
                        ["action"])
@@ -262,10 +263,8 @@ class WorkerCollector(Collector):
                        "RocksDB); the worker stops on the first.",
                        [((), c.get("failures", 0))])
         yield _counter("xwait_producer_failures",
-                       "Records a producer could not deliver: console commands, timer records "
-                       "(emitted again next tick).",
-                       [(("console",), self.console_failures()),
-                        (("timers",), c.get("timers.failed", 0))], ["producer"])
+                       "Records a producer could not deliver: console commands.",
+                       [(("console",), self.console_failures())], ["producer"])
         yield _gauge("xwait_consumer_lag",
                      "End offset minus the input position the worker's state reflects.",
                      [((t, str(p)), float(n)) for (t, p), n in self.consumer_lag().items()],

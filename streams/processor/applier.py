@@ -32,10 +32,10 @@ from streams.processor.intake import Intake
 from streams.processor.latency import Latencies
 from streams.processor.model import Handled, InputRecord
 from streams.processor.partitions import PartitionBook
-from streams.processor.records import RecordHandler
+from streams.processor.records import RecordHandler, fired_record
 from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
-from streams.timers.due import DueTimer, DueTimers, InFlight
+from streams.timers.due import DueTimer, DueTimers
 from streams.timers.stored import Summary
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 # produce round trips and the RocksDB write over more records; beyond a few
 # hundred the gain is small and a rebalance waits longer for the batch in flight.
 BATCH_MAX = 500
+# Least room a batch keeps for due timers, whatever input is staged.
+TIMERS_MIN = 100
 # How often the applier looks for stalled topics and steers the fetch (`flow`).
 HOUSEKEEPING_S = 0.1
 # How long the applier waits before deciding again records whose schema the
@@ -65,8 +67,9 @@ class Applier:
                  committer: Committer, book: PartitionBook, index: DueTimers, intake: Intake,
                  counters: Counter[str], latency: Latencies, observers: list[Observer],
                  lock: asyncio.Lock, wake: asyncio.Event, fail: Fail,
-                 probe_soon: Callable[[], None]) -> None:
+                 probe_soon: Callable[[], None], timers_topic: str) -> None:
         self.handler = handler
+        self.timers_topic = timers_topic  # named by the Rejected record of a timer refused
         self.sequencer = sequencer
         self.stores = stores
         self.committer = committer
@@ -82,9 +85,6 @@ class Applier:
         self.probe_soon = probe_soon
         self.failure: BaseException | None = None
         self._staged: list[InputRecord] = []  # released, to be decided in the next batch
-        self._deciding: list[InputRecord] = []  # taken from `_staged`, rows not pending yet
-        # Per partition: batches taken from `_staged` and not stored yet.
-        self._unstored: Counter[int] = Counter()
         self._pending_rows: dict[int, Mapping[bytes, bytes | None]] = {}
         self._committing: asyncio.Future[None] | None = None
         self.committing_since: float | None = None  # monotonic start of the commit in flight
@@ -114,7 +114,8 @@ class Applier:
             if self.sequencer.wants_probe():
                 self.probe_soon()
             busy = self._committing is not None and not self._committing.done()
-            if self._staged and (not busy or len(self._staged) >= BATCH_MAX):
+            due = not busy and self.index.may_be_due(self._due_by())
+            if (self._staged and (not busy or len(self._staged) >= BATCH_MAX)) or due:
                 await self.run_batch()
                 if self.sequencer.held():
                     self.wake.set()  # more may be releasable now
@@ -126,33 +127,44 @@ class Applier:
         """Decide the staged records and start committing them (see the module docstring)."""
         async with self.lock:
             records, self._staged = self._staged, []
-            if self.failure is not None or not records:
+            if self.failure is not None:
                 return
-            parts = {r.partition for r in records}
-            self._unstored.update(parts)
-            self._deciding = records
-            try:
-                batch = self._decide(records)
-                await self.drain()
-                if batch is None:
-                    self._stored(parts)  # unreleased: staged again
-                    await asyncio.sleep(REGISTRY_RETRY_S)
-                    return
-                if self.failure is None:
-                    for p, part in batch.parts.items():
-                        self._pending_rows[p] = part.rows
-                    self._committing = asyncio.ensure_future(self._commit(batch, parts))
-                    self._committing.add_done_callback(lambda _f: self.wake.set())
-            finally:
-                self._deciding = []
+            timers = self._due(len(records))
+            if not records and not timers:
+                return
+            batch = self._decide(records, timers)
+            await self.drain()
+            if batch is None:  # unreleased: staged again
+                await asyncio.sleep(REGISTRY_RETRY_S)
+                return
+            if self.failure is None:
+                for p, part in batch.parts.items():
+                    self._pending_rows[p] = part.rows
+                self._committing = asyncio.ensure_future(self._commit(batch))
+                self._committing.add_done_callback(lambda _f: self.wake.set())
 
-    def _stored(self, parts: set[int]) -> None:
-        self._unstored.subtract(parts)
-        for p in parts:
-            if self._unstored[p] <= 0:
-                del self._unstored[p]
+    def _due(self, staged: int) -> list[DueTimer]:
+        """The timers due by their partition's stream time, to decide after the staged records.
 
-    def _decide(self, records: list[InputRecord]) -> Batch | None:
+        The worker fires its timers itself, in the batch: a timer's decision
+        is made and stored with the batch like an input's, and reads the rows
+        of the batch being committed (`_pending_rows`), so a timer whose wait
+        a reply in flight ended is found stale there.  Up to a batch's room,
+        and never fewer than TIMERS_MIN, so that a steady input cannot hold
+        due timers back.  Each wait's timer taken fires all of the wait's
+        timers due by then (`RecordHandler.fire`).
+        """
+        scan = time.perf_counter()
+        due = self.index.pop_due(self._due_by(), max(BATCH_MAX - staged, TIMERS_MIN))
+        self.latency.add("scan_us", round((time.perf_counter() - scan) * 1e6))
+        return due
+
+    def _due_by(self) -> dict[int, int]:
+        """Per partition with decided positions, its stream time: what its timers are due by."""
+        durable = self.book.decided
+        return {p: t for p, t in self.sequencer.times().items() if p in durable}
+
+    def _decide(self, records: list[InputRecord], timers: list[DueTimer]) -> Batch | None:
         stream_times = self.sequencer.times()
         pending_rows = self._pending_rows
         stores = self.stores
@@ -165,10 +177,14 @@ class Applier:
 
         try:
             batch = build_batch(self.handler, records, load, self.book.decided, stream_times,
-                                now_ms())
+                                now_ms(), [fired_record(self.timers_topic, t.partition,
+                                                        t.wait_key, t.kind, t.due_at,
+                                                        t.generation) for t in timers])
         except RegistryUnavailable as exc:
             # Not the records' fault: decide them again once the registry answers.
             self.sequencer.unrelease(records)  # timers-first order is restored by release
+            for t in timers:
+                self.index.requeue(t)
             self.counters["registry_unavailable"] += 1
             log.warning("schema registry unavailable, %d records wait: %s", len(records), exc)
             return None
@@ -177,18 +193,18 @@ class Applier:
             part.positions = replace(part.positions, stream_time=stream_times.get(p, 0))
             book.decided[p] = part.positions  # durable once the commit is done
             summary = book.summaries.setdefault(p, Summary())
-            low = self.index.low(p)  # how far the punctuator found nothing pending
+            low = self.index.low(p)  # how far the index found nothing pending
             summary.armed += part.armed
             for change in part.changes:
-                for t in change.after.timers:
-                    low = min(low, t.due_at)
+                for armed in change.after.timers:
+                    low = min(low, armed.due_at)
                 book.census.move(p, change.before, change.after)
             summary.low = low
             summary.waits = book.census.counts(p)
             part.summary = summary.copy()
         return batch
 
-    async def _commit(self, batch: Batch, parts: set[int]) -> None:
+    async def _commit(self, batch: Batch) -> None:
         started = now_ms()
         self.committing_since = time.monotonic()
         try:
@@ -206,7 +222,6 @@ class Applier:
         self.latency.add_all("durable", (done - rec.timestamp for rec, _, _ in batch.decided
                                          if rec.log_append_time and rec.timestamp))
         self._remember(batch)
-        self._stored(parts)
 
     async def drain(self) -> None:
         """Wait for the batch being committed, if any: its rows are in RocksDB after this."""
@@ -219,7 +234,6 @@ class Applier:
         """Step 6 of the commit protocol: what the worker keeps in memory."""
         for p, part in batch.parts.items():
             self.book.durable[p] = part.positions
-            self.index.stored(p)
             for change in part.changes:
                 self.index.changed(p, change.wait_key, change.before.timers,
                                    change.after.timers)
@@ -233,46 +247,9 @@ class Applier:
             for observe in self.observers:
                 observe(rec, handled, now)
 
-    def in_flight(self, owned: set[int]) -> dict[int, InFlight]:
-        """Per owned partition with input taken but not stored: which waits, and the stored time.
-
-        The timer index knows only what is stored.  A timer emitted once the
-        stream time passed it, while records released before it were still
-        being decided or committed, was often stale by the time its record
-        came back (a reply in those records had ended the wait): 42,163 of
-        87,211 timer records at 500 waits/s, each one more record to read and
-        decide while behind.  Going by the stream time of the last stored
-        batch instead made every deadline wait for the batches in flight
-        (deadline lateness p99 0.8-1.1 s at 500 waits/s).  So only the
-        timers of the waits those batches touch wait for them: a record
-        changes no wait but the one its key names.  Released records not
-        decided yet count whole; of a batch being committed, the rows it
-        changes.  (Records still held by the sequencer were appended after
-        the stream time: a timer due by it comes before them.)
-        """
-        keys: dict[int, set[str]] = {}
-        for rec in (*self._staged, *self._deciding):
-            if rec.key:
-                keys.setdefault(rec.partition, set()).add(rec.key.decode("utf-8", "replace"))
-        for p, rows in self._pending_rows.items():
-            # Rows stay pending after their batch is stored, until the next one
-            # is: while nothing of the partition is unstored, they are not in flight.
-            if p in self._unstored:
-                keys.setdefault(p, set()).update(k.decode("utf-8", "replace") for k in rows)
-        out: dict[int, InFlight] = {}
-        for p in owned:
-            if p not in keys and p not in self._unstored:
-                continue
-            stored = self.book.durable.get(p)
-            out[p] = InFlight(stored.stream_time if stored is not None else 0,
-                              keys.get(p, set()))
-        return out
-
     def forget(self, partitions: set[int]) -> None:
         """Drop what was staged for partitions given up (their next owner reads it again)."""
         self._staged = [r for r in self._staged if r.partition not in partitions]
-        for p in partitions:
-            self._unstored.pop(p, None)
 
 
-__all__ = ["BATCH_MAX", "Applier"]
+__all__ = ["BATCH_MAX", "TIMERS_MIN", "Applier"]

@@ -95,16 +95,25 @@ def _in_append_order(records: list[InputRecord]) -> Iterator[InputRecord]:
 
 def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: RowSource,
                 positions: Mapping[int, Positions], stream_times: Mapping[int, int],
-                wall_ms: int) -> Batch:
+                wall_ms: int, fired: Iterable[InputRecord] = ()) -> Batch:
     """Decide `records` in order against the stored rows and each other's changes.
 
     `positions` and `stream_times` are those of the records' partitions
     before the batch; `wall_ms` is the time of the records whose topic is not
-    stamped by the broker (see `InputRecord.event_time`).
+    stamped by the broker (see `InputRecord.event_time`).  `fired` are due
+    timers of the worker's own index (`records.fired_record`), each decided
+    after its partition's records: they are due by the stream time, so every
+    record appended before them is released already, and a record of their
+    wait appended after their due time fires them first (the core catches up).
+    A fired timer fires every timer of its wait due by the stream time.
     """
     by_partition: dict[int, list[InputRecord]] = {}
     for rec in records:
         by_partition.setdefault(rec.partition, []).append(rec)
+    timers: dict[int, list[InputRecord]] = {}
+    for rec in fired:
+        timers.setdefault(rec.partition, []).append(rec)
+        by_partition.setdefault(rec.partition, [])
     batch = Batch(parts={})
     counters: list[str] = []
     for partition, recs in by_partition.items():
@@ -129,6 +138,14 @@ def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: Ro
             counters += handled.counters
             counters.append(_PROCESSED[rec.role])
             batch.decided.append((rec, handled, now))
+        for rec in timers.get(partition, ()):
+            handled = handler.fire(rec, load_row, wall_ms,
+                                   stream_time if stream_time is not None else rec.timestamp or 0)
+            _take(part, handled)
+            part.out.extend(handled.out)
+            counters += handled.counters
+            counters.append("timers.fired")
+            batch.decided.append((rec, handled, wall_ms))
         part.positions = Positions(next_offset, part.positions.stream_time)
     batch.counters.update(counters)  # one count of the whole batch: cheaper than per record
     return batch

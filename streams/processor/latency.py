@@ -4,8 +4,8 @@
     released  append time -> released by the sequencer (waiting for older input)
     durable   append time -> its batch committed (what a downstream consumer waits)
     commit    one batch's commit: outputs and changelog acknowledged, RocksDB written
-    tick      one punctuator tick: the end-offset probe, reading what is due, emitting it
-    scan_us   reading what is due from the stored timer index, in microseconds
+    tick      one punctuator tick: the end-offset probe (stream time of quiet partitions)
+    scan_us   taking what is due from the stored timer index before a batch, in microseconds
     gc_us     one pass of Python's cyclic garbage collector, in microseconds
               (streams.processor.collector; workers started by `xwait worker`)
 

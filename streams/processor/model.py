@@ -138,7 +138,7 @@ class Handled:
     # The outcomes in `out`, as decided: observers read them without decoding.
     outcomes: list[EmitOutcome] = field(default_factory=list)
     # A timer record ignored because its partition's stream time has not
-    # reached it: (wait key, kind, due_at, generation), to be emitted again.
+    # reached it: (wait key, kind, due_at, generation), to be fired later.
     not_due: tuple[str, str, int, int] | None = None
     # A stale timer record whose timer (kind, due_at) the row does not list at
     # all: its index entry, if any, must not stay.  Before batches kept the
@@ -146,5 +146,6 @@ class Handled:
     # first timers in the index; each was emitted again on every start and
     # held the punctuator's scan back to it.  Deleting the entry heals that.
     unindexed: tuple[TimerKind, int] | None = None
-    # The timer a timer record named (decoded once, for the lateness metric).
+    # The timer a timer record named, or the latest a fired timer fired (for the
+    # lateness metric).
     timer: ArmedTimer | None = None

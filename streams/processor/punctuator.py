@@ -1,14 +1,11 @@
-"""The punctuator: stream time from end-offset probes, and the timer records it makes due.
+"""The punctuator: stream time from end-offset probes, so that quiet partitions' timers fall due.
 
 Every `timer_tick` seconds it probes the inputs' end offsets (the
 sequencer's proof that nothing older is still to come: a record's partition
-has a stream time only as far as every topic of it is known to be taken),
-then reads the timers due by each active partition's stream time from the
-stored index (`streams.timers.due`) and emits one record per wait to the
-timers topic, on a producer of its own outside any transaction: a timer
-record is checked against the stored row and the stream time when it comes
-back (`records`), so a duplicate or a stale one changes nothing, and one not
-delivered is emitted again.
+has a stream time only as far as every topic of it is known to be taken) and
+wakes the applier, which decides the timers due by each partition's stream
+time in its next batch (`applier.Applier._due`).  Under load, records move
+stream time on their own; on a quiet partition only a probe does.
 
 The applier asks for a probe of its own when released records wait for proof
 (`probe_soon`): under a steady load a record of a partition whose commands
@@ -29,7 +26,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from streams.config import Settings
 from streams.processor.gaps import EndOffsets
@@ -37,9 +34,7 @@ from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.partitions import PartitionBook
 from streams.processor.reader import InputReader
-from streams.processor.records import timer_record
 from streams.processor.sequencer import Sequencer
-from streams.timers.due import DueTimer, DueTimers, InFlight
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +58,12 @@ def now_ms() -> int:
 
 
 class Punctuator:
-    def __init__(self, *, settings: Settings, sequencer: Sequencer, index: DueTimers,
-                 book: PartitionBook, reader: InputReader, end_offsets: EndOffsets,
-                 topics: Mapping[Role, str], counters: Counter[str], latency: Latencies,
-                 wake: asyncio.Event, fail: Fail, active: Callable[[], set[int]],
-                 in_flight: Callable[[set[int]], dict[int, InFlight]]) -> None:
+    def __init__(self, *, settings: Settings, sequencer: Sequencer, book: PartitionBook,
+                 reader: InputReader, end_offsets: EndOffsets, topics: Mapping[Role, str],
+                 counters: Counter[str], latency: Latencies, wake: asyncio.Event, fail: Fail,
+                 active: Callable[[], set[int]]) -> None:
         self.settings = settings
         self.sequencer = sequencer
-        self.index = index
         self.book = book
         self.reader = reader
         self.end_offsets = end_offsets
@@ -81,12 +74,9 @@ class Punctuator:
         self.wake = wake
         self.fail = fail
         self.active = active
-        self.in_flight = in_flight
         self.ends: dict[tuple[str, int], int] = {}  # input end offsets seen by the last probe
         self.failure: BaseException | None = None
-        self._producer: Producer | None = None
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
-        self._flush_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-timers")
         self._probing = asyncio.Lock()
         self._last_probe = 0.0
         self._probe_gap = PROBE_MIN_S  # least time before the next probe of the applier's
@@ -99,9 +89,9 @@ class Punctuator:
         Not faust's `app.timer`, which logs a WARNING ("Timer ... is
         overlapping") for every tick that takes longer than its interval.
         Under a backlog most ticks do - each waits for the event loop between
-        batches and for its timer records' acknowledgements - and a timer
-        storm logged one a second: noise in the logs of a worker that is only
-        busy.  Each tick's duration is in /xwait/stats (`latencyMs.tick`).
+        batches and for its probe - and a timer storm logged one a second:
+        noise in the logs of a worker that is only busy.  Each tick's duration
+        is in /xwait/stats (`latencyMs.tick`).
         """
         try:
             while self.failure is None:
@@ -112,7 +102,7 @@ class Punctuator:
                 self._background.cancel()
 
     async def tick(self) -> None:
-        """Probe the inputs' end offsets (stream time), then emit the timers due by it."""
+        """Probe the inputs' end offsets (stream time); the applier then fires what fell due."""
         owned = self.active()
         if not owned or self.failure is not None:
             self.counters["punctuator.skipped"] += 1
@@ -121,7 +111,6 @@ class Punctuator:
         try:
             await self.probe(owned)
             self.wake.set()
-            await self._emit_due(owned)
             self._commit_group_offsets(owned)
         except (KafkaException, TimeoutError) as exc:  # the broker is away: next tick again
             log.warning("punctuator tick failed: %s", exc)
@@ -192,55 +181,6 @@ class Punctuator:
         got: dict[tuple[str, int], int] = await loop.run_in_executor(
             self._probe_thread, lambda: self.end_offsets.get(tps, earliest=earliest))
         return got
-
-    # -- timers ----------------------------------------------------------------------
-    def _timer_producer(self) -> Producer:
-        if self._producer is None:
-            self._producer = Producer(self.settings.confluent(**{
-                "partitioner": "murmur2_random", "acks": "all", "linger.ms": 2,
-                "enable.idempotence": True,
-            }))
-        return self._producer
-
-    async def _emit_due(self, owned: set[int]) -> None:
-        times = {p: t for p, t in self.sequencer.times().items() if p in owned}
-        scan = time.perf_counter()
-        due = self.index.pop_due(times, self.settings.timer_batch, self.in_flight(owned))
-        self.latency.add("scan_us", round((time.perf_counter() - scan) * 1e6))
-        if not due:
-            return
-        try:
-            producer = self._timer_producer()
-        except KafkaException as exc:
-            for t in due:
-                self.index.requeue(t)
-            await self.fail(exc, "creating the timer producer")
-            return
-        failed: list[DueTimer] = []
-
-        def delivered(timer: DueTimer) -> Callable[[KafkaError | None, object], None]:
-            def report(err: KafkaError | None, _msg: object) -> None:
-                if err is not None:
-                    failed.append(timer)
-            return report
-
-        fired = now_ms()
-        topic = self.topics[Role.TIMERS]
-        for t in due:
-            producer.produce(topic, key=t.wait_key.encode(),
-                             value=timer_record(t.wait_key, t.kind, t.due_at, t.generation, fired),
-                             partition=t.partition, on_delivery=delivered(t))
-        remaining = await asyncio.get_running_loop().run_in_executor(self._flush_thread,
-                                                                     producer.flush, 10.0)
-        if remaining:
-            failed = list(due)  # not known which: emitting one twice is harmless
-        for t in failed:
-            self.index.requeue(t)
-        if failed:
-            self.counters["timers.failed"] += len(failed)
-            log.warning("timer records not delivered count=%d: emitted again next tick",
-                        len(failed))
-        self.counters["timers.emitted"] += len(due) - len(failed)
 
     def _commit_group_offsets(self, owned: set[int]) -> None:
         if time.monotonic() - self._last_group_commit < GROUP_COMMIT_INTERVAL_S:

@@ -134,6 +134,18 @@ def to_event(role: Role, record: Mapping[str, Any], origin: Origin | None = None
     )
 
 
+def fired_record(topic: str, partition: int, wait_key: str, kind: str, due_at: int,
+                 generation: int) -> InputRecord:
+    """A due timer of the worker's own index, as the batch carries it (`RecordHandler.fire`).
+
+    Offset -1: it was read from no topic, so it moves no input position and
+    is never taken for a replay.  Its time is its due time (decisions and
+    the lateness figures go by it); the value names the arming, `kind:generation`.
+    """
+    return InputRecord(Role.TIMERS, topic, partition, -1, wait_key.encode(),
+                       f"{kind}:{generation}".encode("ascii"), due_at)
+
+
 def timer_record(wait_key: str, kind: str, due_at: int, generation: int, now_ms: int) -> bytes:
     return codec.encode(RecordType.TIMER, {
         "correlationKey": wait_key, "kind": kind, "dueAt": due_at,
@@ -282,12 +294,48 @@ class RecordHandler:
             return self._refuse(rec, ProcessorReject.INTERNAL_ERROR,
                                 f"{type(exc).__name__}: {exc}", now_ms)
 
+    def fire(self, rec: InputRecord, load: Callable[[str], bytes | None], now_ms: int,
+             until: int) -> Handled:
+        """Decide a due timer the worker took from its own index (`fired_record`).
+
+        Every timer of the wait due by `until` (its partition's due-by time)
+        fires in this one decision, each at its own due time: the decision
+        names the latest of them, and the core catches up to it.  The index
+        is read in due-time order a batch's room at a time, so the timer taken
+        is often a wait's first due one; firing only that decided a storm's
+        waits three times each (two reminders, then the deadline).  The
+        timer is no input: it is never a replay and moves no position.  One
+        whose arming is gone is stale, as a timer record's would be.
+        """
+        if rec.key is None or rec.timestamp is None or rec.value is None:
+            raise ValueError("expected a record made by fired_record")
+        wait_key = rec.key.decode("utf-8")
+        kind, generation = rec.value.decode("ascii").split(":")
+        event = TimerFired(wait_key, TimerKind(kind), rec.timestamp, int(generation))
+        try:
+            stored = load(wait_key)
+            row = decode_row(stored) if stored is not None else Row(None)
+            if _armed_in(row.head, event):
+                latest = max((t for t in row.head.timers if t.due_at <= until),
+                             key=lambda t: t.due_at, default=None)
+                if latest is not None and latest.due_at > event.due_at:
+                    event = TimerFired(wait_key, latest.kind, latest.due_at, latest.generation)
+            handled = self._decide(rec, wait_key, event, lambda _key: stored, now_ms)
+        except Exception as exc:  # a bug must not stop the partition: see the class
+            log.exception("decide failed key=%s timer=%s due_at=%s", wait_key, kind,
+                          rec.timestamp)
+            return self._refuse(rec, ProcessorReject.INTERNAL_ERROR,
+                                f"{type(exc).__name__}: {exc}", now_ms)
+        handled.timer = ArmedTimer(event.kind, event.due_at, event.generation)
+        return handled
+
     def _decide(self, rec: InputRecord, wait_key: str, event: Event,
                 load: Callable[[str], bytes | None], now_ms: int) -> Handled:
         """Everything from the stored row to the row to store: any failure is refused whole."""
         stored = load(wait_key)
         row = decode_row(stored) if stored is not None else Row(None)
-        if row.is_replay(rec.role, rec.offset):
+        fired = rec.offset < 0  # a timer the worker fired itself: no input, no position
+        if not fired and row.is_replay(rec.role, rec.offset):
             return self._replay(rec, row)
         if isinstance(event, TimerFired) and not _armed_in(row.head, event):
             return _stale_timer(wait_key, row.head, event)
@@ -299,8 +347,8 @@ class RecordHandler:
             if decision.slot is None:
                 handled.row = RowWrite.DELETE
             else:
-                handled.row = encode_row(Row(encode_slot(decision.slot),
-                                             {**row.seen, rec.role: rec.offset}, (),
+                seen = row.seen if fired else {**row.seen, rec.role: rec.offset}
+                handled.row = encode_row(Row(encode_slot(decision.slot), seen, (),
                                              handled.head_after))
         too_large = _too_large(handled)
         if too_large is not None:

@@ -18,8 +18,9 @@ time.  So the worker holds what it has taken until it may apply it:
   (its later records were appended after it);
 * the partition's stream time is the least of its topics' bounds: every
   record appended before it has been released.  A timer may fire only once
-  stream time has passed its due time (the punctuator emits it then, and
-  the handler ignores a timer record that comes earlier).
+  stream time has passed its due time (the applier fires it then, and the
+  handler ignores a timer record, an older worker's or forged, that comes
+  earlier).
 
 The timers topic carries the worker's own records; they are released at
 once, in order (whether each is due is the handler's check).  Records of a
@@ -159,7 +160,7 @@ class Sequencer:
         """Put released records back in front, in their order: they were not applied.
 
         The stream time goes back to before them: a timer record processed
-        meanwhile is then found not yet due, and emitted again later.
+        meanwhile is then found not yet due, and its timer fired later.
         """
         for rec in reversed(records):
             part = self._parts.get(rec.partition)

@@ -8,7 +8,8 @@ One input record's path, and where each guarantee is kept:
       -> applier                  decides a batch (core.decide)           applier.py, batch.py
       -> committer                outputs, then changelog (or one txn)    commit.py
       -> state                    one RocksDB write per partition         state.py
-      -> punctuator               emits timers due by stream time         punctuator.py
+    punctuator (punctuator.py)    probes end offsets: stream time for quiet partitions;
+    applier again                 decides the timers due by stream time   applier.py, timers/due.py
     ownership (takeover.py): fence -> restore (restore.py) -> seek, per partition;
     faust (faust_app.py): group membership, the tasks, the web server.
 
@@ -111,16 +112,16 @@ class Worker:
             self.gate, self.sequencer, self.topics, self.counters, self.latency, wake,
             self.fail)
         self.punctuator = Punctuator(
-            settings=settings, sequencer=self.sequencer, index=self.index, book=self.book,
-            reader=self.reader, end_offsets=EndOffsets(settings.confluent()),
-            topics=self.topics, counters=self.counters, latency=self.latency, wake=wake,
-            fail=self.fail, active=self.owned_partitions, in_flight=self._in_flight)
+            settings=settings, sequencer=self.sequencer, book=self.book, reader=self.reader,
+            end_offsets=EndOffsets(settings.confluent()), topics=self.topics,
+            counters=self.counters, latency=self.latency, wake=wake, fail=self.fail,
+            active=self.owned_partitions)
         self.applier = Applier(
             handler=RecordHandler(definitions, settings.partitions), sequencer=self.sequencer,
             stores=self.stores, committer=self.committer, book=self.book, index=self.index,
             intake=self.intake, counters=self.counters, latency=self.latency,
             observers=self.observers, lock=lock, wake=wake, fail=self.fail,
-            probe_soon=self.punctuator.probe_soon)
+            probe_soon=self.punctuator.probe_soon, timers_topic=self.topics[Role.TIMERS])
         self.restorer = ChangelogReader(
             settings.confluent(**{"group.id": f"{settings.app_id}-restore"}), self.changelog,
             self.stores)
@@ -130,9 +131,6 @@ class Worker:
             index=self.index, punctuator=self.punctuator, topics=self.topics,
             changelog=self.changelog, counters=self.counters, lock=lock, wake=wake,
             ready=self.ready, fail=self.fail)
-
-    def _in_flight(self, owned: set[int]) -> Any:
-        return self.applier.in_flight(owned)
 
     # -- the failure policy ----------------------------------------------------------
     async def fail(self, exc: BaseException, what: str) -> None:

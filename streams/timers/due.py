@@ -1,44 +1,46 @@
-"""Which timers to emit: the stored index read up to each partition's stream time.
+"""Which timers are due: the stored index read up to each partition's stream time.
+
+The applier takes what is due before each batch (`pop_due`) and decides it
+in the batch (`applier.Applier._due`); a timer taken is *emitted* until the
+row its decision wrote is stored.  Emitted, not sent: until 2026-12 each
+went to the timers topic as a record and came back to be decided, and the
+names kept here are those of that time.
 
 What is in memory is bounded by what is in flight, not by how many waits
 are parked: per owned partition, the lowest due time that may still be
 pending (`low`), where the next read starts (`start`: below it every entry
-is emitted or left for stored input, so a tick does not read again the
-timers emitted whose records are still on their way - hundreds a tick and
-5-20 ms of it at 500 waits/s), and the earliest due time the last read saw
-beyond what it read (`next`: a tick whose time has not reached it reads
-nothing, so an idle tick costs no RocksDB seek however large the table); and
-the timers emitted whose record has not been processed yet (`emitted`), so
-that a tick does not emit them again.  A timer is emitted once per arming;
-it is emitted again only when its record was not delivered or was found not
-yet due (`requeue`), or when its partition moved (a new owner starts with
-nothing emitted).
+is emitted, so a read does not go again over the timers whose batch is
+still being committed), and the earliest due time the last read saw beyond
+what it read (`next`: a batch whose stream time has not reached it reads
+nothing, so asking costs no RocksDB seek however large the table); and the
+timers emitted whose decision is not stored yet (`emitted`), so that they
+are not taken twice.  A timer is emitted once per arming; it is emitted
+again only when its decision was not made (`requeue`: the registry was
+away) or a timer record named it before it was due, or when its partition
+moved (a new owner starts with nothing emitted).
 
-A wait has at most one timer record in flight.  Deciding a timer record
-fires every timer of its wait due by the record's due time, its own and the
-ones armed meanwhile (a reminder arms the next), and may end the wait; a
-second record sent for the same wait before the first came back was often
-stale by then: in a timer storm 4,974 of 29,960 timer records (the first
-reminder's record still in flight when the deadline fell due; deciding it
-armed the second reminder, whose record came after the deadline's had fired
-it).  So a timer of a wait whose record is on its way *rides* on that record:
-it is marked, not sent.  When the record has been decided (`changed`), a
-rider it did not fire - due later, or the record went stale - loses its mark
-and is read again.
+A wait has at most one timer decided per batch.  Deciding it fires every
+timer of its wait due by its due time, its own and the ones armed meanwhile
+(a reminder arms the next), and may end the wait; so a timer of a wait with
+one already taken *rides* on it: it is marked, not taken.  When that
+decision is stored (`changed`), a rider it did not fire - due later, or the
+decision found its timer stale - loses its mark and is read again.  (The
+decision fires every timer of the wait due by the stream time,
+`RecordHandler.fire`, so riders are seldom left.)
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from streams.core import ArmedTimer, TimerKind
 from streams.timers.stored import armed_in_order, due_entries
 
-# Most index entries one tick looks at per partition beyond those it emits:
-# entries emitted and still in flight are skipped, and must not make a tick
+# Most index entries one read looks at per partition beyond those it emits:
+# entries emitted and still in flight are skipped, and must not make a read
 # walk the whole backlog of a lagging partition.
 SCAN_SLACK = 10_000
 # `next` of a partition whose index holds nothing after what was read.
@@ -47,23 +49,9 @@ NOTHING_LATER = 2**63
 # Iterating the enum class itself builds a generator of its members each time.
 _KINDS = tuple(TimerKind)
 
-# (wait key, kind) -> (due, generation, sent): sent, the timer's own record is in
-# flight; not sent, it rides on the record of its wait in flight.
+# (wait key, kind) -> (due, generation, sent): sent, the timer itself is taken and
+# its decision not stored yet; not sent, it rides on the timer of its wait taken.
 Emitted = dict[tuple[str, TimerKind], tuple[int, int, bool]]
-
-
-@dataclass(frozen=True)
-class InFlight:
-    """A partition's waits with input taken but not stored yet, and the stream time stored.
-
-    The stored index knows a wait's timers as of its stored row.  A timer of
-    one of these waits due after `stored_time` may already be gone (a reply
-    appended before it is being decided): it waits until their batch is
-    stored.  The partition's other timers are due by its stream time.
-    """
-
-    stored_time: int
-    wait_keys: Container[str]
 
 
 @dataclass(frozen=True, order=True)
@@ -85,13 +73,10 @@ class DueTimers:
         # this, beyond what the last read covered: every entry put since was
         # announced by `changed` (the worker's own writes) or `requeue`.
         self._next: dict[int, int] = {}
-        # Every index entry due before this is emitted, or left for stored input
-        # (`_deferred`), or was announced (`changed`, `requeue`), which lowers it.
+        # Every index entry due before this is emitted, or was announced
+        # (`changed`, `requeue`), which lowers it.
         self._start: dict[int, int] = {}
         self._emitted: dict[int, Emitted] = {}
-        # The earliest timer left for later because its wait had input in flight
-        # (`InFlight`): read again once that input is stored (`stored`).
-        self._deferred: dict[int, int] = {}
 
     def take(self, partition: int, low: int) -> None:
         """Own a partition whose index starts at `low`; nothing of it is emitted yet."""
@@ -99,20 +84,12 @@ class DueTimers:
         self._next[partition] = low  # not read yet
         self._start[partition] = low
         self._emitted[partition] = {}
-        self._deferred.pop(partition, None)
 
     def drop(self, partition: int) -> None:
         self._low.pop(partition, None)
         self._next.pop(partition, None)
         self._start.pop(partition, None)
         self._emitted.pop(partition, None)
-        self._deferred.pop(partition, None)
-
-    def stored(self, partition: int) -> None:
-        """Input of the partition was stored: timers left for it may be emitted now."""
-        deferred = self._deferred.pop(partition, None)
-        if deferred is not None and partition in self._low:
-            self._lower(partition, deferred)
 
     def low(self, partition: int) -> int:
         return self._low.get(partition, 0)
@@ -125,8 +102,8 @@ class DueTimers:
         """A wait's timers changed (its row is stored): forget what was emitted of it.
 
         A mark goes with its timer; a timer still armed keeps its mark only
-        while a record of its wait is in flight that fires it (its own, or a
-        later timer's that is still armed).  Otherwise - the record it rode
+        while a timer of its wait is taken that fires it (its own, or a later
+        timer that is still armed).  Otherwise - the timer it rode
         on went stale (a moved deadline) - it is emitted again.
         """
         now_armed = {(t.kind, t.due_at, t.generation) for t in after}
@@ -138,7 +115,7 @@ class DueTimers:
     def _uncover(self, partition: int, wait_key: str,
                  armed: set[tuple[TimerKind, int, int]] | None = None) -> None:
         """Drop the wait's marks whose timer is not armed (`armed`, when known), and
-        those no record in flight fires (none, or one due before them): they are
+        those no timer taken fires (none, or one due before them): they are
         read again."""
         emitted = self._emitted.get(partition)
         if not emitted:
@@ -186,41 +163,38 @@ class DueTimers:
             del emitted[(wait_key, kind)]
             self._uncover(partition, wait_key)
 
-    def pop_due(self, due_by: Mapping[int, int], limit: int,
-                in_flight: Mapping[int, InFlight] | None = None) -> list[DueTimer]:
+    def may_be_due(self, due_by: Mapping[int, int]) -> bool:
+        """Whether `pop_due` could find a timer: some partition's time reached the first
+        index entry not read yet (a look at memory, asked before every batch)."""
+        following = self._next
+        return any(until >= following[p] for p, until in due_by.items() if p in following)
+
+    def pop_due(self, due_by: Mapping[int, int], limit: int) -> list[DueTimer]:
         """Timers due by their partition's time and not emitted yet, earliest first per partition.
 
         Each is marked emitted.  Reads the index from where the last read
         stopped (`start`), or from an entry announced below it since, only as
-        far as it must.  A timer of a wait `in_flight` due after the
-        partition's stored time is left for a later call.
+        far as it must.
         """
         out: list[DueTimer] = []
         for p, until in due_by.items():
             if p not in self._low or len(out) >= limit or until < self._next[p]:
                 continue
             emitted = self._emitted[p]
-            waiting = None if in_flight is None else in_flight.get(p)
             first: int | None = None
             last = self._start[p]
             looked = 0
             beyond: list[int] = []
             whole = True
-            deferred: int | None = None
-            # One record per wait: the last of its due timers.  Deciding it fires
+            # One timer per wait: the last of its due timers.  Deciding it fires
             # the earlier ones first, at their own due times (the core catches up),
-            # so a wait with three timers due costs one record, not three.
+            # so a wait with three timers due costs one decision, not three.
             latest: dict[str, DueTimer] = {}
             for entry in due_entries(self._db_for(p), self._start[p], until, beyond):
                 if first is None:
                     first = entry.due_at
                 last = entry.due_at
                 looked += 1
-                if (waiting is not None and entry.due_at > waiting.stored_time
-                        and entry.wait_key in waiting.wait_keys):
-                    if deferred is None:
-                        deferred = entry.due_at
-                    continue
                 held = emitted.get((entry.wait_key, entry.kind))
                 if held is None or held[:2] != (entry.due_at, entry.generation):
                     rides = entry.wait_key not in latest and _record_in_flight(
@@ -240,21 +214,17 @@ class DueTimers:
             for t in latest.values():  # the others of its wait ride on it
                 emitted[(t.wait_key, TimerKind(t.kind))] = (t.due_at, t.generation, True)
             out += sorted(latest.values(), key=lambda t: t.due_at)
-            if deferred is not None:
-                self._deferred[p] = min(deferred, self._deferred.get(p, deferred))
-            # Read to the end: everything due by `until` is emitted or deferred,
-            # and nothing new is due until the first entry after it.  Stopped
-            # short: the rest is read next tick, from the instant it stopped in.
+            # Read to the end: everything due by `until` is emitted, and nothing
+            # new is due until the first entry after it.  Stopped short: the rest
+            # is read next time, from the instant it stopped in.
             self._start[p] = until + 1 if whole else last
             self._next[p] = (beyond[0] if beyond else NOTHING_LATER) if whole else last
-            # Nothing is pending before what is still emitted, what was deferred,
-            # and the first entry read; if none of these, before `until`.
+            # Nothing is pending before what is still emitted and the first
+            # entry read; if neither, before `until`.
             self._low[p] = min((due for due, _, _ in emitted.values()),
                                default=first if first is not None else until + 1)
             if first is not None and first < self._low[p]:
                 self._low[p] = first
-            if p in self._deferred and self._deferred[p] < self._low[p]:
-                self._low[p] = self._deferred[p]
         return out
 
     def armed_in_order(self, partitions: Iterable[int], start: int = 0
@@ -292,8 +262,8 @@ def _marks(emitted: Emitted, wait_key: str) -> dict[TimerKind, tuple[int, int, b
 
 
 def _record_in_flight(emitted: Emitted, wait_key: str) -> bool:
-    """Whether a timer record of the wait is on its way (sent, not processed yet)."""
+    """Whether a timer of the wait is taken and its decision not stored yet."""
     return any(sent for _, _, sent in _marks(emitted, wait_key).values())
 
 
-__all__ = ["SCAN_SLACK", "DueTimer", "DueTimers", "InFlight"]
+__all__ = ["SCAN_SLACK", "DueTimer", "DueTimers"]

@@ -2,8 +2,8 @@
 
 Commits are pipelined one deep: a batch is decided while the previous one
 waits for the broker, reading that batch's rows from memory.  A commit that
-fails stores nothing and stops the worker; the timers of waits with input in
-flight wait for it, and only theirs.
+fails stores nothing and stops the worker.  Timers due by stream time are
+decided in the batches, after the staged records, against the rows in flight.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from streams.processor.applier import Applier
+from streams.processor.applier import Applier, now_ms
 from streams.processor.batch import Batch
 from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Role
@@ -23,6 +23,8 @@ from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
 from streams.timers.due import DueTimers
 from tests.processor.test_records import KEY, PART, handler, reply, request
+
+DAY_MS = 86_400_000
 
 
 class FakeCommitter:
@@ -74,7 +76,7 @@ class World:
             committer=port(self.committer), book=self.book, index=self.index,
             intake=port(FakeIntake()), counters=Counter(), latency=Latencies(),
             observers=[], lock=asyncio.Lock(), wake=asyncio.Event(), fail=fail,
-            probe_soon=lambda: None)
+            probe_soon=lambda: None, timers_topic="xwait.timers")
 
     def stage(self, *records: Any) -> None:
         self.applier._staged += list(records)
@@ -130,21 +132,77 @@ def test_a_commit_that_fails_stores_nothing_and_stops_the_worker(tmp_path: Path)
     asyncio.run(scenario())
 
 
-def test_only_the_timers_of_waits_with_input_in_flight_wait_for_it(tmp_path: Path) -> None:
+def far_ahead(w: World) -> None:
+    """A probe that finds every input caught up a month from now: stream time moves there."""
+    w.sequencer.probed(now_ms() + 30 * DAY_MS, [(role, PART, 0) for role in INPUT_ROLES])
+
+
+def test_a_due_timer_is_decided_in_a_batch_of_its_own_and_moves_no_input_position(
+    tmp_path: Path
+) -> None:
     async def scenario() -> None:
         w = World(tmp_path)
-        assert w.applier.in_flight({PART}) == {}
         w.stage(request(0))
-        staged = w.applier.in_flight({PART})
-        assert set(staged) == {PART} and KEY in staged[PART].wait_keys
-        assert "another-wait" not in staged[PART].wait_keys
         await w.applier.run_batch()
         await w.settle()
-        committing = w.applier.in_flight({PART})
-        assert KEY in committing[PART].wait_keys  # its rows are not stored yet
         w.committer.gates[0].set_result(None)
         await w.applier.drain()
-        assert w.applier.in_flight({PART}) == {}
+        await w.applier.run_batch()  # stream time 0: nothing is due
+        assert len(w.committer.batches) == 1
+        far_ahead(w)
+        assert w.applier.index.may_be_due(w.sequencer.times())
+        # Nothing staged: the due timers make the batches.  Firing a wait's last
+        # due timer fires every earlier one at its own time; what that arms is
+        # due too and fires once stored, until the wait's escalations end it.
+        outcomes = 0
+        for n in range(1, 20):
+            await w.applier.run_batch()
+            await w.settle()
+            if len(w.committer.batches) == n:
+                break
+            fired = w.committer.batches[n]
+            assert fired.counters["timers.fired"] >= 1
+            assert fired.counters["processed.timers"] == 0  # no timer record was read
+            assert fired.parts[PART].positions.next_offset == w.book.durable[PART].next_offset
+            outcomes += [o.role for o in fired.parts[PART].out].count(Role.OUTCOMES)
+            w.committer.gates[n].set_result(None)
+            await w.applier.drain()
+            assert w.stores[PART].positions() == w.book.durable[PART]
+        assert outcomes == 1
+        assert 2 < len(w.committer.batches) < 19
+        assert not w.applier.index.may_be_due(w.sequencer.times())
+        assert w.book.durable[PART].next_offset[Role.TIMERS] == 0
+        assert w.failures == []
+
+    asyncio.run(scenario())
+
+
+def test_a_timer_due_while_the_reply_that_ended_its_wait_commits_is_found_stale(
+    tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        w = World(tmp_path)
+        w.stage(request(0))
+        await w.applier.run_batch()
+        await w.settle()
+        w.committer.gates[0].set_result(None)
+        await w.applier.drain()
+        w.stage(reply(0, {"decision": "approved"}))
+        await w.applier.run_batch()  # the reply ends the wait; its commit waits
+        await w.settle()
+        far_ahead(w)  # the stored index still lists the wait's timers
+        third = asyncio.ensure_future(w.applier.run_batch())
+        await w.settle()
+        w.committer.gates[1].set_result(None)
+        await third
+        await w.settle()
+        assert len(w.committer.batches) == 3
+        timers = w.committer.batches[2]
+        assert timers.counters["discarded.stale_timer"] == 1
+        assert timers.parts[PART].out == []  # no escalation after the reply's outcome
+        w.committer.gates[2].set_result(None)
+        await w.applier.drain()
+        assert w.failures == []
 
     asyncio.run(scenario())
 

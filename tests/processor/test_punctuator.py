@@ -22,7 +22,6 @@ from streams.processor.model import INPUT_ROLES, InputRecord, Role
 from streams.processor.partitions import PartitionBook
 from streams.processor.punctuator import Punctuator
 from streams.processor.sequencer import Sequencer
-from streams.timers.due import DueTimers
 
 
 class Ends:
@@ -57,11 +56,10 @@ class Fixture:
             raise AssertionError(f"{what}: {exc}")
 
         self.punctuator = Punctuator(
-            settings=settings, sequencer=self.sequencer, index=DueTimers(lambda p: None),
-            book=PartitionBook(), reader=None,  # type: ignore[arg-type]
+            settings=settings, sequencer=self.sequencer, book=PartitionBook(), reader=None,  # type: ignore[arg-type]
             end_offsets=self.ends, topics=self.topics,  # type: ignore[arg-type]
             counters=Counter(), latency=Latencies(), wake=self.wake, fail=fail,
-            active=lambda: {0}, in_flight=lambda owned: {})
+            active=lambda: {0})
         start = {role: 0 for role in INPUT_ROLES}
         self.sequencer.assign(0, start, 0)
         self.sequencer.probed(1_000, [(role, 0, 0) for role in INPUT_ROLES])  # all empty

@@ -34,7 +34,7 @@ from streams.processor.model import (
     RowHead,
     RowWrite,
 )
-from streams.processor.records import RecordHandler, timer_record
+from streams.processor.records import RecordHandler, fired_record, timer_record
 
 pytestmark = [pytest.mark.rule8]
 
@@ -148,6 +148,31 @@ def test_a_timer_record_not_yet_due_by_stream_time_is_ignored_and_handed_back() 
     # decided at its due time, after the two reminders due before it
     assert [decoded(o)["action"] for o in due.out] == ["SEND_REMINDER", "SEND_REMINDER",
                                                        "RUN_ESCALATION"]
+
+
+def test_a_fired_timer_fires_every_timer_of_its_wait_due_by_then_and_names_no_input() -> None:
+    store = Store()
+    store.apply(handler.handle(request(), store.load, NOW))
+    stored = store.rows[KEY]
+    first, deadline = sorted(decode_row(stored).head.timers, key=lambda t: t.due_at)
+    timer = fired_record("xwait.timers", PART, KEY, first.kind.value, first.due_at,
+                         first.generation)
+    # Taken from the index first (its due time comes first), decided through the deadline:
+    # the second reminder, armed by the first, fires on the way.
+    all_due = handler.fire(timer, store.load, NOW, until=deadline.due_at)
+    assert [decoded(o)["action"] for o in all_due.out] == ["SEND_REMINDER", "SEND_REMINDER",
+                                                           "RUN_ESCALATION"]
+    assert all_due.timer == deadline
+    # Stream time short of the deadline: the reminder taken fires alone, the deadline waits.
+    one = handler.fire(timer, store.load, NOW, until=deadline.due_at - 1)
+    assert [decoded(o)["action"] for o in one.out] == ["SEND_REMINDER"]
+    assert isinstance(one.row, bytes)
+    assert deadline in decode_row(one.row).head.timers
+    # No input: the row's input offsets stay those of the request.
+    assert decode_row(one.row).seen == decode_row(stored).seen
+    store.apply(all_due)
+    stale = handler.fire(timer, store.load, NOW, until=deadline.due_at)
+    assert stale.out == [] and stale.counters == ["discarded.stale_timer"]
 
 
 def test_a_key_with_a_nul_character_is_refused_as_invalid() -> None:

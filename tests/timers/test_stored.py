@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core import ArmedTimer, TimerKind
-from streams.timers.due import DueTimer, DueTimers, InFlight
+from streams.timers.due import DueTimer, DueTimers
 from streams.timers.stored import (
     index_changes,
     index_key,
@@ -101,39 +101,6 @@ def test_when_the_timer_emitted_for_a_wait_goes_its_others_are_emitted_again(
     assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "w", "reminder", 1_000, 1)]
 
 
-def test_a_timer_of_a_wait_with_input_in_flight_waits_until_that_input_is_stored(
-    tmp_path: Path
-) -> None:
-    db = rdict(tmp_path)
-    arm(db, "busy", ArmedTimer(TimerKind.DEADLINE, 2_000, 1))
-    arm(db, "quiet", ArmedTimer(TimerKind.DEADLINE, 2_000, 1))
-    arm(db, "old", ArmedTimer(TimerKind.REMINDER, 900, 1))
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
-    # Stream time 3,000; what is stored reflects the inputs up to 1,000, and a
-    # batch with input of "busy" (a reply, maybe) is being decided or committed.
-    flight = {0: InFlight(stored_time=1_000, wait_keys={"busy"})}
-    assert [t.wait_key for t in due.pop_due({0: 3_000}, 10, flight)] == ["old", "quiet"]
-    assert due.pop_due({0: 3_000}, 10, flight) == []
-    due.stored(0)  # the batch is stored and did not change "busy"'s deadline
-    assert due.pop_due({0: 3_000}, 10, {}) == [DueTimer(0, "busy", "deadline", 2_000, 1)]
-
-
-def test_a_deferred_timer_the_stored_input_disarmed_is_not_emitted(tmp_path: Path) -> None:
-    db = rdict(tmp_path)
-    deadline = ArmedTimer(TimerKind.DEADLINE, 2_000, 1)
-    arm(db, "w", deadline)
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
-    assert due.pop_due({0: 3_000}, 10, {0: InFlight(1_000, {"w"})}) == []
-    deletes, _ = index_changes("w", (deadline,), ())  # the reply in flight ended the wait
-    for k in deletes:
-        db.delete(k)
-    due.changed(0, "w", (deadline,), ())
-    due.stored(0)
-    assert due.pop_due({0: 3_000}, 10, {}) == []
-
-
 class _CountingDb:
     """A RocksDB handle that counts the reads a tick makes."""
 
@@ -222,8 +189,6 @@ _OPS = st.lists(st.one_of(
     st.tuples(st.just("disarm"), _KEYS, st.sampled_from(list(TimerKind)), st.just(0)),
     st.tuples(st.just("requeue"), st.just(""), st.just(TimerKind.DEADLINE), st.integers(0, 9)),
     st.tuples(st.just("tick"), st.just(""), st.just(TimerKind.DEADLINE), st.integers(0, 12)),
-    st.tuples(st.just("flight"), _KEYS, st.just(TimerKind.DEADLINE), st.just(0)),
-    st.tuples(st.just("store"), st.just(""), st.just(TimerKind.DEADLINE), st.just(0)),
 ), max_size=40)
 
 
@@ -239,16 +204,14 @@ def test_skipping_idle_and_emitted_reads_emits_exactly_what_reading_all_every_ti
     armed: dict[str, dict[TimerKind, ArmedTimer]] = {}
     popped: list[DueTimer] = []
     until, generation = 0, 0
-    flight: set[str] = set()  # waits with input taken but not stored (`InFlight`)
-    stored_time = 0
 
     def tick(at: int) -> list[DueTimer]:
         # The reference reads at every tick, the whole index from its start.
         every._next[0] = every._start[0] = -(2**63)
-        in_flight = {0: InFlight(stored_time, frozenset(flight))}
-        got = fast.pop_due({0: at}, limit, in_flight)
-        assert got == every.pop_due({0: at}, limit, in_flight)
-        assert all(t.due_at <= stored_time or t.wait_key not in flight for t in got)
+        asked = fast.may_be_due({0: at})
+        got = fast.pop_due({0: at}, limit)
+        assert got == every.pop_due({0: at}, limit)
+        assert asked or not got, "the applier asks may_be_due before each batch"
         armed_dues = [t.due_at for timers in armed.values() for t in timers.values()]
         assert fast.low(0) <= min(armed_dues, default=fast.low(0)), (
             "a restart reads the index from the low mark: it never passes an armed timer")
@@ -275,13 +238,6 @@ def test_skipping_idle_and_emitted_reads_emits_exactly_what_reading_all_every_ti
             timer = popped[n % len(popped)]
             fast.requeue(timer)
             every.requeue(timer)
-        elif op == "flight":
-            flight.add(key)
-        elif op == "store":
-            flight.clear()
-            stored_time = until
-            fast.stored(0)
-            every.stored(0)
         elif op == "tick":
             until += n * 10
             popped += tick(until)
