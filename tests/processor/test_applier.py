@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from streams.processor.applier import Applier, now_ms
 from streams.processor.batch import Batch
 from streams.processor.latency import Latencies
@@ -23,6 +25,8 @@ from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
 from streams.timers.due import DueTimers
 from tests.processor.test_records import KEY, PART, handler, reply, request
+
+pytestmark = [pytest.mark.rule2]  # timers fire after the records appended before them
 
 DAY_MS = 86_400_000
 
