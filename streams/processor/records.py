@@ -320,7 +320,7 @@ class RecordHandler:
                              key=lambda t: t.due_at, default=None)
                 if latest is not None and latest.due_at > event.due_at:
                     event = TimerFired(wait_key, latest.kind, latest.due_at, latest.generation)
-            handled = self._decide(rec, wait_key, event, lambda _key: stored, now_ms)
+            handled = self._decide(rec, wait_key, event, load, now_ms, row)
         except Exception as exc:  # a bug must not stop the partition: see the class
             log.exception("decide failed key=%s timer=%s due_at=%s", wait_key, kind,
                           rec.timestamp)
@@ -330,10 +330,13 @@ class RecordHandler:
         return handled
 
     def _decide(self, rec: InputRecord, wait_key: str, event: Event,
-                load: Callable[[str], bytes | None], now_ms: int) -> Handled:
-        """Everything from the stored row to the row to store: any failure is refused whole."""
-        stored = load(wait_key)
-        row = decode_row(stored) if stored is not None else Row(None)
+                load: Callable[[str], bytes | None], now_ms: int,
+                row: Row | None = None) -> Handled:
+        """Everything from the stored row (`row`, if the caller read it) to the row to
+        store: any failure is refused whole."""
+        if row is None:
+            stored = load(wait_key)
+            row = decode_row(stored) if stored is not None else Row(None)
         fired = rec.offset < 0  # a timer the worker fired itself: no input, no position
         if not fired and row.is_replay(rec.role, rec.offset):
             return self._replay(rec, row)
