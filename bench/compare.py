@@ -464,12 +464,15 @@ class CpuSampler(threading.Thread):
 
 
 class StatsPoller(threading.Thread):
-    """Keeps xwait's last /xwait/stats answer while the worker runs (loadgen stops it)."""
+    """Keeps xwait's last /xwait/stats answer while the worker runs (loadgen stops it), and
+    the worst event-loop lag it reported: p99 and max of a 5-second window (`loopLagMs`)."""
 
     def __init__(self, worker: WorkerProcess) -> None:
         super().__init__(name="stats-poller", daemon=True)
         self.worker = worker
         self.last: dict[str, Any] | None = None
+        self.loop_lag_p99_ms: float | None = None
+        self.loop_lag_max_ms: float | None = None
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -477,6 +480,10 @@ class StatsPoller(threading.Thread):
             stats = self.worker.stats()
             if stats is not None:
                 self.last = stats
+                lag = stats.get("loopLagMs") or {}
+                if "p99_5s" in lag:
+                    self.loop_lag_p99_ms = max(self.loop_lag_p99_ms or 0.0, lag["p99_5s"])
+                    self.loop_lag_max_ms = max(self.loop_lag_max_ms or 0.0, lag["max_5s"])
             self._done.wait(STATS_POLL_S)
 
     def stop(self) -> dict[str, Any]:
@@ -726,6 +733,8 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
     finally:
         record["cpu_s"] = cpu.stop() if cpu.is_alive() else None
         record["worker_counters"] = poller.stop() if poller.is_alive() else {}
+        record["loop_lag_p99_ms"] = poller.loop_lag_p99_ms  # the worst 5 s window's
+        record["loop_lag_max_ms"] = poller.loop_lag_max_ms
         worker.stop()
     result = read_json(plan.folder / "loadgen.json")
     if w.mode == "open" and result.get("wrong_outcome"):
@@ -903,6 +912,9 @@ def figures(plan: RunPlan, result: dict[str, Any], record: dict[str, Any]) -> di
         "undecodable_outcomes": result.get("undecodable_outcomes"),
         "cpu_s": cpu_s, "cpu_us_per_event": per_event(cpu_s, events),
         "startup_cpu_s": record.get("startup_cpu_s"),
+        # xwait only: its event loop's lag over the run, the worst 5 s window's p99 and max.
+        "loop_lag_p99_ms": record.get("loop_lag_p99_ms"),
+        "loop_lag_max_ms": record.get("loop_lag_max_ms"),
     }
     if plan.workload.name == "storm":
         actions = record.get("actions_by_kind", {})
@@ -1151,6 +1163,11 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
                     f"{per_round(values(runs, name, s, 'events_per_s'))} | "
                     f"{per_round(values(runs, name, s, 'peak_rss_mib'))} | "
                     f"{correctness(name, s)} |")
+            if any(v is not None for v in values(runs, name, "xwait", "loop_lag_p99_ms")):
+                lines += ["", "xwait's event loop lag over the load, the worst 5-second "
+                          "window's p99 / max (ms): "
+                          f"{per_round(values(runs, name, 'xwait', 'loop_lag_p99_ms'))} / "
+                          f"{per_round(values(runs, name, 'xwait', 'loop_lag_max_ms'))}."]
         lines.append("")
     lines += ["Every run, in the order run (load average = 1 minute, before → after):", "",
               "| # | round | workload | system | headline | load | wall (s) | result |",

@@ -61,11 +61,13 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
     failed = run(2, "open", "pypeer")
     failed.update(ok=False, error="CompareError: boom", figures={})
     runs = [run(1, "open", "xwait", reply_p50_ms=50.0, reply_p99_ms=200.0,
-                cpu_us_per_event=300.0, startup_cpu_s=2.0),
+                cpu_us_per_event=300.0, startup_cpu_s=2.0, loop_lag_p99_ms=21.0,
+                loop_lag_max_ms=35.0),
             run(1, "open", "pypeer", reply_p50_ms=40.0, reply_p99_ms=100.0,
                 cpu_us_per_event=150.0, startup_cpu_s=0.2),
             run(2, "open", "xwait", reply_p50_ms=60.0, reply_p99_ms=220.0,
-                cpu_us_per_event=330.0, startup_cpu_s=2.2), failed]
+                cpu_us_per_event=330.0, startup_cpu_s=2.2, loop_lag_p99_ms=30.0,
+                loop_lag_max_ms=80.0), failed]
     result = {"runs": runs, "ratios": compare.ratios(runs), "notes": [],
               "timestamp": "t", "file": "f.json",
               "parameters": {"systems": ["xwait", "pypeer"], "workloads": ["open"],
@@ -80,6 +82,8 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
     assert "| xwait | 300 / 330 | – | 2.0 / 2.2 | 50 / 60 | 200 / 220 |" in text
     assert "| Python peer | 150 / – | 2 | 0.2 / – | 40 / – | 100 / – | – / – | 2 |" in text
     assert "failed" in text and "CompareError: boom" in text
+    # The event loop's worst 5-second window under the load, every round.
+    assert "window's p99 / max (ms): 21 / 30 / 35 / 80." in text
 
 
 def test_an_open_run_is_judged_by_the_broker_clock_from_requested_at() -> None:
