@@ -89,6 +89,14 @@ class World:
         for _ in range(20):
             await asyncio.sleep(0)
 
+    async def park(self) -> None:
+        """The test's wait parked: its request decided, committed and stored."""
+        self.stage(request(0))
+        await self.applier.run_batch()
+        await self.settle()
+        self.committer.gates[-1].set_result(None)
+        await self.applier.drain()
+
 
 def test_a_batch_decided_while_the_previous_commits_reads_its_rows_and_both_land_in_order(
     tmp_path: Path
@@ -146,11 +154,7 @@ def test_a_due_timer_is_decided_in_a_batch_of_its_own_and_moves_no_input_positio
 ) -> None:
     async def scenario() -> None:
         w = World(tmp_path)
-        w.stage(request(0))
-        await w.applier.run_batch()
-        await w.settle()
-        w.committer.gates[0].set_result(None)
-        await w.applier.drain()
+        await w.park()
         await w.applier.run_batch()  # stream time 0: nothing is due
         assert len(w.committer.batches) == 1
         far_ahead(w)
@@ -186,11 +190,7 @@ def test_a_timer_due_while_the_reply_that_ended_its_wait_commits_is_found_stale(
 ) -> None:
     async def scenario() -> None:
         w = World(tmp_path)
-        w.stage(request(0))
-        await w.applier.run_batch()
-        await w.settle()
-        w.committer.gates[0].set_result(None)
-        await w.applier.drain()
+        await w.park()
         w.stage(reply(0, {"decision": "approved"}))
         await w.applier.run_batch()  # the reply ends the wait; its commit waits
         await w.settle()
