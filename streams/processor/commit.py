@@ -63,7 +63,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -212,6 +212,9 @@ class ExactlyOnce:
         self._app_id = app_id
         self._make_producer = make_producer
         self._producers: dict[int, Any] = {}
+        # Transactional ids being taken: the inits of an assignment cut short (a
+        # revocation cancelled its takeover) go on in their threads; see `_settle`.
+        self._initing: dict[int, Future[Any]] = {}
         self._executor = ThreadPoolExecutor(max(1, partitions), thread_name_prefix="xwait-tx")
 
     def transactional_id(self, partition: int) -> str:
@@ -219,11 +222,31 @@ class ExactlyOnce:
 
     async def assign(self, partitions: Iterable[int]) -> None:
         """Take the partitions' transactional ids, fencing whoever held them."""
-        loop = asyncio.get_running_loop()
+        await self._settle()
         new = [p for p in partitions if p not in self._producers]
-        made = await asyncio.gather(*(loop.run_in_executor(self._executor, self._init, p)
-                                      for p in new))
+        started = {p: self._executor.submit(self._init, p) for p in new}
+        self._initing.update(started)
+        made = await asyncio.gather(*(asyncio.wrap_future(f) for f in started.values()))
+        for p in new:
+            self._initing.pop(p, None)
         self._producers.update(zip(new, made, strict=True))
+
+    async def _settle(self) -> None:
+        """Wait for the inits of an assignment cut short; drop what they made.
+
+        Cancelling a takeover does not stop `init_transactions` in its thread.
+        Left running, it took the transactional id after the partition's next
+        owner had (that owner's first commit failed _FENCED and the worker
+        stopped), or after this worker's own next takeover of the partition
+        had: two workers starting together both stopped that way.  So a
+        revocation, and any later assignment, waits for them first: the
+        partition's next owner then fences what they made.
+        """
+        pending = list(self._initing.values())
+        self._initing.clear()
+        if pending:
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in pending),
+                                 return_exceptions=True)
 
     def _init(self, partition: int) -> Any:
         conf = {**self._conf, "transactional.id": self.transactional_id(partition)}
@@ -236,6 +259,7 @@ class ExactlyOnce:
         return producer
 
     async def revoke(self, partitions: Iterable[int]) -> None:
+        await self._settle()
         for p in partitions:
             self._producers.pop(p, None)  # its open transaction, if any, was committed
 
