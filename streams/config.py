@@ -128,12 +128,12 @@ class Settings:
     topology: Path = PACKAGED_TOPOLOGY
     data_dir: Path = DEFAULT_DATA_DIR
     guarantee: Guarantee = Guarantee.AT_LEAST_ONCE
-    # How often the punctuator probes the inputs' end offsets (stream time)
-    # and emits the timers due by it.  Deadline lateness is about one tick
-    # plus the time a timer record takes through Kafka; each tick costs one
-    # ListOffsets request and an index lookup per owned partition.  At 500
-    # waits/s on one worker, interleaved runs: lateness p99 410-576 ms at 0.1 s,
-    # 546-758 ms (once 4.4 s) at 0.2 s.
+    # How often the punctuator probes the inputs' end offsets: the stream time
+    # of a quiet partition, whose due timers the applier then fires.  A quiet
+    # partition's deadline lateness is about one tick; each tick costs one
+    # ListOffsets request per owned input partition.  At 500 waits/s on one
+    # worker (when timers still went through a topic), interleaved runs:
+    # lateness p99 410-576 ms at 0.1 s, 546-758 ms (once 4.4 s) at 0.2 s.
     timer_tick: float = 0.1
     # How long the group waits for a silent worker before moving its
     # partitions: the time a kill -9 leaves them unprocessed.  Shorter fails

@@ -90,7 +90,7 @@ def _escalate(w: Wait, d: WaitDefinition, ctx: _Ctx, exhausted: OutcomeReason) -
 MAX_CATCH_UP = 10_000
 """Most timers one decision fires while catching up (a probe polling every
 second, decided after a day without any record, would fire 86,400 polls).
-What is left stays armed and overdue, and the punctuator emits it next."""
+What is left stays armed and overdue, and the worker fires it next."""
 
 
 def _catch_up(slot: Slot | None, until: int, ctx: _Ctx) -> Slot | None:
