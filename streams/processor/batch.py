@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from streams.core import TimerKind
@@ -96,7 +96,25 @@ def _in_append_order(records: list[InputRecord]) -> Iterator[InputRecord]:
 def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: RowSource,
                 positions: Mapping[int, Positions], stream_times: Mapping[int, int],
                 wall_ms: int, fired: Iterable[InputRecord] = ()) -> Batch:
+    """`decide_batch` in one go."""
+    steps = decide_batch(handler, records, load, positions, stream_times, wall_ms, fired)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            batch: Batch = done.value
+            return batch
+
+
+def decide_batch(handler: RecordHandler, records: Iterable[InputRecord], load: RowSource,
+                 positions: Mapping[int, Positions], stream_times: Mapping[int, int],
+                 wall_ms: int, fired: Iterable[InputRecord] = ()) -> Generator[None, None, Batch]:
     """Decide `records` in order against the stored rows and each other's changes.
+
+    A generator that pauses after each decision and returns the batch: the
+    applier lets the event loop run between two decisions once it has held
+    it long enough (`applier.YIELD_AFTER_S`).  Nothing it reads may change
+    between two steps but through the batch itself.
 
     `positions` and `stream_times` are those of the records' partitions
     before the batch; `wall_ms` is the time of the records whose topic is not
@@ -138,6 +156,7 @@ def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: Ro
             counters += handled.counters
             counters.append(_PROCESSED[rec.role])
             batch.decided.append((rec, handled, now))
+            yield
         for rec in timers.get(partition, ()):
             handled = handler.fire(rec, load_row, wall_ms,
                                    stream_time if stream_time is not None else rec.timestamp or 0)
@@ -146,6 +165,7 @@ def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: Ro
             counters += handled.counters
             counters.append("timers.fired")
             batch.decided.append((rec, handled, wall_ms))
+            yield
         part.positions = Positions(next_offset, part.positions.stream_time)
     batch.counters.update(counters)  # one count of the whole batch: cheaper than per record
     return batch
@@ -179,4 +199,4 @@ def _take(part: PartitionBatch, handled: Handled) -> None:
         part.unindexed.append((handled.wait_key, kind, due_at))
 
 
-__all__ = ["Batch", "PartitionBatch", "RowChange", "RowSource", "build_batch"]
+__all__ = ["Batch", "PartitionBatch", "RowChange", "RowSource", "build_batch", "decide_batch"]

@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from streams import codec
+from streams.partitioning import partition_for
+from streams.processor import applier as applier_module
 from streams.processor.applier import Applier, now_ms
 from streams.processor.batch import Batch
 from streams.processor.latency import Latencies
@@ -24,7 +27,7 @@ from streams.processor.positions import Positions
 from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
 from streams.timers.due import DueTimers
-from tests.processor.test_records import KEY, PART, handler, reply, request
+from tests.processor.test_records import KEY, NOW, PART, PARTITIONS, handler, record, reply, request
 
 pytestmark = [pytest.mark.rule2]  # timers fire after the records appended before them
 
@@ -59,18 +62,20 @@ def port(fake: object) -> Any:
 
 
 class World:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, partitions: tuple[int, ...] = (PART,)) -> None:
         self.stores = StateStores(tmp_path)
-        self.stores.open(PART)
         self.sequencer = Sequencer()
-        start = {role: 0 for role in INPUT_ROLES}
-        self.sequencer.assign(PART, start, 0)
         self.book = PartitionBook()
-        self.book.decided[PART] = self.book.durable[PART] = Positions(start, 0)
+        start = {role: 0 for role in INPUT_ROLES}
+        for p in partitions:
+            self.stores.open(p)
+            self.sequencer.assign(p, start, 0)
+            self.book.decided[p] = self.book.durable[p] = Positions(start, 0)
         self.committer = FakeCommitter()
         self.failures: list[str] = []
         self.index = DueTimers(self.stores.db)
-        self.index.take(PART, 0)
+        for p in partitions:
+            self.index.take(p, 0)
 
         async def fail(exc: BaseException, what: str) -> None:
             self.failures.append(f"{what}: {exc}")
@@ -140,6 +145,66 @@ def test_a_commit_that_fails_stores_nothing_and_stops_the_worker(tmp_path: Path)
         assert w.stores.get(PART, KEY.encode()) is None
         assert w.stores[PART].positions() is None
         assert w.book.durable[PART].next_offset[Role.REQUESTS] == 0
+
+    asyncio.run(scenario())
+
+
+def requests_in_partitions(count: int) -> list[Any]:
+    """One request each for waits in `count` different partitions."""
+    keys: dict[int, str] = {}
+    n = 0
+    while len(keys) < count:
+        key = f"k-{n:016x}"
+        keys.setdefault(partition_for(key.encode(), PARTITIONS), key)
+        n += 1
+    return [record(Role.REQUESTS, codec.encode("StartWait", {
+        "correlationKey": key, "definition": "expense-approval", "requestedAt": NOW}), 0,
+        key, p) for p, key in keys.items()]
+
+
+@pytest.mark.parametrize("yield_after_s", [0.0, float("inf")])
+def test_a_long_batch_lets_the_loop_run_between_its_decisions_and_decides_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, yield_after_s: float
+) -> None:
+    """A long batch does not hold the event loop: other tasks run between its decisions."""
+    monkeypatch.setattr(applier_module, "YIELD_AFTER_S", yield_after_s)
+    requests = requests_in_partitions(3)
+
+    async def scenario() -> None:
+        w = World(tmp_path, tuple(r.partition for r in requests))
+        turns = 0
+
+        async def other_task() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        other = asyncio.ensure_future(other_task())
+        await asyncio.sleep(0)
+        w.stage(*requests)
+        before = turns
+        await w.applier.run_batch()
+        ran_between = turns - before
+        other.cancel()
+        await w.settle()  # the commit starts
+        if yield_after_s == 0:
+            assert ran_between >= 2  # after the first and the second decision at least
+        else:
+            assert ran_between == 0
+        [batch] = w.committer.batches
+        assert sorted(batch.parts) == sorted(r.partition for r in requests)
+        for r in requests:
+            part = batch.parts[r.partition]
+            assert list(part.rows) == [r.key]  # each wait parked in its own partition
+            assert part.positions.next_offset[Role.REQUESTS] == 1
+        assert batch.counters["processed.requests"] == 3
+        assert len(batch) == 3
+        w.committer.gates[0].set_result(None)
+        await w.applier.drain()
+        for r in requests:
+            assert r.key is not None and w.stores.get(r.partition, r.key) is not None
+        assert w.failures == []
 
     asyncio.run(scenario())
 
