@@ -44,8 +44,12 @@ log = logging.getLogger(__name__)
 # produce round trips and the RocksDB write over more records; beyond a few
 # hundred the gain is small and a rebalance waits longer for the batch in flight.
 BATCH_MAX = 500
-# Least room a batch keeps for due timers, whatever input is staged.
-TIMERS_MIN = 100
+# Most due timers decided in one batch, besides its input records: as many,
+# so that neither starves the other while a worker is saturated.  With room
+# for 100 beside a full batch of input, a worker saturated at 1,000 waits/s
+# (1,700 input events and 1,260 timers a second) decided its replies within
+# 0.6 s and fired its deadlines 9.7 s late.
+TIMERS_MAX = BATCH_MAX
 # Longest the applier holds the event loop while it decides a batch: then it
 # lets the loop run what waits (the web API, the fetch's hand-over, the
 # acknowledgements of the batch committing) before the next decision.  A
@@ -134,7 +138,7 @@ class Applier:
             records, self._staged = self._staged, []
             if self.failure is not None:
                 return
-            timers = self._due(len(records))
+            timers = self._due()
             if not records and not timers:
                 return
             batch = await self._decide(records, timers)
@@ -148,19 +152,19 @@ class Applier:
                 self._committing = asyncio.ensure_future(self._commit(batch))
                 self._committing.add_done_callback(lambda _f: self.wake.set())
 
-    def _due(self, staged: int) -> list[DueTimer]:
+    def _due(self) -> list[DueTimer]:
         """The timers due by their partition's stream time, to decide after the staged records.
 
         The worker fires its timers itself, in the batch: a timer's decision
         is made and stored with the batch like an input's, and reads the rows
         of the batch being committed (`_pending_rows`), so a timer whose wait
-        a reply in flight ended is found stale there.  Up to a batch's room,
-        and never fewer than TIMERS_MIN, so that a steady input cannot hold
-        due timers back.  Each wait's timer taken fires all of the wait's
-        timers due by then (`RecordHandler.fire`).
+        a reply in flight ended is found stale there.  Up to TIMERS_MAX,
+        whatever input is staged, so that a steady input cannot hold due
+        timers back.  Each wait's timer taken fires all of the wait's timers
+        due by then (`RecordHandler.fire`).
         """
         scan = time.perf_counter()
-        due = self.index.pop_due(self._due_by(), max(BATCH_MAX - staged, TIMERS_MIN))
+        due = self.index.pop_due(self._due_by(), TIMERS_MAX)
         self.latency.add("scan_us", round((time.perf_counter() - scan) * 1e6))
         return due
 
@@ -274,4 +278,4 @@ class Applier:
         self._staged = [r for r in self._staged if r.partition not in partitions]
 
 
-__all__ = ["BATCH_MAX", "TIMERS_MIN", "YIELD_AFTER_S", "Applier"]
+__all__ = ["BATCH_MAX", "TIMERS_MAX", "YIELD_AFTER_S", "Applier"]

@@ -18,7 +18,7 @@ import pytest
 from streams import codec
 from streams.partitioning import partition_for
 from streams.processor import applier as applier_module
-from streams.processor.applier import Applier, now_ms
+from streams.processor.applier import BATCH_MAX, TIMERS_MAX, Applier, now_ms
 from streams.processor.batch import Batch
 from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Role
@@ -149,6 +149,12 @@ def test_a_commit_that_fails_stores_nothing_and_stops_the_worker(tmp_path: Path)
     asyncio.run(scenario())
 
 
+def start(key: str, partition: int, offset: int = 0) -> Any:
+    return record(Role.REQUESTS, codec.encode("StartWait", {
+        "correlationKey": key, "definition": "expense-approval", "requestedAt": NOW}), offset,
+        key, partition)
+
+
 def requests_in_partitions(count: int) -> list[Any]:
     """One request each for waits in `count` different partitions."""
     keys: dict[int, str] = {}
@@ -157,9 +163,14 @@ def requests_in_partitions(count: int) -> list[Any]:
         key = f"k-{n:016x}"
         keys.setdefault(partition_for(key.encode(), PARTITIONS), key)
         n += 1
-    return [record(Role.REQUESTS, codec.encode("StartWait", {
-        "correlationKey": key, "definition": "expense-approval", "requestedAt": NOW}), 0,
-        key, p) for p, key in keys.items()]
+    return [start(key, p) for p, key in keys.items()]
+
+
+def requests_in(partition: int, count: int, first: int = 0, name: str = "w") -> list[Any]:
+    """Requests for `count` waits of `partition` (keys `name-...`), at offsets from `first`."""
+    keys = (f"{name}-{n:016x}" for n in range(10**9))
+    mine = (k for k in keys if partition_for(k.encode(), PARTITIONS) == partition)
+    return [start(next(mine), partition, first + i) for i in range(count)]
 
 
 @pytest.mark.parametrize("yield_after_s", [0.0, float("inf")])
@@ -245,6 +256,33 @@ def test_a_due_timer_is_decided_in_a_batch_of_its_own_and_moves_no_input_positio
         assert 2 < len(w.committer.batches) < 19
         assert not w.applier.index.may_be_due(w.sequencer.times())
         assert w.book.durable[PART].next_offset[Role.TIMERS] == 0
+        assert w.failures == []
+
+    asyncio.run(scenario())
+
+
+def test_due_timers_are_not_held_back_by_a_full_batch_of_input(tmp_path: Path) -> None:
+    """A saturated worker decides as many due timers per batch as input records.
+
+    With a small share beside a full batch of input, deadlines fell seconds
+    behind the replies decided with them.
+    """
+    async def scenario() -> None:
+        w = World(tmp_path)
+        parked = requests_in(PART, TIMERS_MAX + 50)
+        w.stage(*parked)
+        await w.applier.run_batch()
+        await w.settle()
+        w.committer.gates[0].set_result(None)
+        await w.applier.drain()
+        far_ahead(w)  # every parked wait's first timer is due
+        w.stage(*requests_in(PART, BATCH_MAX, first=len(parked), name="new"))
+        await w.applier.run_batch()
+        await w.settle()
+        batch = w.committer.batches[1]
+        assert batch.counters["processed.requests"] == BATCH_MAX
+        assert len(batch.parts[PART].rows) == BATCH_MAX + TIMERS_MAX  # new waits, fired ones
+        assert batch.counters["timers.fired"] == TIMERS_MAX
         assert w.failures == []
 
     asyncio.run(scenario())
