@@ -1165,8 +1165,8 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
                     f"{correctness(name, s)} |")
             if any(v is not None for v in values(runs, name, "xwait", "loop_lag_p99_ms")):
                 lines += ["", "xwait's event loop lag over the load, the worst 5-second "
-                          "window's p99 / max (ms): "
-                          f"{per_round(values(runs, name, 'xwait', 'loop_lag_p99_ms'))} / "
+                          "window (ms, per round): p99 "
+                          f"{per_round(values(runs, name, 'xwait', 'loop_lag_p99_ms'))}, max "
                           f"{per_round(values(runs, name, 'xwait', 'loop_lag_max_ms'))}."]
         lines.append("")
     lines += ["Every run, in the order run (load average = 1 minute, before → after):", "",

@@ -83,7 +83,7 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
     assert "| Python peer | 150 / – | 2 | 0.2 / – | 40 / – | 100 / – | – / – | 2 |" in text
     assert "failed" in text and "CompareError: boom" in text
     # The event loop's worst 5-second window under the load, every round.
-    assert "window's p99 / max (ms): 21 / 30 / 35 / 80." in text
+    assert "window (ms, per round): p99 21 / 30, max 35 / 80." in text
 
 
 def test_an_open_run_is_judged_by_the_broker_clock_from_requested_at() -> None:
