@@ -3,7 +3,9 @@
 Commits are pipelined one deep: a batch is decided while the previous one
 waits for the broker, reading that batch's rows from memory.  A commit that
 fails stores nothing and stops the worker.  Timers due by stream time are
-decided in the batches, after the staged records, against the rows in flight.
+decided in the batches, after the staged records, against the rows in flight,
+as many as input records fit; a long batch lets the event loop run between
+its decisions.
 """
 
 from __future__ import annotations
