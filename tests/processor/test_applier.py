@@ -151,7 +151,7 @@ def test_a_commit_that_fails_stores_nothing_and_stops_the_worker(tmp_path: Path)
     asyncio.run(scenario())
 
 
-def start(key: str, partition: int, offset: int = 0) -> Any:
+def start_request(key: str, partition: int, offset: int = 0) -> Any:
     return record(Role.REQUESTS, codec.encode("StartWait", {
         "correlationKey": key, "definition": "expense-approval", "requestedAt": NOW}), offset,
         key, partition)
@@ -165,14 +165,14 @@ def requests_in_partitions(count: int) -> list[Any]:
         key = f"k-{n:016x}"
         keys.setdefault(partition_for(key.encode(), PARTITIONS), key)
         n += 1
-    return [start(key, p) for p, key in keys.items()]
+    return [start_request(key, p) for p, key in keys.items()]
 
 
 def requests_in(partition: int, count: int, first: int = 0, name: str = "w") -> list[Any]:
     """Requests for `count` waits of `partition` (keys `name-...`), at offsets from `first`."""
     keys = (f"{name}-{n:016x}" for n in range(10**9))
     mine = (k for k in keys if partition_for(k.encode(), PARTITIONS) == partition)
-    return [start(next(mine), partition, first + i) for i in range(count)]
+    return [start_request(next(mine), partition, first + i) for i in range(count)]
 
 
 @pytest.mark.parametrize("yield_after_s", [0.0, float("inf")])
