@@ -30,6 +30,9 @@ def test_the_default_topology_is_the_one_shipped_in_the_package() -> None:
     ({"XWAIT_SCHEMA_REGISTRY_URL": "localhost:8081"}, "Expected an http:// or https:// URL"),
     ({"XWAIT_CONSOLE_URL": "6066"}, "Expected an http:// or https:// URL"),
     ({"XWAIT_GC_THRESHOLD": "0"}, "XWAIT_GC_THRESHOLD='0': expected a number above zero"),
+    ({"XWAIT_TIMER_TICK": "nan"}, "XWAIT_TIMER_TICK='nan': expected a number above zero"),
+    ({"XWAIT_BATCH_LINGER": "-0.1"}, "XWAIT_BATCH_LINGER='-0.1': expected a number of 0 or more"),
+    ({"XWAIT_BATCH_LINGER": "soon"}, "XWAIT_BATCH_LINGER='soon': expected a number of seconds"),
     ({"XWAIT_SECURITY_PROTOCOL": "SSL", "XWAIT_SSL_CERTFILE": "/nonexistent.pem"},
      "XWAIT_SSL_CERTFILE='/nonexistent.pem': Expected a readable file"),
 ])
@@ -42,3 +45,9 @@ def test_unusable_settings_are_refused_naming_the_variable(env: dict[str, str],
 def test_the_collector_threshold_is_raised_unless_set() -> None:
     assert from_env({}).gc_threshold == 20_000
     assert from_env({"XWAIT_GC_THRESHOLD": "700"}).gc_threshold == 700
+
+
+def test_batches_linger_50_ms_unless_set_and_zero_starts_each_at_once() -> None:
+    assert from_env({}).batch_linger == 0.05
+    assert from_env({"XWAIT_BATCH_LINGER": "0"}).batch_linger == 0.0
+    assert from_env({"XWAIT_BATCH_LINGER": "0.2"}).batch_linger == 0.2

@@ -76,7 +76,8 @@ class Applier:
                  committer: Committer, book: PartitionBook, index: DueTimers, intake: Intake,
                  counters: Counter[str], latency: Latencies, observers: list[Observer],
                  lock: asyncio.Lock, wake: asyncio.Event, fail: Fail,
-                 probe_soon: Callable[[], None], timers_topic: str) -> None:
+                 probe_soon: Callable[[], None], timers_topic: str,
+                 linger: float = 0.0) -> None:
         self.handler = handler
         self.timers_topic = timers_topic  # named by the Rejected record of a timer refused
         self.sequencer = sequencer
@@ -92,6 +93,7 @@ class Applier:
         self.wake = wake
         self.fail = fail
         self.probe_soon = probe_soon
+        self.linger = linger  # least seconds between two batches' starts (`run`)
         self.failure: BaseException | None = None
         self._staged: list[InputRecord] = []  # released, to be decided in the next batch
         self._pending_rows: dict[int, Mapping[bytes, bytes | None]] = {}
@@ -106,13 +108,22 @@ class Applier:
         commit's wait for acknowledgements).  While a commit waits, released
         records gather, so batches grow with the load instead of shrinking to
         one record each.
+
+        With a `linger`, a batch starts at least that long after the previous
+        one started (a full one at once): what is released meanwhile joins it.
+        A batch costs a fixed part (a commit, a RocksDB write per partition)
+        and its first decisions run on cold caches, so a few larger batches
+        take less CPU than many small ones, for up to `linger` more latency.
         """
         last_housekeeping = 0.0
+        last_batch = 0.0
+        timeout = 0.2
         while self.failure is None:
             try:
-                await asyncio.wait_for(self.wake.wait(), timeout=0.2)
+                await asyncio.wait_for(self.wake.wait(), timeout=timeout)
             except TimeoutError:
                 pass
+            timeout = 0.2
             self.wake.clear()
             released = self.sequencer.release(BATCH_MAX - len(self._staged))
             if released:
@@ -124,10 +135,16 @@ class Applier:
                 self.probe_soon()
             busy = self._committing is not None and not self._committing.done()
             due = not busy and self.index.may_be_due(self._due_by())
-            if (self._staged and (not busy or len(self._staged) >= BATCH_MAX)) or due:
-                await self.run_batch()
-                if self.sequencer.held():
-                    self.wake.set()  # more may be releasable now
+            full = len(self._staged) >= BATCH_MAX
+            if (self._staged and (not busy or full)) or due:
+                early = self.linger - (time.monotonic() - last_batch)
+                if early > 0 and not full:
+                    timeout = early  # decided then, with whatever is released meanwhile
+                else:
+                    last_batch = time.monotonic()
+                    await self.run_batch()
+                    if self.sequencer.held():
+                        self.wake.set()  # more may be releasable now
             if time.monotonic() - last_housekeeping > HOUSEKEEPING_S:
                 last_housekeeping = time.monotonic()
                 await self.intake.housekeep()

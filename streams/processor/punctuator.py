@@ -79,7 +79,11 @@ class Punctuator:
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
         self._probing = asyncio.Lock()
         self._last_probe = 0.0
-        self._probe_gap = PROBE_MIN_S  # least time before the next probe of the applier's
+        # Least time between two probes of the applier's: with a batch linger,
+        # records wait for the next batch anyway, and probing for them more often
+        # than batches start costs a request each (90 a second at 100 waits/s).
+        self._least_gap = max(PROBE_MIN_S, settings.batch_linger)
+        self._probe_gap = self._least_gap  # least time before the next probe of the applier's
         self._background: asyncio.Future[None] | None = None
         self._last_group_commit = 0.0
 
@@ -169,7 +173,7 @@ class Punctuator:
             self.ends.update(ends)
             self.counters["probes"] += 1
             self.counters["probes.partitions"] += len(tps)
-            self._probe_gap = PROBE_MIN_S if len(ends) == len(tps) else PROBE_RETRY_S
+            self._probe_gap = self._least_gap if len(ends) == len(tps) else PROBE_RETRY_S
             if len(ends) < len(tps):
                 self.counters["probes.unanswered"] += len(tps) - len(ends)
             self.sequencer.probed(at, [(self.roles[t], p, end) for (t, p), end in ends.items()])

@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 # longer while records are there: `streams.polling`).
 BATCH = 1000
 POLL_S = 0.1
+# A fetch that brought fewer records than this waits up to the gather time for
+# more (a trickle); a larger one is a backlog, handed over at once.
+GATHER_BELOW = 100
 # What librdkafka fetches ahead (PREFETCH) and how much of one partition a
 # fetch asks for: 1 MiB, as large as the largest record batch the broker takes
 # by default (message.max.bytes).  The broker returns nothing for a partition
@@ -95,11 +98,16 @@ class _Run:
 class InputReader:
     """Fetches the assigned input partitions in a thread and hands the records to the loop."""
 
-    def __init__(self, conf: Mapping[str, Any], roles: Mapping[str, Role]) -> None:
+    def __init__(self, conf: Mapping[str, Any], roles: Mapping[str, Role],
+                 gather: float = 0.0) -> None:
         self._conf = {**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                       "isolation.level": "read_committed", "enable.partition.eof": False,
                       **FETCH}
         self._roles = dict(roles)
+        # With a batch linger: how long a fetch that brought a few records waits for
+        # more before it hands them over (each hand-over wakes the event loop, and
+        # under a trickle of live traffic it handed over one or two records each).
+        self._gather = gather
         self._run: _Run | None = None
         self._assignment: dict[tuple[str, int], int] = {}
         self._batches: asyncio.Queue[Fetched] = asyncio.Queue()
@@ -179,7 +187,10 @@ class InputReader:
                     time.sleep(POLL_S)
                     continue
                 fetched = Fetched()
-                for msg in available(consumer, BATCH, POLL_S):
+                msgs = available(consumer, BATCH, POLL_S)
+                if self._gather and msgs and len(msgs) < GATHER_BELOW:
+                    msgs += consumer.consume(BATCH - len(msgs), timeout=self._gather)
+                for msg in msgs:
                     err = msg.error()
                     if err is not None:
                         if err.fatal():

@@ -106,7 +106,8 @@ class Worker:
             if settings.guarantee is Guarantee.EXACTLY_ONCE
             else AtLeastOnce(conf, self.topics, self.changelog))
         self.reader = InputReader(settings.confluent(**{"group.id": f"{settings.app_id}-inputs"}),
-                                  {self.topics[r]: r for r in INPUT_ROLES})
+                                  {self.topics[r]: r for r in INPUT_ROLES},
+                                  gather=settings.batch_linger)
         self.intake = Intake(
             self.reader, GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"})),
             self.gate, self.sequencer, self.topics, self.counters, self.latency, wake,
@@ -121,7 +122,8 @@ class Worker:
             stores=self.stores, committer=self.committer, book=self.book, index=self.index,
             intake=self.intake, counters=self.counters, latency=self.latency,
             observers=self.observers, lock=lock, wake=wake, fail=self.fail,
-            probe_soon=self.punctuator.probe_soon, timers_topic=self.topics[Role.TIMERS])
+            probe_soon=self.punctuator.probe_soon, timers_topic=self.topics[Role.TIMERS],
+            linger=settings.batch_linger)
         self.restorer = ChangelogReader(
             settings.confluent(**{"group.id": f"{settings.app_id}-restore"}), self.changelog,
             self.stores)

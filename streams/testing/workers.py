@@ -51,6 +51,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "XWAIT_GUARANTEE": settings.guarantee.value,
         "XWAIT_TIMER_TICK": str(settings.timer_tick),
         "XWAIT_SESSION_TIMEOUT": str(settings.session_timeout),
+        "XWAIT_BATCH_LINGER": str(settings.batch_linger),
         **({"XWAIT_SCHEMA_REGISTRY_URL": settings.schema_registry_url}
            if settings.schema_registry_url else {}),
     }

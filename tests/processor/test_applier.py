@@ -11,6 +11,7 @@ its decisions.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -344,3 +345,57 @@ def test_a_commit_that_never_returns_stops_the_worker(
         return stopped
 
     assert asyncio.run(scenario()) == ["a commit: the commit in flight has not returned in 0 s"]
+
+
+@pytest.mark.parametrize("linger", [0.0, 1.0])
+def test_a_linger_gathers_the_records_released_meanwhile_into_the_next_batch(
+    tmp_path: Path, linger: float
+) -> None:
+    """`XWAIT_BATCH_LINGER`: a batch starts at least that long after the previous one
+    started, with every record released meanwhile; without it, each record that comes
+    after the previous commit is decided in a batch of its own."""
+
+    async def scenario() -> tuple[list[int], float]:
+        w = World(tmp_path)
+        w.applier.linger = linger
+        starts: list[float] = []
+        run_batch = w.applier.run_batch
+
+        async def timed_batch() -> None:
+            starts.append(time.monotonic())
+            await run_batch()
+
+        w.applier.run_batch = timed_batch  # type: ignore[method-assign]
+        running = asyncio.ensure_future(w.applier.run())
+
+        async def offer(rec: Any) -> None:
+            w.sequencer.add(rec, now_ms())
+            w.sequencer.probed(now_ms() + 1, [(role, PART, 0) for role in INPUT_ROLES
+                                              if role is not rec.role])
+            w.applier.wake.set()
+            await w.settle()
+
+        async def committed(n: int) -> None:
+            while len(w.committer.batches) < n:
+                await asyncio.sleep(0.005)
+            w.committer.gates[n - 1].set_result(None)
+            await w.settle()
+
+        await offer(request(0))
+        await asyncio.wait_for(committed(1), 10)
+        await offer(reply(0, {"decision": "approved"}))  # comes after the commit ...
+        await offer(record(Role.COMMANDS, None, 0))  # ... and so does this one, later
+        await asyncio.wait_for(committed(2), 10)
+        if linger == 0:
+            await asyncio.wait_for(committed(3), 10)
+        w.applier.failure = RuntimeError("the test is over")
+        w.applier.wake.set()
+        await asyncio.wait_for(running, 10)
+        return [len(b) for b in w.committer.batches], starts[1] - starts[0]
+
+    sizes, gap = asyncio.run(scenario())
+    if linger:
+        assert sizes == [1, 2]
+        assert gap >= linger - 0.01  # started by `run` once the linger had passed
+    else:
+        assert sizes == [1, 1, 1]

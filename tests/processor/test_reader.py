@@ -181,3 +181,38 @@ def test_it_says_which_offsets_it_passed_over_between_and_after_the_records_it_d
         assert passed == [(topic, 0, 5, 6)]  # the last marker, without a record after it
 
     _run(kafka_bootstrap, topic, body)
+
+
+def test_with_a_gather_time_records_that_trickle_in_are_handed_over_together(
+        kafka_bootstrap: str, topic: str) -> None:
+    """The batch linger's pace at the fetch: each hand-over wakes the event loop, so
+    a fetch that brought a few records waits a while for more (`gather`)."""
+
+    async def main() -> None:
+        reader = InputReader({"bootstrap.servers": kafka_bootstrap,
+                              "group.id": f"{topic}-reader"}, {topic: Role.REQUESTS},
+                             gather=3.0)
+        reader.start()
+        producer = Producer({"bootstrap.servers": kafka_bootstrap})
+        try:
+            reader.assign({(topic, 0): 0, (topic, 1): 0})
+            sizes: list[int] = []
+
+            async def take() -> None:  # as the worker does: each hand-over taken at once
+                while sum(sizes) < 5:
+                    batch = await reader.next_batch()
+                    sizes.append(len(batch.records))
+                    reader.taken()
+
+            taking = asyncio.ensure_future(take())
+            await asyncio.sleep(0.5)  # assigned and fetching
+            for i in range(5):  # one at a time, 0.1 s apart: without a gather, 5 hand-overs
+                producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=0)
+                producer.flush(30)
+                await asyncio.sleep(0.1)
+            await asyncio.wait_for(taking, 20)
+            assert len(sizes) <= 2, sizes  # one, unless the machine stalled 3 s meanwhile
+        finally:
+            reader.stop()
+
+    asyncio.run(main())
