@@ -248,7 +248,7 @@ def _float(env: Mapping[str, str], name: str, default: float, *,
         value = float(raw)
     except ValueError as exc:
         raise ConfigError(f"{name}={raw!r}: expected a number of seconds") from exc
-    if not value >= (0 if zero else math.ulp(0)):  # NaN too
+    if not (math.isfinite(value) and value >= (0 if zero else math.ulp(0))):  # NaN too
         least = "of 0 or more" if zero else "above zero"
         raise ConfigError(f"{name}={raw!r}: expected a number {least}")
     return value
