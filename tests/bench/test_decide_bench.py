@@ -43,3 +43,14 @@ def test_the_storm_escalates_every_wait_after_both_its_reminders_from_one_timer_
     assert counters["outcomes.deadline_exhausted"] == 90
     assert counters["actions.SEND_REMINDER"] == 180  # the earlier timers fired on the way
     assert counters["actions.RUN_ESCALATION"] == 90
+
+
+def test_small_batches_on_flushed_caches_decide_the_same(tmp_path: Path) -> None:
+    """`--batch 3 --flush-mib 1`: the live worker's small batches on cold caches."""
+    out = tmp_path / "cold.json"
+    assert decide.main(["--waits", "60", "--rounds", "1", "--gc-threshold", "20000",
+                        "--batch", "3", "--flush-mib", "1", "--out", str(out)]) == 0
+
+    report = json.loads(out.read_text())
+    assert (report["batch"], report["flush_mib"]) == (3, 1)
+    assert report["runs"][0]["outcomes"] == 60
