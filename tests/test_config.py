@@ -33,6 +33,7 @@ def test_the_default_topology_is_the_one_shipped_in_the_package() -> None:
     ({"XWAIT_TIMER_TICK": "nan"}, "XWAIT_TIMER_TICK='nan': expected a number above zero"),
     ({"XWAIT_BATCH_LINGER": "-0.1"}, "XWAIT_BATCH_LINGER='-0.1': expected a number of 0 or more"),
     ({"XWAIT_BATCH_LINGER": "inf"}, "XWAIT_BATCH_LINGER='inf': expected a number of 0 or more"),
+    ({"XWAIT_BATCH_LINGER": "2"}, "XWAIT_BATCH_LINGER='2': expected at most 1.0 s"),
     ({"XWAIT_BATCH_LINGER": "soon"}, "XWAIT_BATCH_LINGER='soon': expected a number of seconds"),
     ({"XWAIT_SECURITY_PROTOCOL": "SSL", "XWAIT_SSL_CERTFILE": "/nonexistent.pem"},
      "XWAIT_SSL_CERTFILE='/nonexistent.pem': Expected a readable file"),

@@ -113,7 +113,8 @@ class Applier:
         one started (a full one at once): what is released meanwhile joins it.
         A batch costs a fixed part (a commit, a RocksDB write per partition)
         and its first decisions run on cold caches, so a few larger batches
-        take less CPU than many small ones, for up to `linger` more latency.
+        take less CPU than many small ones, for up to `linger` more latency
+        here (the fetch and the probes keep the same pace: see the setting).
         """
         last_housekeeping = 0.0
         last_batch = 0.0

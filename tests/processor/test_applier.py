@@ -399,3 +399,36 @@ def test_a_linger_gathers_the_records_released_meanwhile_into_the_next_batch(
         assert gap >= linger - 0.01  # started by `run` once the linger had passed
     else:
         assert sizes == [1, 1, 1]
+
+
+def test_a_full_batch_does_not_wait_for_the_linger(tmp_path: Path) -> None:
+    """500 records released are decided at once, whatever the linger: a backlog is
+    never paced (here 30 s, so a batch that waited for it would time the test out)."""
+
+    async def scenario() -> list[int]:
+        w = World(tmp_path)
+        w.applier.linger = 30.0
+        running = asyncio.ensure_future(w.applier.run())
+        roles = [role for role in INPUT_ROLES if role is not Role.REQUESTS]
+
+        async def committed(n: int) -> None:
+            while len(w.committer.batches) < n:
+                await asyncio.sleep(0.005)
+            w.committer.gates[n - 1].set_result(None)
+            await w.settle()
+
+        w.sequencer.add(request(0), now_ms())
+        w.sequencer.probed(now_ms() + 1, [(role, PART, 0) for role in roles])
+        w.applier.wake.set()
+        await asyncio.wait_for(committed(1), 10)  # the first batch: nothing to linger after
+        for offset in range(1, BATCH_MAX + 1):  # one wait's requests, repeated: refused
+            w.sequencer.add(request(offset), now_ms())
+        w.sequencer.probed(now_ms() + 1, [(role, PART, 0) for role in roles])
+        w.applier.wake.set()
+        await asyncio.wait_for(committed(2), 10)
+        w.applier.failure = RuntimeError("the test is over")
+        w.applier.wake.set()
+        await asyncio.wait_for(running, 10)
+        return [len(b) for b in w.committer.batches]
+
+    assert asyncio.run(scenario()) == [1, BATCH_MAX]
