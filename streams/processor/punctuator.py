@@ -173,7 +173,8 @@ class Punctuator:
             self.ends.update(ends)
             self.counters["probes"] += 1
             self.counters["probes.partitions"] += len(tps)
-            self._probe_gap = self._least_gap if len(ends) == len(tps) else PROBE_RETRY_S
+            self._probe_gap = (self._least_gap if len(ends) == len(tps)
+                               else max(PROBE_RETRY_S, self._least_gap))
             if len(ends) < len(tps):
                 self.counters["probes.unanswered"] += len(tps) - len(ends)
             self.sequencer.probed(at, [(self.roles[t], p, end) for (t, p), end in ends.items()])
