@@ -130,4 +130,5 @@ def test_with_a_batch_linger_the_applier_probes_no_more_often_than_batches_start
 
     asyncio.run(probes())
     assert f.ends.calls == 2
-    assert f.ends.sent[1] - f.ends.sent[0] >= 0.3 * 0.9  # stamped after a thread hand-over
+    # Stamped in the probe thread: the first one's start-up may stamp it late (see above).
+    assert f.ends.sent[1] - f.ends.sent[0] >= 0.3 * 0.5
