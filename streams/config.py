@@ -151,11 +151,11 @@ class Settings:
     # Records and due timers that come meanwhile wait for the next batch:
     # fewer, larger batches, for more latency (each of the three may wait up
     # to this; measured at 0.05, the median rose 40-65 ms).  At most
-    # MAX_BATCH_LINGER.  A batch's fixed costs
-    # and its decisions' cold caches made many small batches dear: at 0.05
-    # against 0, interleaved open runs took 35% less CPU per event at 500
-    # waits/s (564-620 against 917-940 us) and 42-50% less at 100 waits/s,
-    # for reply p99 163-178 ms against 89-350 (README "Speed").
+    # MAX_BATCH_LINGER.  A batch's fixed costs and its decisions' cold caches
+    # made many small batches dear: at 0.05 against 0, interleaved open runs
+    # took 35% less CPU per event at 500 waits/s (564-620 against 917-940 us)
+    # and 42-50% less at 100 waits/s, for reply p99 163-178 ms against 89-350
+    # (README "Speed").
     batch_linger: float = 0.05
     # /readyz holds a worker back until every input partition it owns is at most
     # this many records behind (after each takeover): some 15 s of one input
@@ -250,7 +250,8 @@ def _float(env: Mapping[str, str], name: str, default: float, *,
         value = float(raw)
     except ValueError as exc:
         raise ConfigError(f"{name}={raw!r}: expected a number of seconds") from exc
-    if not (math.isfinite(value) and value >= (0 if zero else math.ulp(0))):  # NaN too
+    in_range = value >= 0 if zero else value > 0  # False for NaN
+    if not (in_range and math.isfinite(value)):
         least = "of 0 or more" if zero else "above zero"
         raise ConfigError(f"{name}={raw!r}: expected a number {least}")
     return value

@@ -55,6 +55,9 @@ TIMERS_MAX = BATCH_MAX
 # acknowledgements of the batch committing) before the next decision.  A
 # batch of 500 records held the loop 120-220 ms in one go at 1,000 waits/s.
 YIELD_AFTER_S = 0.01
+# Longest the applier sleeps without a wake-up (then it looks for due timers and
+# housekeeping all the same).
+IDLE_WAKE_S = 0.2
 # How often the applier looks for stalled topics and steers the fetch (`flow`).
 HOUSEKEEPING_S = 0.1
 # How long the applier waits before deciding again records whose schema the
@@ -118,13 +121,13 @@ class Applier:
         """
         last_housekeeping = 0.0
         last_batch = 0.0
-        timeout = 0.2
+        timeout = IDLE_WAKE_S
         while self.failure is None:
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=timeout)
             except TimeoutError:
                 pass
-            timeout = 0.2
+            timeout = IDLE_WAKE_S
             self.wake.clear()
             released = self.sequencer.release(BATCH_MAX - len(self._staged))
             if released:
