@@ -47,9 +47,9 @@ def machine() -> dict[str, Any]:
 
 
 def table(reports: list[dict[str, Any]]) -> str:
-    lines = ["| guarantee | waits | rate | lost | conflicting | wrong | duplicate outcomeIds "
-             "| duplicate actionIds | minutes |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| guarantee | waits | rate | lost | conflicting | wrong | in flight at the deadline "
+             "| duplicate outcomeIds | duplicate actionIds | minutes |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     failover = ["", "| guarantee | failure | node | away (s) | replies in it "
                 "| reply→outcome p50 (s) | p99 (s) | max (s) |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -60,7 +60,8 @@ def table(reports: list[dict[str, Any]]) -> str:
     for r in reports:
         lines.append(
             f"| `{r['guarantee']}` | {r['waits']:,} | {r['plan']['rate']:.0f}/s | {r['lost']} "
-            f"| {r['conflicting']} | {r['wrong']} | {r['duplicate_outcomes']:,} "
+            f"| {r['conflicting']} | {r['wrong']} | {r.get('in_flight', '-')} "
+            f"| {r['duplicate_outcomes']:,} "
             f"| {r['duplicate_actions']:,} | {r['seconds'] / 60:.0f} |")
         for f in r["failovers"]:
             failover.append(

@@ -157,6 +157,16 @@ class Settings:
     # and 42-50% less at 100 waits/s, for reply p99 163-178 ms against 89-350
     # (README "Speed").
     batch_linger: float = 0.05
+    # How long after its append an input record may still be invisible to
+    # consumers: Kafka shows a record once it is committed (copied to the
+    # in-sync replicas; a producer's transaction committed), and a worker
+    # proves a quiet topic holds nothing older than T only by an end-offset
+    # probe sent this long after T.  A record appended before a deadline and
+    # committed no later than this after it is decided before the deadline;
+    # each record and timer waits this long on a quiet topic's proof.  None
+    # (auto): REPLICATED_COMMIT_GRACE when an input topic has more than one
+    # replica, else 0 (one replica: a record is committed as it is appended).
+    commit_grace: float | None = None
     # /readyz holds a worker back until every input partition it owns is at most
     # this many records behind (after each takeover): some 15 s of one input
     # partition's records at 500 waits/s over 8 partitions.  Far more lets a
@@ -273,6 +283,13 @@ def log_level(raw: str) -> str:
 # The longest batch linger taken: beyond it the fetch would hold records so long
 # that the intake takes the fetch for stuck (`streams.processor.intake.STUCK_S`).
 MAX_BATCH_LINGER = 1.0
+# XWAIT_COMMIT_GRACE's default on replicated input topics: a follower's round
+# trip takes milliseconds on a healthy cluster; on three brokers beside a
+# worker on two cores, a reply appended 29 ms before its deadline was not
+# yet committed when a probe proved its topic empty past the deadline
+# (tests/cluster/test_cluster_crash.py escalated it).
+REPLICATED_COMMIT_GRACE = 0.2
+MAX_COMMIT_GRACE = 30.0
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -327,6 +344,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         session_timeout=_float(env, "XWAIT_SESSION_TIMEOUT", defaults.session_timeout),
         gc_threshold=_int(env, "XWAIT_GC_THRESHOLD", defaults.gc_threshold),
         batch_linger=_linger(env),
+        commit_grace=_commit_grace(env),
         ready_max_lag=_int(env, "XWAIT_READY_MAX_LAG", defaults.ready_max_lag),
         web_port=_int(env, "XWAIT_WEB_PORT", defaults.web_port),
         web_host=env.get("XWAIT_WEB_HOST") or defaults.web_host,
@@ -345,6 +363,17 @@ def _linger(env: Mapping[str, str]) -> float:
     if value > MAX_BATCH_LINGER:
         raise ConfigError(f"XWAIT_BATCH_LINGER={env['XWAIT_BATCH_LINGER']!r}: expected at most "
                           f"{MAX_BATCH_LINGER} s (a fetch held longer looks stuck)")
+    return value
+
+
+def _commit_grace(env: Mapping[str, str]) -> float | None:
+    raw = env.get("XWAIT_COMMIT_GRACE")
+    if raw is None or raw.strip().lower() in ("", "auto"):
+        return None
+    value = _float(env, "XWAIT_COMMIT_GRACE", 0.0, zero=True)
+    if value > MAX_COMMIT_GRACE:
+        raise ConfigError(f"XWAIT_COMMIT_GRACE={raw!r}: expected at most {MAX_COMMIT_GRACE:g} s "
+                          "(every timer fires that much late) or auto")
     return value
 
 

@@ -35,6 +35,10 @@ def test_the_default_topology_is_the_one_shipped_in_the_package() -> None:
     ({"XWAIT_BATCH_LINGER": "inf"}, "XWAIT_BATCH_LINGER='inf': expected a number of 0 or more"),
     ({"XWAIT_BATCH_LINGER": "2"}, "XWAIT_BATCH_LINGER='2': expected at most 1.0 s"),
     ({"XWAIT_BATCH_LINGER": "soon"}, "XWAIT_BATCH_LINGER='soon': expected a number of seconds"),
+    ({"XWAIT_COMMIT_GRACE": "-1"}, "XWAIT_COMMIT_GRACE='-1': expected a number of 0 or more"),
+    ({"XWAIT_COMMIT_GRACE": "nan"}, "XWAIT_COMMIT_GRACE='nan': expected a number of 0 or more"),
+    ({"XWAIT_COMMIT_GRACE": "31"}, "XWAIT_COMMIT_GRACE='31': expected at most 30 s"),
+    ({"XWAIT_COMMIT_GRACE": "later"}, "XWAIT_COMMIT_GRACE='later': expected a number of sec"),
     ({"XWAIT_SECURITY_PROTOCOL": "SSL", "XWAIT_SSL_CERTFILE": "/nonexistent.pem"},
      "XWAIT_SSL_CERTFILE='/nonexistent.pem': Expected a readable file"),
 ])
@@ -53,3 +57,10 @@ def test_batches_linger_50_ms_unless_set_and_zero_starts_each_at_once() -> None:
     assert from_env({}).batch_linger == 0.05
     assert from_env({"XWAIT_BATCH_LINGER": "0"}).batch_linger == 0.0
     assert from_env({"XWAIT_BATCH_LINGER": "0.2"}).batch_linger == 0.2
+
+
+def test_the_commit_grace_is_automatic_unless_set() -> None:
+    assert from_env({}).commit_grace is None
+    assert from_env({"XWAIT_COMMIT_GRACE": "auto"}).commit_grace is None
+    assert from_env({"XWAIT_COMMIT_GRACE": "0"}).commit_grace == 0.0
+    assert from_env({"XWAIT_COMMIT_GRACE": "0.5"}).commit_grace == 0.5

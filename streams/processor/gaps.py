@@ -131,6 +131,19 @@ class EndOffsets:
         self._stale = False  # the last request left partitions unanswered: a new client
         self._unanswered_since: float | None = None  # this client's answers stopped
 
+    def replicas(self, topics: list[str], timeout: float = 2.0) -> int:
+        """The most replicas any partition of `topics` has (blocking: run it in a thread);
+        one metadata request."""
+        found = self._admin.list_topics(timeout=timeout).topics
+        most = 0
+        for topic in topics:
+            meta = found.get(topic)
+            if meta is None or meta.error is not None:
+                raise KafkaException(meta.error if meta is not None else KafkaError(
+                    KafkaError.UNKNOWN_TOPIC_OR_PART, f"{topic}: no metadata"))
+            most = max([most, *(len(p.replicas) for p in meta.partitions.values())])
+        return most
+
     def get(self, partitions: list[tuple[str, int]], timeout: float = 10.0,
             earliest: bool = False, partial: bool = False) -> dict[tuple[str, int], int]:
         """(topic, partition) -> end offset, or with `earliest` the offset of the

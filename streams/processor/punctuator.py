@@ -11,6 +11,14 @@ The applier asks for a probe of its own when released records wait for proof
 (`probe_soon`): under a steady load a record of a partition whose commands
 topic is quiet would otherwise wait for the next tick.
 
+A probe proves less than its send time: Kafka shows a record only once it
+is committed (on the in-sync replicas, or its producer's transaction), so a
+record appended shortly before the probe may still be invisible to it.  The
+sequencer is told the probe was sent `commit_grace` earlier than it was
+(XWAIT_COMMIT_GRACE; auto: `REPLICATED_COMMIT_GRACE` when an input topic
+has more than one replica, else 0), and every record committed within that
+grace of its append keeps its place in the broker's order.
+
 Probes could be answered from a fetch's own watermarks (KIP-695's way), but
 librdkafka's cached `get_watermark_offsets` gives the high watermark, not
 the last stable offset, and carries no time: the sequencer's proof ("the end
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaException
 
-from streams.config import Settings
+from streams.config import REPLICATED_COMMIT_GRACE, Settings
 from streams.processor.gaps import EndOffsets
 from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Role
@@ -49,8 +58,16 @@ PROBE_RETRY_S = 0.2
 # How often the input positions are committed as a consumer group's offsets
 # (for lag monitors; the worker itself starts from the stored positions).
 GROUP_COMMIT_INTERVAL_S = 2.0
+# How often an automatic commit grace looks at the input topics' replicas again
+# (a reassignment may add replicas), and again after a failed first look (one
+# metadata request, before a probe: at most its 2 s timeout while the broker is away).
+GRACE_RECHECK_S = 300.0
+GRACE_RETRY_S = 5.0
 
 Fail = Callable[[BaseException, str], Awaitable[None]]
+
+
+REPLICATED_GRACE_MS = round(REPLICATED_COMMIT_GRACE * 1000)
 
 
 def now_ms() -> int:
@@ -86,6 +103,11 @@ class Punctuator:
         self._probe_gap = self._least_gap  # least time before the next probe of the applier's
         self._background: asyncio.Future[None] | None = None
         self._last_group_commit = 0.0
+        fixed = settings.commit_grace
+        # Milliseconds a probe proves less than its send time; None until the
+        # input topics' replicas are known (auto).
+        self.grace_ms: int | None = None if fixed is None else round(fixed * 1000)
+        self._grace_due = 0.0 if fixed is None else math.inf  # monotonic time of the next look
 
     async def run(self) -> None:
         """A tick, then `timer_tick` seconds' sleep, for as long as the worker runs.
@@ -164,8 +186,10 @@ class Punctuator:
             self._last_probe = time.monotonic()
             if tps is None:
                 tps = [(self.topics[r], p) for p in sorted(owned) for r in INPUT_ROLES]
-            at = now_ms()  # before the request leaves: records appended later are not below
             loop = asyncio.get_running_loop()
+            if time.monotonic() >= self._grace_due:
+                await self._resolve_grace(loop)
+            at = now_ms()  # before the request leaves: records appended later are not below
             # Partial: while a broker is down, the partitions it led are left out and the
             # others prove their partitions' stream time (gaps.EndOffsets.get).
             ends = await loop.run_in_executor(
@@ -177,7 +201,27 @@ class Punctuator:
                                else max(PROBE_RETRY_S, self._least_gap))
             if len(ends) < len(tps):
                 self.counters["probes.unanswered"] += len(tps) - len(ends)
-            self.sequencer.probed(at, [(self.roles[t], p, end) for (t, p), end in ends.items()])
+            grace = self.grace_ms if self.grace_ms is not None else REPLICATED_GRACE_MS
+            self.sequencer.probed(at - grace,
+                                  [(self.roles[t], p, end) for (t, p), end in ends.items()])
+
+    async def _resolve_grace(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The automatic commit grace: none while every input topic has one replica."""
+        inputs = [self.topics[role] for role in INPUT_ROLES]
+        try:
+            replicas = await loop.run_in_executor(
+                self._probe_thread, lambda: self.end_offsets.replicas(inputs))
+        except KafkaException as exc:  # meanwhile the replicated grace: the safe side
+            log.warning("input topics' replicas unknown, commit grace %d ms: %s",
+                        self.grace_ms if self.grace_ms is not None else REPLICATED_GRACE_MS, exc)
+            self._grace_due = time.monotonic() + (
+                GRACE_RETRY_S if self.grace_ms is None else GRACE_RECHECK_S)
+            return
+        grace = REPLICATED_GRACE_MS if replicas > 1 else 0
+        if grace != self.grace_ms:
+            log.info("commit grace %d ms (input topics have up to %d replicas)", grace, replicas)
+        self.grace_ms = grace
+        self._grace_due = time.monotonic() + GRACE_RECHECK_S
 
     async def ask(self, tps: list[tuple[str, int]], *, earliest: bool = False
                   ) -> dict[tuple[str, int], int]:
@@ -209,4 +253,5 @@ class Punctuator:
         return lag
 
 
-__all__ = ["GROUP_COMMIT_INTERVAL_S", "PROBE_MIN_S", "PROBE_RETRY_S", "Punctuator"]
+__all__ = ["GRACE_RECHECK_S", "GRACE_RETRY_S", "GROUP_COMMIT_INTERVAL_S", "PROBE_MIN_S",
+           "PROBE_RETRY_S", "REPLICATED_GRACE_MS", "Punctuator"]

@@ -219,6 +219,9 @@ class Worker:
             "waits": dict(waits),
             "guarantee": self.settings.guarantee.value,
             "streamTime": {str(p): t for p, t in sorted(self.sequencer.times().items())},
+            # what a probe proves less than its send time (XWAIT_COMMIT_GRACE); null
+            # until an automatic grace has seen the input topics
+            "commitGraceMs": self.punctuator.grace_ms,
             "held": self.sequencer.held(),
             "latencyMs": self.latency.summary(),
             "loopLagMs": self.loop_lag.summary(),

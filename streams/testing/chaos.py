@@ -9,10 +9,14 @@ join and leave, and restarts the broker.  Then it waits for every wait to
 end and judges each against the broker's clock:
 
 * expected: a valid or invalid reply appended before the wait's deadline
-  (requestedAt + the definition's deadline) ends it RECEIVED (an invalid one
-  after review); one appended at or after it, or none, ends it ESCALATED.
-  Append times come from the broker (the input topics use LogAppendTime), so
-  the verdict does not depend on how fast the machine or the worker is;
+  (requestedAt + the definition's deadline) and committed no later than the
+  worker's commit grace after it ends it RECEIVED (an invalid one after
+  review); one appended at or after it, or none, ends it ESCALATED.  Append
+  times come from the broker (the input topics use LogAppendTime), so the
+  verdict does not depend on how fast the machine or the worker is.  A reply
+  appended before the deadline whose acknowledgement (it comes once the
+  reply is committed) reached the load only after deadline + grace was in
+  flight across the boundary: either outcome is right (`in_flight`);
 * lost: no outcome; conflicting: two outcome ids, or two kinds; wrong: one
   outcome, not the expected one; duplicates: records repeating an outcomeId
   (or an actionId) that a read_committed consumer saw.
@@ -44,9 +48,10 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient
 
 from streams import codec
-from streams.config import Guarantee, Settings
+from streams.config import REPLICATED_COMMIT_GRACE, Guarantee, Settings
 from streams.testing.workers import WorkerProcess
 
 # How long the watch may read nothing while a partition holds records beyond it before
@@ -105,6 +110,7 @@ class Wait:
     delay_ms: int = 0
     request_appended: int | None = None
     reply_appended: int | None = None
+    reply_acked: int | None = None  # wall ms the load had the reply's acknowledgement
 
 
 @dataclass
@@ -115,6 +121,9 @@ class Report:
     lost: int = 0
     conflicting: int = 0
     wrong: int = 0
+    in_flight: int = 0  # replies committed after deadline + grace: either outcome is right
+    commit_grace_ms: int = 0  # the workers' (XWAIT_COMMIT_GRACE), what the verdicts allow
+    worker_grace_ms: list[int] = field(default_factory=list)  # what a worker said it used
     duplicate_outcomes: int = 0
     duplicate_actions: int = 0
     outcome_records: int = 0
@@ -177,6 +186,7 @@ class Load(threading.Thread):
                     self.schedule(time.monotonic() + max(0.0, left / 1000), wait.kind, key)
             elif what in ("valid", "invalid"):
                 wait.reply_appended = appended
+                wait.reply_acked = int(time.time() * 1000)
         return report
 
     def _send(self, role: str, key: str, record: dict[str, Any], what: str) -> None:
@@ -370,11 +380,28 @@ class Watch(threading.Thread):
         return len(self.outcomes)
 
 
-def expected_outcome(wait: Wait) -> str:
-    """What the broker's clock says: a reply appended before the deadline is received."""
+def expected_outcome(wait: Wait, grace_ms: int = 0) -> str | None:
+    """What the broker's clock says: a reply appended before the deadline and committed
+    within the grace after it is received; None: in flight then, either is right."""
     if wait.kind == "silent" or wait.reply_appended is None:
         return "ESCALATED"
-    return "RECEIVED" if wait.reply_appended < wait.requested_at + DEADLINE_MS else "ESCALATED"
+    deadline = wait.requested_at + DEADLINE_MS
+    if wait.reply_appended >= deadline:
+        return "ESCALATED"
+    if wait.reply_acked is not None and wait.reply_acked <= deadline + grace_ms:
+        return "RECEIVED"
+    return None
+
+
+def commit_grace_ms(settings: Settings) -> int:
+    """The commit grace a worker of `settings` uses (`streams.processor.punctuator`)."""
+    if settings.commit_grace is not None:
+        return round(settings.commit_grace * 1000)
+    admin = AdminClient(settings.confluent())
+    meta = admin.list_topics(timeout=30).topics
+    replicas = max(len(part.replicas) for role in ("requests", "replies", "commands")
+                   for part in meta[settings.topic(role)].partitions.values())
+    return round(REPLICATED_COMMIT_GRACE * 1000) if replicas > 1 else 0
 
 
 def make_waits(n: int, rng: random.Random) -> list[Wait]:
@@ -533,6 +560,7 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
 def judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: float
            ) -> Report:
     examples: dict[str, list[str]] = defaultdict(list)
+    grace_ms = report.commit_grace_ms = commit_grace_ms(load.settings)
     for w in waits:
         got = watch.outcomes.get(w.key, [])
         ids, kinds = {i for i, _ in got}, {k for _, k in got}
@@ -553,10 +581,13 @@ def judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: 
         (kind,) = kinds
         report.received += kind == "RECEIVED"
         report.escalated += kind == "ESCALATED"
-        if kind != expected_outcome(w):
+        expected = expected_outcome(w, grace_ms)
+        report.in_flight += expected is None
+        if expected is not None and kind != expected:
             report.wrong += 1
             examples["wrong"].append(f"{w.key} {w.kind} requested {w.requested_at} reply "
-                                     f"appended {w.reply_appended}: {kind}")
+                                     f"appended {w.reply_appended} acknowledged "
+                                     f"{w.reply_acked}: {kind}")
         report.duplicate_outcomes += len(got) - 1
         if len(got) > 1:
             examples["duplicated"].append(f"{w.key} read at (partition, offset, ms) "

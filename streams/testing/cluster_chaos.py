@@ -152,7 +152,7 @@ class StreamTimes(threading.Thread):
                 self.samples.append((at, dict(stats.get("streamTime", {}))))
                 self.stats.append({"at": at, **{k: stats.get(k) for k in (
                     "streamTime", "held", "counters", "latencyMs", "loopLagMs",
-                    "ownedPartitions", "timersInFlight")}})
+                    "ownedPartitions", "timersInFlight", "commitGraceMs")}})
 
     def behind_max_ms(self, since_ms: int, until_ms: int) -> int | None:
         """The most any owned partition's stream time was behind the wall clock."""
@@ -267,6 +267,8 @@ def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
         watch.stopped.set()
         watch.join(10)
     report = judge(report, waits, watch, load, started)
+    report.worker_grace_ms = sorted({s["commitGraceMs"] for s in times.stats
+                                     if s.get("commitGraceMs") is not None})
     report.failovers = failover_latencies(failovers, load, watch, times)
     if samples is not None:
         samples.write_text("\n".join(json.dumps(x) for x in times.stats) + "\n")

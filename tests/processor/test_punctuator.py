@@ -15,6 +15,9 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
 from streams.config import Settings
 from streams.processor import punctuator as punctuator_module
 from streams.processor.latency import Latencies
@@ -22,6 +25,8 @@ from streams.processor.model import INPUT_ROLES, InputRecord, Role
 from streams.processor.partitions import PartitionBook
 from streams.processor.punctuator import Punctuator
 from streams.processor.sequencer import Sequencer
+
+pytestmark = [pytest.mark.rule2]
 
 
 class Ends:
@@ -33,6 +38,12 @@ class Ends:
         self.sent: list[float] = []
         self.answer = threading.Event()
         self.answer.set()
+        self.replica_count: int | Exception = 1  # of the input topics' partitions
+
+    def replicas(self, topics: list[str], timeout: float = 2.0) -> int:
+        if isinstance(self.replica_count, Exception):
+            raise self.replica_count
+        return self.replica_count
 
     def get(self, tps: Iterable[tuple[str, int]], timeout: float = 10.0,
             earliest: bool = False, partial: bool = False) -> dict[tuple[str, int], int]:
@@ -45,8 +56,8 @@ class Ends:
 class Fixture:
     """A punctuator of one active partition, its sequencer, and a fake broker."""
 
-    def __init__(self, tmp_path: Path, linger: float = 0.0) -> None:
-        settings = Settings(data_dir=tmp_path, batch_linger=linger)
+    def __init__(self, tmp_path: Path, linger: float = 0.0, grace: float | None = None) -> None:
+        settings = Settings(data_dir=tmp_path, batch_linger=linger, commit_grace=grace)
         self.topics = {role: settings.topic(role.value) for role in Role}
         self.sequencer = Sequencer()
         self.wake = asyncio.Event()
@@ -132,3 +143,43 @@ def test_with_a_batch_linger_the_applier_probes_no_more_often_than_batches_start
     assert f.ends.calls == 2
     # Stamped in the probe thread: the first one's start-up may stamp it late (see above).
     assert f.ends.sent[1] - f.ends.sent[0] >= 0.3 * 0.5
+
+
+def quiet_partition_time(f: Fixture) -> tuple[int, int, int]:
+    """A probe of a partition with nothing in it: (sent no earlier, stream time, no later)."""
+    f.sequencer.assign(1, {role: 0 for role in INPUT_ROLES}, 0)
+    f.ends.ends = {}  # every input empty
+    before = punctuator_module.now_ms()
+    asyncio.run(f.punctuator.probe({1}))
+    after = punctuator_module.now_ms()
+    stream_time = f.sequencer.time(1)
+    assert stream_time is not None
+    return before, stream_time, after
+
+
+def test_a_probe_proves_its_inputs_only_up_to_the_commit_grace_before_it_was_sent(
+        tmp_path: Path) -> None:
+    """A record appended shortly before a probe may not be committed yet: Kafka shows it
+    only then (XWAIT_COMMIT_GRACE); the timers of a quiet partition wait that long."""
+    before, stream_time, after = quiet_partition_time(Fixture(tmp_path, grace=0.5))
+    assert before - 500 <= stream_time <= after - 500
+    before, stream_time, after = quiet_partition_time(Fixture(tmp_path, grace=0.0))
+    assert before <= stream_time <= after
+
+
+def test_the_automatic_grace_is_the_replicated_one_unless_every_input_has_one_replica(
+        tmp_path: Path) -> None:
+    replicated = punctuator_module.REPLICATED_GRACE_MS
+    assert replicated == 200
+    for replicas, grace in ((3, replicated), (1, 0)):
+        f = Fixture(tmp_path)
+        f.ends.replica_count = replicas
+        before, stream_time, after = quiet_partition_time(f)
+        assert f.punctuator.grace_ms == grace
+        assert before - grace <= stream_time <= after - grace
+    # Replicas unknown (the broker away): the replicated grace, the safe side, until known.
+    f = Fixture(tmp_path)
+    f.ends.replica_count = KafkaException(KafkaError(KafkaError._TRANSPORT, "away"))  # noqa: SLF001
+    before, stream_time, after = quiet_partition_time(f)
+    assert f.punctuator.grace_ms is None
+    assert before - replicated <= stream_time <= after - replicated
