@@ -9,7 +9,8 @@ cluster_bench = load_bench("cluster_bench")
 
 def test_the_table_has_a_row_per_run_and_per_failover() -> None:
     run = {"guarantee": "exactly_once", "waits": 90_000, "lost": 0, "conflicting": 0,
-           "wrong": 0, "in_flight": 2, "duplicate_outcomes": 0, "duplicate_actions": 0, "seconds": 600.0,
+           "wrong": 0, "in_flight": 2, "duplicate_outcomes": 0, "duplicate_actions": 0,
+           "seconds": 600.0,
            "plan": {"rate": 500.0},
            "failovers": [{"action": "leader", "node": 3, "away_s": 68.2, "replies": 20_000,
                           "p50_ms": 1500, "p99_ms": 41_000, "max_ms": 52_300},
