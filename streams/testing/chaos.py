@@ -124,6 +124,9 @@ class Report:
     in_flight: int = 0  # replies committed after deadline + grace: either outcome is right
     commit_grace_ms: int = 0  # the workers' (XWAIT_COMMIT_GRACE), what the verdicts allow
     worker_grace_ms: list[int] = field(default_factory=list)  # what a worker said it used
+    # From a reply's append to its acknowledgement reaching the load (p50, p99, max ms):
+    # above the time Kafka took to commit it, what the commit grace is for.
+    reply_ack_ms: tuple[int, int, int] | None = None
     duplicate_outcomes: int = 0
     duplicate_actions: int = 0
     outcome_records: int = 0
@@ -598,6 +601,11 @@ def judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: 
     if watch.repeated_actions:
         examples["repeated_actions"] = watch.repeated_actions
     report.reviews = len(watch.reviews_opened)
+    acks = sorted(w.reply_acked - w.reply_appended for w in waits
+                  if w.reply_acked is not None and w.reply_appended is not None)
+    if acks:
+        report.reply_ack_ms = (acks[len(acks) // 2], acks[min(len(acks) - 1,
+                                                              int(0.99 * len(acks)))], acks[-1])
     report.examples = {k: v[:5] for k, v in examples.items()}
     report.seconds = round(time.monotonic() - started, 1)
     if load.errors:
