@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/cluster_bench.py [--waits 90000] [--rate 500] [--leader-kills 3]
 [--down 60] [--no-controller] [--no-wipe] [--no-worker-with-broker]
 [--guarantee at_least_once|exactly_once|both] [--port 21092] [--partitions 8]
-[--out bench/results/cluster-<ts>.json] [--keep-logs DIR]``
+[--commit-grace SECONDS] [--out bench/results/cluster-<ts>.json] [--keep-logs DIR]``
 
 It starts a cluster of its own (``scripts/kafka start --nodes 3 --port``,
 three KRaft nodes, topics with three replicas and min.insync.replicas=2) and
@@ -86,6 +86,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # Below the kernel's ephemeral ports (see tests/cluster/conftest.py).
     p.add_argument("--port", type=int, default=21092, help="node 1's port of the run's cluster")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--commit-grace", type=float, default=None, metavar="SECONDS",
+                   help="the worker's XWAIT_COMMIT_GRACE (default: auto, 0.2 s on three replicas)")
     p.add_argument("--keep-logs", type=Path, metavar="DIR")
     p.add_argument("--out", type=Path,
                    default=RESULTS / f"cluster-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json")
@@ -108,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                 base = Settings(bootstrap=cluster.bootstrap, topic_prefix=prefix,
                                 app_id=f"{prefix}-processor", partitions=args.partitions,
                                 replication_factor=3)
-                settings = chaos_settings(base, folder, guarantee)
+                settings = chaos_settings(base, folder, guarantee).with_overrides(
+                    commit_grace=args.commit_grace)
                 topics.create(settings, topics.load_specs(settings))
                 plan = ClusterPlan(waits=args.waits, rate=args.rate,
                                    leader_kills=args.leader_kills, down_s=args.down,
