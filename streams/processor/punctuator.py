@@ -43,7 +43,7 @@ from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.partitions import PartitionBook
 from streams.processor.reader import InputReader
-from streams.processor.sequencer import Sequencer
+from streams.processor.sequencer import CLOCKED_ROLES, Sequencer
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,12 @@ Fail = Callable[[BaseException, str], Awaitable[None]]
 
 
 REPLICATED_GRACE_MS = round(REPLICATED_COMMIT_GRACE * 1000)
+
+
+def grace_for_replicas(replicas: int) -> int:
+    """The automatic commit grace (ms) of inputs whose partitions have at most `replicas`
+    replicas: with one, a record is committed as it is appended."""
+    return REPLICATED_GRACE_MS if replicas > 1 else 0
 
 
 def now_ms() -> int:
@@ -201,23 +207,26 @@ class Punctuator:
                                else max(PROBE_RETRY_S, self._least_gap))
             if len(ends) < len(tps):
                 self.counters["probes.unanswered"] += len(tps) - len(ends)
-            grace = self.grace_ms if self.grace_ms is not None else REPLICATED_GRACE_MS
-            self.sequencer.probed(at - grace,
+            self.sequencer.probed(at - self._grace_in_use(),
                                   [(self.roles[t], p, end) for (t, p), end in ends.items()])
 
+    def _grace_in_use(self) -> int:
+        """The commit grace (ms): until an automatic one is known, the replicated one."""
+        return self.grace_ms if self.grace_ms is not None else REPLICATED_GRACE_MS
+
     async def _resolve_grace(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The automatic commit grace: none while every input topic has one replica."""
-        inputs = [self.topics[role] for role in INPUT_ROLES]
+        """The automatic commit grace: none while every clocked input has one replica."""
+        inputs = [self.topics[role] for role in CLOCKED_ROLES]
         try:
             replicas = await loop.run_in_executor(
                 self._probe_thread, lambda: self.end_offsets.replicas(inputs))
         except KafkaException as exc:  # meanwhile the replicated grace: the safe side
             log.warning("input topics' replicas unknown, commit grace %d ms: %s",
-                        self.grace_ms if self.grace_ms is not None else REPLICATED_GRACE_MS, exc)
+                        self._grace_in_use(), exc)
             self._grace_due = time.monotonic() + (
                 GRACE_RETRY_S if self.grace_ms is None else GRACE_RECHECK_S)
             return
-        grace = REPLICATED_GRACE_MS if replicas > 1 else 0
+        grace = grace_for_replicas(replicas)
         if grace != self.grace_ms:
             log.info("commit grace %d ms (input topics have up to %d replicas)", grace, replicas)
         self.grace_ms = grace
@@ -254,4 +263,4 @@ class Punctuator:
 
 
 __all__ = ["GRACE_RECHECK_S", "GRACE_RETRY_S", "GROUP_COMMIT_INTERVAL_S", "PROBE_MIN_S",
-           "PROBE_RETRY_S", "REPLICATED_GRACE_MS", "Punctuator"]
+           "PROBE_RETRY_S", "REPLICATED_GRACE_MS", "Punctuator", "grace_for_replicas"]

@@ -48,10 +48,12 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
 
 from streams import codec
-from streams.config import REPLICATED_COMMIT_GRACE, Guarantee, Settings
+from streams.config import Guarantee, Settings
+from streams.processor.gaps import EndOffsets
+from streams.processor.punctuator import grace_for_replicas
+from streams.processor.sequencer import CLOCKED_ROLES
 from streams.testing.workers import WorkerProcess
 
 # How long the watch may read nothing while a partition holds records beyond it before
@@ -400,11 +402,8 @@ def commit_grace_ms(settings: Settings) -> int:
     """The commit grace a worker of `settings` uses (`streams.processor.punctuator`)."""
     if settings.commit_grace is not None:
         return round(settings.commit_grace * 1000)
-    admin = AdminClient(settings.confluent())
-    meta = admin.list_topics(timeout=30).topics
-    replicas = max(len(part.replicas) for role in ("requests", "replies", "commands")
-                   for part in meta[settings.topic(role)].partitions.values())
-    return round(REPLICATED_COMMIT_GRACE * 1000) if replicas > 1 else 0
+    inputs = [settings.topic(role.value) for role in CLOCKED_ROLES]
+    return grace_for_replicas(EndOffsets(settings.confluent()).replicas(inputs, timeout=30))
 
 
 def make_waits(n: int, rng: random.Random) -> list[Wait]:
