@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from confluent_kafka.admin import AdminClient
 from hypothesis import settings as hypothesis_settings
 
 from streams.config import Settings
+from streams.testing.workers import free_port
 from tests.prefixes import made, unique_prefix
 
 REPO = Path(__file__).resolve().parent.parent
@@ -158,22 +158,6 @@ def _script(script: Path, *args: str, env: dict[str, str] | None = None
     )
 
 
-def _free_port(avoid: int = 0) -> int:
-    """A port nothing listens on, whose neighbour `avoid` ports up is free too."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port: int = s.getsockname()[1]
-        if not avoid:
-            return port
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + avoid))
-            except OSError:
-                continue
-            return port
-
-
 @dataclass(frozen=True)
 class SaslBroker:
     """A second broker of this session: SASL_PLAINTEXT (PLAIN) on `sasl_bootstrap`."""
@@ -190,8 +174,8 @@ def sasl_broker() -> Iterator[SaslBroker]:
     The shared broker is never touched: this one lives beside it for the
     SASL tests only, and its data folder is deleted when the session ends.
     """
-    port = _free_port(avoid=1000)  # the controller listens on port + 1000
-    sasl_port = _free_port()
+    port = free_port(1000)  # the controller listens on port + 1000
+    sasl_port = free_port()
     users = "xwait:xwait-secret"
     started = _script(KAFKA_SCRIPT, "start", "--port", str(port), "--sasl-port", str(sasl_port),
                       env={"XWAIT_KAFKA_SASL_USERS": users, "XWAIT_KAFKA_HEAP": "256m"})
@@ -214,7 +198,7 @@ def schema_registry() -> Iterator[str]:
     Returns its Confluent-compatible URL. The first run on a machine builds
     it with Maven (minutes, once); later sessions start it in seconds.
     """
-    port = _free_port()
+    port = free_port()
     started = _script(REGISTRY_SCRIPT, "start", "--port", str(port))
     if started.returncode != 0:
         pytest.fail(f"scripts/registry start failed:\n{started.stdout}{started.stderr}")

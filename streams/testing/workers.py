@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -21,11 +22,63 @@ from streams.config import Settings
 XWAIT = Path(sys.executable).parent / "xwait"
 
 
-def free_port() -> int:
+# Never handed out by free_port: below, well-known services and the single broker
+# (9092, its controller 10092); the default three-node cluster's block
+# (`scripts/kafka start --nodes 3`: 29092-29094, controllers 1000 up) when
+# it is not running yet.
+LOWEST_FREE_PORT = 20000
+_DEFAULT_CLUSTER_PORTS = frozenset(p + off for p in (29092, 29093, 29094) for off in (0, 1000))
+
+
+def ephemeral_ports() -> range:
+    """The kernel's ephemeral range (ip_local_port_range): the source ports it gives clients."""
+    try:
+        low, high = (int(v) for v in
+                     Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        try:
+            s.bind(("127.0.0.1", port))  # no SO_REUSEADDR: a port in TIME_WAIT is taken too
+        except OSError:
+            return False
+    return True
+
+
+def free_port(*offsets: int) -> int:
+    """A free loopback port outside the kernel's ephemeral range; with `offsets`, each
+    port + offset is free and outside that range too (free_port(1): two in a row).
+
+    Outside the ephemeral range because the tests poll a port before its server
+    listens (a worker's web port, a broker's): a client connecting to a port of
+    that range can be given the very same port as its own source port, and TCP
+    then connects the socket to itself (the "simultaneous open").  The poller
+    reads its own request back (http.client.BadStatusLine: GET /xwait/stats
+    HTTP/1.1), and while it holds the port the server cannot bind it.  The
+    kernel never picks a source port outside the range, so that cannot happen
+    here.  A port the kernel chose (bind to port 0) is always inside it.
+    """
+    if any(off < 0 for off in offsets):
+        raise ValueError(f"offsets must not be negative: {offsets}")
+    span = max(offsets, default=0)
+    ephemeral = ephemeral_ports()
+    bases = [range(LOWEST_FREE_PORT, ephemeral.start - span),
+             range(max(ephemeral.stop, LOWEST_FREE_PORT), 65536 - span)]
+    total = sum(len(r) for r in bases)
+    rng = random.Random()  # noqa: S311 - a port, not a secret
+    for _ in range(500 if total else 0):
+        i = rng.randrange(total)
+        port = bases[0][i] if i < len(bases[0]) else bases[1][i - len(bases[0])]
+        ports = [port, *(port + off for off in offsets)]
+        if not _DEFAULT_CLUSTER_PORTS.intersection(ports) and all(map(_bindable, ports)):
+            return port
+    raise RuntimeError(
+        f"no free port (offsets {offsets}) between {LOWEST_FREE_PORT} and 65535 outside the "
+        f"ephemeral range {ephemeral.start}-{ephemeral.stop - 1} (ip_local_port_range)")
 
 
 def proc_status_kib(pid: int, field: str) -> int | None:
@@ -214,4 +267,5 @@ class WorkerProcess:
         return None if self.proc is None else proc_status_kib(self.proc.pid, "VmHWM")
 
 
-__all__ = ["XWAIT", "WorkerProcess", "free_port", "proc_status_kib", "settings_env"]
+__all__ = ["XWAIT", "WorkerProcess", "ephemeral_ports", "free_port", "proc_status_kib",
+           "settings_env"]

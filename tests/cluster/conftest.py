@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import socket
 import subprocess
 import sys
 import time
@@ -25,46 +23,23 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from streams.testing.workers import free_port
 from tests.conftest import KAFKA_SCRIPT
 
 NODES = 3
 CONTROLLER_OFFSET = 1000  # as scripts/kafka
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def free_base(nodes: int = NODES) -> int:
     """A first client port whose N client ports and N controller ports are all free.
 
-    Below the kernel's ephemeral range (32768 and up here): a client that keeps
-    connecting to a killed node's port in that range may be given that very
-    port as its own source port (TCP connects to itself), and the node can then
-    not listen there again ("port taken").
+    Outside the kernel's ephemeral range (streams.testing.workers.free_port): a
+    client that keeps connecting to a killed node's port in that range may be
+    given that very port as its own source port (TCP connects to itself), and
+    the node can then not listen there again ("port taken").  Never the
+    default cluster's block (scripts/kafka --nodes 3) either.
     """
-    low, high = 20000, _ephemeral_start() - nodes - CONTROLLER_OFFSET - 1
-    rng = random.Random()  # noqa: S311 - a port, not a secret
-    for _ in range(200):
-        base = rng.randrange(low, high)
-        if base <= 29094 + CONTROLLER_OFFSET and base + nodes > 29092 - CONTROLLER_OFFSET:
-            continue  # the default cluster's block (scripts/kafka --nodes 3)
-        ports = [base + i + off for i in range(nodes) for off in (0, CONTROLLER_OFFSET)]
-        if all(_free(p) for p in ports):
-            return base
-    raise RuntimeError("no free block of ports for a cluster")
-
-
-def _ephemeral_start() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
+    return free_port(*(i + off for i in range(nodes) for off in (0, CONTROLLER_OFFSET)))
 
 
 @dataclass

@@ -18,26 +18,9 @@ from streams.cli.supervisor import STOP_WAIT_S, child_argv
 from streams.config import Settings
 from streams.partitioning import partition_for
 from tests.e2e.conftest import new_e2e
-from tests.e2e.harness import XWAIT, Client, WorkerProcess, new_key
+from tests.e2e.harness import XWAIT, Client, WorkerProcess, free_port, new_key
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-def _free_pair() -> int:
-    """A port whose next port is free too (the children listen on base and base+1)."""
-    import socket
-
-    for _ in range(100):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port: int = a.getsockname()[1]
-        with socket.socket() as b:
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two free ports in a row")
 
 
 def _json(url: str) -> Any:
@@ -77,7 +60,7 @@ def settings(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
 def supervisor(settings: Settings, e2e_folder: Path) -> Iterator[WorkerProcess]:
     sup = WorkerProcess(settings, e2e_folder, "sup",
                         command=(str(XWAIT), "worker", "--processes", "2"))
-    sup.web_port = _free_pair()
+    sup.web_port = free_port(1)  # the children listen on web_port and web_port + 1
     sup.start(wait_owned=False)
     try:
         yield sup
@@ -154,7 +137,7 @@ def test_a_taken_web_port_of_any_child_is_refused_before_anything_starts(
 ) -> None:
     import socket
 
-    base = _free_pair()
+    base = free_port(1)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", base + 1))
         squatter.listen()
