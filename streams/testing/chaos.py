@@ -77,6 +77,8 @@ response_schema:
     approved: {type: boolean}
 """
 DEADLINE_MS = 6_000
+# How long a Load waits for its producer to be ready (Load.warm) before it gives up.
+LOAD_WARM_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -129,6 +131,7 @@ class Report:
     # From a reply's append to its acknowledgement reaching the load (p50, p99, max ms):
     # above the time Kafka took to commit it, what the commit grace is for.
     reply_ack_ms: tuple[int, int, int] | None = None
+    load_warm_s: float | None = None  # how long the load's producer took to be ready (Load.warm)
     duplicate_outcomes: int = 0
     duplicate_actions: int = 0
     outcome_records: int = 0
@@ -150,24 +153,73 @@ class Report:
 
 
 class Load(threading.Thread):
-    """Offers the waits at the plan's rate and answers them on schedule."""
+    """Offers the waits at the plan's rate and answers them on schedule.
 
-    def __init__(self, settings: Settings, waits: list[Wait], rate: float, rng: random.Random
-                 ) -> None:
+    Made ready before any run starts its clock (see `warm`): a load made
+    before its workers start sends its first request at once.
+    """
+
+    def __init__(self, settings: Settings, waits: list[Wait], rate: float, rng: random.Random,
+                 warm_timeout: float = LOAD_WARM_TIMEOUT_S) -> None:
         super().__init__(name="chaos-load", daemon=True)
         self.settings = settings
         self.waits = waits
         self.rate = rate
         self.rng = rng
         self.by_key = {w.key: w for w in waits}
+        self._idempotence = "Init"  # librdkafka's idemp_state, from its statistics
         self.producer = Producer(settings.confluent(**{
-            "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True}))
+            "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True,
+            "statistics.interval.ms": 200, "stats_cb": self._stats}))
         self._due: list[tuple[float, int, str, str]] = []  # (monotonic, seq, what, key)
         self._seq = 0
         self._lock = threading.Lock()
         self.requests_done = threading.Event()
         self.errors: list[str] = []
         self.produced: Counter[tuple[str, int]] = Counter()  # (topic, partition) -> records
+        self.warm_s = self.warm(warm_timeout)
+
+    def _stats(self, raw: str) -> None:
+        if self._idempotence != "Assigned":  # read until then, never again
+            self._idempotence = str(json.loads(raw).get("eos", {}).get("idemp_state", "?"))
+
+    def warm(self, timeout: float) -> float:
+        """Until the producer holds its idempotent producer id and knows the leaders of the
+        topics it writes; the seconds that took.
+
+        An idempotent producer sends nothing before the broker gives it a producer id.
+        A broker just started (the crash tests' own broker) answers "Coordinator load in
+        progress" while it fetches a block of ids from its controller (Kafka's
+        RPCProducerIdManager), and librdkafka asks again after a backoff: once (CI, a
+        loaded machine), the requests of the first seconds were acknowledged
+        seconds late, so every reply (sent once its request is acknowledged) came after
+        its deadline (received 7, escalated 993, no review at all). Warmed here, before
+        the run's clock offers any wait, the first request leaves at once.
+        """
+        started = time.monotonic()
+        deadline = started + timeout
+        topics = {self.settings.topic(role) for role in ("requests", "replies", "commands")}
+        while True:
+            self.producer.poll(0.05)
+            if self._idempotence == "Assigned":
+                left = max(0.1, deadline - time.monotonic())
+                topics = {t for t in topics if not self._leaders_known(t, min(left, 5.0))}
+                if not topics:
+                    return round(time.monotonic() - started, 2)
+            if time.monotonic() >= deadline:
+                what = (f"the leaders of {sorted(topics)}" if self._idempotence == "Assigned"
+                        else f"an idempotent producer id (state {self._idempotence})")
+                raise RuntimeError(
+                    f"the chaos load's producer got no {what} from {self.settings.bootstrap} "
+                    f"within {timeout:.0f}s: the run would offer waits nobody acknowledges")
+
+    def _leaders_known(self, topic: str, timeout: float) -> bool:
+        try:
+            meta = self.producer.list_topics(topic, timeout=timeout).topics.get(topic)
+        except KafkaException:
+            return False
+        return (meta is not None and meta.error is None and bool(meta.partitions)
+                and all(p.leader >= 0 and p.error is None for p in meta.partitions.values()))
 
     def schedule(self, at: float, what: str, key: str) -> None:
         with self._lock:
@@ -563,6 +615,7 @@ def judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: 
            ) -> Report:
     examples: dict[str, list[str]] = defaultdict(list)
     grace_ms = report.commit_grace_ms = commit_grace_ms(load.settings)
+    report.load_warm_s = load.warm_s
     for w in waits:
         got = watch.outcomes.get(w.key, [])
         ids, kinds = {i for i, _ in got}, {k for _, k in got}
