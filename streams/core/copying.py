@@ -17,6 +17,7 @@ from dataclasses import fields
 from typing import Any, TypedDict, Unpack, overload
 
 from streams.core.effects import OutcomeKind, OutcomeReason, TraceEntry
+from streams.core.frozen import twin
 from streams.core.state import (
     ArmedTimer,
     HeldCommand,
@@ -87,21 +88,22 @@ _FIELDS: dict[type, tuple[str, ...]] = {
 def _copier(cls: type) -> Any:
     """A function copying a `cls` (frozen, slotted) and applying a dict of changes.
 
-    Generated once per class: one slot setter call per field, no loop and no
-    per-field lookup in the changes, which made the copy three times faster
-    than a loop over the fields (3.4 against 11.4 us for a Wait).
+    Generated once per class: the fields stored one by one into an instance
+    of the class's twin (`frozen.twin`), which then becomes a `cls`: no loop
+    and no per-field lookup in the changes.  A loop over the fields was three
+    times slower than calling each slot's setter in a row (11.4 against 3.4
+    us for a Wait), and that twice as slow as the twin's plain assignments.
     """
     names = _FIELDS[cls]
-    setters = {name: cls.__dict__[name].__set__ for name in names}
-    scope: dict[str, Any] = {"new_": object.__new__, "cls": cls, "setters": setters}
-    scope.update({f"set{i}": setters[name] for i, name in enumerate(names)})
-    lines = ["def copy(obj, changes):", "    new = new_(cls)"]
-    lines += [f"    set{i}(new, obj.{name})" for i, name in enumerate(names)]
+    scope: dict[str, Any] = {"new_": object.__new__, "cls": cls, "twin": twin(cls),
+                             "fields": frozenset(names), "set_": setattr}
+    lines = ["def copy(obj, changes):", "    new = new_(twin)"]
+    lines += [f"    new.{name} = obj.{name}" for name in names]
     lines += ["    for name, value in changes.items():",
-              "        setter = setters.get(name)",
-              "        if setter is None:",
+              "        if name not in fields:",
               "            raise TypeError(f'{cls.__name__} has no field {name!r}')",
-              "        setter(new, value)",
+              "        set_(new, name, value)",
+              "    new.__class__ = cls",
               "    return new"]
     exec("\n".join(lines), scope)  # noqa: S102 - code built from the class's own field names
     return scope["copy"]

@@ -14,6 +14,16 @@ own setter (looked up once, when the class is made): the same parameters,
 defaults and instances, and the class stays frozen (assigning a field still
 raises ``FrozenInstanceError``).  A test holds every class using it to the
 ``__init__`` dataclasses would have generated.
+
+`twin` goes further where a whole record is built field by field (a copy
+with changes, a Wait read from its row): a plain class with the same slots,
+whose fields are stored by ordinary assignment (which Python 3.11 specialises;
+a slot's setter is a call each time), and whose instance then becomes the
+frozen class's by assigning ``__class__`` - allowed because the two lay out
+their instances alike.  A Wait (36 fields) is copied in 0.6 us that way
+against 1.8 through its setters.  Nothing outside the module that builds the
+instance ever sees the twin: the result is an instance of the frozen class,
+equal, hashed and refusing assignment like any other.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from __future__ import annotations
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, TypeVar
 
-__all__ = ["fast_init"]
+__all__ = ["fast_init", "twin"]
 
 C = TypeVar("C", bound=type)
 
@@ -64,3 +74,35 @@ def fast_init(cls: C) -> C:
     init.generated_by_dataclass = original  # for the test that holds the two equal
     type.__setattr__(cls, "__init__", init)
     return cls
+
+
+_TWINS: dict[type, type] = {}
+
+
+def twin(cls: type) -> type:
+    """A mutable class with the slots of the frozen, slotted dataclass `cls`, whose
+    instances may take `cls` as their ``__class__`` once their fields are set.
+
+    Every field must be set before the switch: a slot left empty would raise
+    ``AttributeError`` when read, where the frozen class's ``__init__`` guarantees
+    each one.  Refused (``TypeError``) for a class whose instances Python would
+    not let change class.
+    """
+    made = _TWINS.get(cls)
+    if made is not None:
+        return made
+    params = getattr(cls, "__dataclass_params__", None)
+    if not is_dataclass(cls) or params is None or not params.frozen:
+        raise TypeError(f"{cls.__name__}: expected a frozen dataclass")
+    slots = cls.__dict__.get("__slots__")
+    if cls.__bases__ != (object,) or not isinstance(slots, tuple):
+        raise TypeError(f"{cls.__name__}: expected slots and no base class")
+    made = type(f"_{cls.__name__}Twin", (), {"__slots__": slots, "__module__": cls.__module__})
+    probe: Any = object.__new__(made)
+    try:
+        probe.__class__ = cls
+    except TypeError as exc:
+        raise TypeError(f"{cls.__name__}: its instances cannot be built through a twin: {exc}") \
+            from None
+    _TWINS[cls] = made
+    return made

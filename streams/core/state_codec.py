@@ -58,6 +58,7 @@ from streams.core.events import (
     ResultStatus,
     TimerKind,
 )
+from streams.core.frozen import twin
 from streams.core.state import (
     ArmedTimer,
     HeldCommand,
@@ -352,16 +353,16 @@ def _generate_wait_codec() -> tuple[Any, Any]:
     scope: dict[str, Any] = {"_enc_timer": _enc_timer, "_enc_held": _enc_held,
                              "_enc_suspension": _enc_suspension, "_enc_send": _enc_send,
                              "_enc_result": _enc_result, "new_": object.__new__,
-                             "Wait": Wait, "_SHORTS": frozenset(_WAIT_NAMES)}
+                             "Wait": Wait, "WaitTwin": twin(Wait),
+                             "_SHORTS": frozenset(_WAIT_NAMES)}
     enc = ["def _enc_wait(w):", "    out = {}"]
     # Decoding: each field from the raw dict, its default, or (required) a KeyError.
     dec = ["def _dec_wait(raw):",
            "    unknown = raw.keys() - _SHORTS",
            "    if unknown: raise KeyError(sorted(unknown)[0])",
-           "    w = new_(Wait)"]
+           "    w = new_(WaitTwin)"]  # every field is set below, then it becomes a Wait
     for i, (name, short) in enumerate(_WAIT_KEYS.items()):
         value = _ENC_CONVERT.get(name, "{v}").format(v="v")
-        scope[f"set{i}"] = Wait.__dict__[name].__set__
         convert = _DEC_CONVERT.get(name)
         if convert is not None:
             scope[f"c{i}"] = convert
@@ -370,11 +371,12 @@ def _generate_wait_codec() -> tuple[Any, Any]:
         if name in _WAIT_DEFAULTS:
             scope[f"d{i}"] = _WAIT_DEFAULTS[name]
             enc.append(f"    if not (v == d{i}): out[{short!r}] = {value}")
-            dec.append(f"    set{i}(w, {read} if {short!r} in raw else d{i})")
+            dec.append(f"    w.{name} = {read} if {short!r} in raw else d{i}")
         else:
             enc.append(f"    out[{short!r}] = {value}")
-            dec.append(f"    set{i}(w, {read})")
+            dec.append(f"    w.{name} = {read}")
     enc.append("    return out")
+    dec.append("    w.__class__ = Wait")
     dec.append("    return w")
     exec("\n".join(enc), scope)  # noqa: S102 - code built from this module's own tables
     exec("\n".join(dec), scope)  # noqa: S102

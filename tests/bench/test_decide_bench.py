@@ -26,6 +26,7 @@ def test_every_wait_of_the_drain_ends_in_every_run_and_the_collector_is_restored
             "outcomes.review_accepted", 0) == 120
         assert run["records"] == 240 + run["counters"]["processed.commands"]
         assert run["counters"]["processed.commands"] > 0  # the invalid replies were reviewed
+        assert 0 < run["cpu_us_per_record"] <= run["us_per_record"] * 1.05  # one thread's CPU
     assert gc.get_threshold() == before
 
 

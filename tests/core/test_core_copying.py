@@ -35,6 +35,13 @@ def test_a_copy_equals_the_one_dataclasses_makes(status: WaitStatus, level: int,
     assert replace(slot, wait=mine) == dataclasses.replace(slot, wait=mine)
 
 
+def test_a_copy_is_a_frozen_instance_of_its_class() -> None:
+    copy = replace(WAIT, level=3)
+    assert type(copy) is Wait and hash(copy) == hash(dataclasses.replace(WAIT, level=3))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copy.level = 4  # type: ignore[misc]
+
+
 def test_an_unknown_field_is_refused() -> None:
     with pytest.raises(TypeError, match="no field 'colour'"):
         replace(WAIT, colour="red")  # type: ignore[call-overload]

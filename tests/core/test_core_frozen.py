@@ -1,4 +1,5 @@
-"""`fast_init` builds the same instances as the ``__init__`` dataclasses generate."""
+"""`fast_init` builds the same instances as the ``__init__`` dataclasses generate; `twin`
+builds instances of the frozen class itself."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from streams.core import events, state
-from streams.core.frozen import fast_init
+from streams.core.frozen import fast_init, twin
 
 MODULES = [importlib.import_module(f"streams.{name}") for name in (
     "core.decide", "core.effects", "core.events", "core.state", "processor.model")]
@@ -99,3 +100,37 @@ def test_classes_it_cannot_make_faithfully_are_refused() -> None:
 def test_a_field_missing_from_the_call_is_still_an_error() -> None:
     with pytest.raises(TypeError):
         state.ArmedTimer(events.TimerKind.DEADLINE, 1)  # type: ignore[call-arg]
+
+
+def test_an_instance_built_through_the_twin_is_the_frozen_class_itself() -> None:
+    timer = state.ArmedTimer(events.TimerKind.DEADLINE, 1_000, 3)
+    made: Any = object.__new__(twin(state.ArmedTimer))
+    made.kind, made.due_at, made.generation = events.TimerKind.DEADLINE, 1_000, 3
+    made.__class__ = state.ArmedTimer
+    assert type(made) is state.ArmedTimer
+    assert made == timer and hash(made) == hash(timer) and repr(made) == repr(timer)
+    with pytest.raises(FrozenInstanceError):
+        made.due_at = 2  # type: ignore[misc]
+    assert twin(state.ArmedTimer) is twin(state.ArmedTimer)  # made once per class
+
+
+def test_a_twin_is_refused_for_classes_whose_instances_could_not_change_class() -> None:
+    @dataclass(frozen=True)
+    class NoSlots:
+        a: int
+
+    @dataclass(slots=True)
+    class NotFrozen:
+        a: int
+
+    @dataclass(frozen=True, slots=True)
+    class Base:
+        a: int
+
+    @dataclass(frozen=True, slots=True)
+    class Derived(Base):
+        b: int
+
+    for cls in (NoSlots, NotFrozen, Derived):
+        with pytest.raises(TypeError):
+            twin(cls)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+from dataclasses import FrozenInstanceError
 
 import orjson
 import pytest
@@ -17,6 +18,7 @@ from streams.core import (
     Slot,
     StateDecodeError,
     TimerKind,
+    Wait,
     decode_slot,
     encode_slot,
 )
@@ -37,6 +39,17 @@ def test_parked_wait_round_trips_and_carries_a_version() -> None:
     data = encode_slot(run.slot)
     assert json.loads(data)["v"] == 1
     assert decode_slot(data) == run.slot
+
+
+def test_a_wait_read_back_is_a_frozen_wait() -> None:
+    """Read through the Wait's twin (`frozen.twin`): what comes out is a Wait like any other."""
+    run = _parked()
+    assert run.slot is not None and run.slot.wait is not None
+    read = decode_slot(encode_slot(run.slot)).wait
+    assert type(read) is Wait
+    assert read == run.slot.wait and hash(read) == hash(run.slot.wait)
+    with pytest.raises(FrozenInstanceError):
+        read.level = 2  # type: ignore[misc]
 
 
 def test_every_shape_of_slot_round_trips() -> None:
