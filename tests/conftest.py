@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient
 from hypothesis import settings as hypothesis_settings
 
 from streams.config import Settings
-from streams.testing.workers import free_port
+from streams.testing.workers import free_broker_port, free_port
 from tests.prefixes import made, unique_prefix
 
 REPO = Path(__file__).resolve().parent.parent
@@ -174,7 +174,7 @@ def sasl_broker() -> Iterator[SaslBroker]:
     The shared broker is never touched: this one lives beside it for the
     SASL tests only, and its data folder is deleted when the session ends.
     """
-    port = free_port(1000)  # the controller listens on port + 1000
+    port = free_broker_port()
     sasl_port = free_port()
     users = "xwait:xwait-secret"
     started = _script(KAFKA_SCRIPT, "start", "--port", str(port), "--sasl-port", str(sasl_port),

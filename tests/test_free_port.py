@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
-from streams.testing.workers import LOWEST_FREE_PORT, ephemeral_ports, free_port
+from streams.testing.workers import (
+    KAFKA_CONTROLLER_OFFSET,
+    LOWEST_FREE_PORT,
+    ephemeral_ports,
+    free_broker_port,
+    free_port,
+)
 
 
 def test_ports_are_free_and_outside_the_kernels_ephemeral_range() -> None:
@@ -27,3 +34,17 @@ def test_each_offset_is_free_and_outside_the_range_too() -> None:
                 assert port not in ephemeral and port <= 65535
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", port))
+
+
+def test_a_broker_port_leaves_room_for_its_controller_listener() -> None:
+    # scripts/kafka puts the controller on port + 1000: a broker on 64959 failed to start
+    # (bind(): port must be 0-65535) when its port came from free_port().
+    script = (Path(__file__).resolve().parent.parent / "scripts" / "kafka").read_text()
+    assert f"\nCONTROLLER_OFFSET = {KAFKA_CONTROLLER_OFFSET}\n" in script
+    ephemeral = ephemeral_ports()
+    for _ in range(200):
+        port = free_broker_port()
+        controller = port + KAFKA_CONTROLLER_OFFSET
+        assert controller <= 65535 and controller not in ephemeral
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", controller))

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from streams.testing.workers import free_broker_port
 from tests.conftest import broker_was_launched
-from tests.e2e.harness import free_port
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kafka"
 
@@ -32,7 +32,7 @@ def test_start_fails_clearly_when_the_port_is_taken(tmp_path: Path) -> None:
 
 
 def test_status_and_stop_of_a_broker_never_started_say_so(tmp_path: Path) -> None:
-    port = str(free_port())
+    port = str(free_broker_port())
     env = {"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)}
     status = subprocess.run([sys.executable, str(SCRIPT), "status", "--port", port],
                             capture_output=True, text=True, env=env, check=False)
@@ -45,7 +45,7 @@ def test_status_and_stop_of_a_broker_never_started_say_so(tmp_path: Path) -> Non
 
 
 def test_start_without_java_fails_with_one_clear_line(tmp_path: Path) -> None:
-    port = str(free_port())
+    port = str(free_broker_port())
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "start", "--port", port],
         capture_output=True, text=True, timeout=60, check=False,
@@ -75,7 +75,7 @@ def test_start_reuses_a_broker_another_checkout_started(
 
 
 def test_reset_deletes_the_broker_data_and_keeps_the_jars(tmp_path: Path) -> None:
-    port = str(free_port())
+    port = str(free_broker_port())
     home = tmp_path / "kafka"
     (home / f"data-{port}" / "requests-0").mkdir(parents=True)
     jars = tmp_path / "jars" / "lib-0"
@@ -97,14 +97,14 @@ def test_reset_deletes_the_broker_data_and_keeps_the_jars(tmp_path: Path) -> Non
 def test_the_broker_port_follows_xwait_bootstrap_so_one_setting_drives_script_and_cli(
     tmp_path: Path,
 ) -> None:
-    port = str(free_port())
+    port = str(free_broker_port())
     env = {"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path),
            "XWAIT_BOOTSTRAP": f"127.0.0.1:{port}"}
     status = subprocess.run([sys.executable, str(SCRIPT), "status"], capture_output=True,
                             text=True, env=env, check=False)
     assert f"kafka not running on port {port}" in status.stdout
     # an explicit XWAIT_KAFKA_PORT still wins
-    other = str(free_port())
+    other = str(free_broker_port())
     status = subprocess.run([sys.executable, str(SCRIPT), "status"], capture_output=True,
                             text=True, env={**env, "XWAIT_KAFKA_PORT": other}, check=False)
     assert f"kafka not running on port {other}" in status.stdout
@@ -114,7 +114,7 @@ def test_node_commands_outside_a_cluster_and_too_small_clusters_are_refused(
     tmp_path: Path,
 ) -> None:
     env = {"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path)}
-    kill = subprocess.run([sys.executable, str(SCRIPT), "kill", "--port", str(free_port())],
+    kill = subprocess.run([sys.executable, str(SCRIPT), "kill", "--port", str(free_broker_port())],
                           capture_output=True, text=True, env=env, check=False)
     assert kill.returncode == 1
     assert "is for a node of a cluster" in kill.stderr
@@ -123,7 +123,7 @@ def test_node_commands_outside_a_cluster_and_too_small_clusters_are_refused(
     assert two.returncode == 1
     assert "a cluster has at least 3 nodes" in two.stderr
     status = subprocess.run([sys.executable, str(SCRIPT), "status", "--nodes", "3",
-                             "--port", str(free_port())],
+                             "--port", str(free_broker_port())],
                             capture_output=True, text=True, env=env, check=False)
     assert status.returncode == 1
     assert status.stdout.count("not running") == 3
@@ -154,7 +154,8 @@ def test_two_starts_at_once_assemble_the_broker_jars_once(tmp_path: Path) -> Non
     mvn.chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(home),
            "XWAIT_KAFKA_JARS": str(tmp_path / "jars")}
-    starts = [subprocess.Popen([sys.executable, str(SCRIPT), "start", "--port", str(free_port())],
+    starts = [subprocess.Popen([sys.executable, str(SCRIPT), "start",
+                                "--port", str(free_broker_port())],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
               for _ in range(2)]
     outputs = [p.communicate(timeout=120) for p in starts]
@@ -165,7 +166,7 @@ def test_two_starts_at_once_assemble_the_broker_jars_once(tmp_path: Path) -> Non
 
 
 def test_java_options_of_xwait_kafka_java_opts_reach_the_broker_jvm(tmp_path: Path) -> None:
-    port = str(free_port())
+    port = str(free_broker_port())
     home = tmp_path / "home"
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "start", "--port", port],
@@ -184,7 +185,7 @@ def _archive_option(pidfile: Path) -> str:
 def test_a_clean_stop_leaves_the_class_archive_that_the_next_start_maps(tmp_path: Path) -> None:
     """The broker's classes are archived once (AppCDS) beside the shared jars: a start then
     costs a third less CPU."""
-    port = str(free_port())
+    port = str(free_broker_port())
     env = {"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path), "XWAIT_KAFKA_HEAP": "256m"}
 
     def kafka(*args: str) -> None:

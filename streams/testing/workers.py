@@ -81,6 +81,16 @@ def free_port(*offsets: int) -> int:
         f"ephemeral range {ephemeral.start}-{ephemeral.stop - 1} (ip_local_port_range)")
 
 
+KAFKA_CONTROLLER_OFFSET = 1000
+"""scripts/kafka's controller listener: the broker's port + this."""
+
+
+def free_broker_port() -> int:
+    """A port for a broker of its own (`scripts/kafka start --port`): free, with its
+    controller's port (+1000) free and within 65535 too."""
+    return free_port(KAFKA_CONTROLLER_OFFSET)
+
+
 def proc_status_kib(pid: int, field: str) -> int | None:
     """A ``kB`` field (VmRSS, VmHWM, ...) of /proc/<pid>/status; None once the process is gone."""
     try:
@@ -267,5 +277,5 @@ class WorkerProcess:
         return None if self.proc is None else proc_status_kib(self.proc.pid, "VmHWM")
 
 
-__all__ = ["XWAIT", "WorkerProcess", "ephemeral_ports", "free_port", "proc_status_kib",
-           "settings_env"]
+__all__ = ["KAFKA_CONTROLLER_OFFSET", "XWAIT", "WorkerProcess", "ephemeral_ports",
+           "free_broker_port", "free_port", "proc_status_kib", "settings_env"]

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from streams.testing.workers import free_port
+from streams.testing.workers import KAFKA_CONTROLLER_OFFSET, free_port
 from tests.conftest import KAFKA_SCRIPT
 
 NODES = 3
-CONTROLLER_OFFSET = 1000  # as scripts/kafka
+CONTROLLER_OFFSET = KAFKA_CONTROLLER_OFFSET
 
 
 def free_base(nodes: int = NODES) -> int:

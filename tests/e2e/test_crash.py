@@ -27,7 +27,7 @@ from streams import topics
 from streams.config import Guarantee, Settings
 from streams.processor.gaps import EndOffsets
 from streams.testing.chaos import Broker, Plan, Report, chaos_settings, run_chaos
-from streams.testing.workers import free_port
+from streams.testing.workers import free_broker_port
 from tests.prefixes import unique_prefix
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -79,7 +79,7 @@ def test_kill_9_while_behind_and_a_worker_joining_and_leaving_lose_nothing(
 @pytest.fixture
 def own_broker() -> Iterator[tuple[str, Broker]]:
     """A broker of this test's own (scripts/kafka on a free port), free to be restarted."""
-    port = str(free_port())
+    port = str(free_broker_port())
     env = {**os.environ, "XWAIT_KAFKA_HEAP": "256m"}
 
     def kafka(*args: str) -> None:
