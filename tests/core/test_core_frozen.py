@@ -68,15 +68,17 @@ def test_still_frozen(cls: type) -> None:
         setattr(obj, fields(cls)[0].name, 1)
 
 
+@dataclass(frozen=True)
+class NoSlots:
+    a: int
+
+
+@dataclass(slots=True)
+class NotFrozen:
+    a: int
+
+
 def test_classes_it_cannot_make_faithfully_are_refused() -> None:
-    @dataclass(frozen=True)
-    class NoSlots:
-        a: int
-
-    @dataclass(slots=True)
-    class NotFrozen:
-        a: int
-
     @dataclass(frozen=True, slots=True)
     class Factory:
         a: list[int] = field(default_factory=list)
@@ -115,14 +117,6 @@ def test_an_instance_built_through_the_twin_is_the_frozen_class_itself() -> None
 
 
 def test_a_twin_is_refused_for_classes_whose_instances_could_not_change_class() -> None:
-    @dataclass(frozen=True)
-    class NoSlots:
-        a: int
-
-    @dataclass(slots=True)
-    class NotFrozen:
-        a: int
-
     @dataclass(frozen=True, slots=True)
     class Base:
         a: int
