@@ -41,7 +41,7 @@ from streams.core import (
     decode_slot,
     definition_for,
 )
-from streams.core.decide import emitted_trace
+from streams.core.rules import emitted_trace
 from streams.processor.envelope import RowDecodeError, decode_row, read_head
 from streams.processor.model import RowHead
 

@@ -7,20 +7,9 @@ test enforces it), so every rule of the wait is tested here without a broker.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from streams.core.decide import (
-        MAX_CATCH_UP,
-        OPERATOR_CHANNEL,
-        Decision,
-        action_id,
-        catch_up,
-        decide,
-        outcome_id,
-    )
     from streams.core.definition import (
         DEFAULT_EARLY_REPLY_TTL_MS,
         DEFAULT_RETENTION_MS,
@@ -76,6 +65,15 @@ if TYPE_CHECKING:
         TimerKind,
         split_correlation_key,
     )
+    from streams.core.rules import (
+        MAX_CATCH_UP,
+        OPERATOR_CHANNEL,
+        Decision,
+        action_id,
+        catch_up,
+        decide,
+        outcome_id,
+    )
     from streams.core.state import (
         KEPT_PAYLOAD_BYTES,
         ArmedTimer,
@@ -96,8 +94,8 @@ if TYPE_CHECKING:
 # load the decision function and jsonschema: 0.1-0.2 s of a CLI command's
 # start-up.  The processor asks for `decide` and gets the same object.
 _HOME = {
-    "MAX_CATCH_UP": "decide", "OPERATOR_CHANNEL": "decide", "Decision": "decide",
-    "action_id": "decide", "catch_up": "decide", "decide": "decide", "outcome_id": "decide",
+    "MAX_CATCH_UP": "rules", "OPERATOR_CHANNEL": "rules", "Decision": "rules",
+    "action_id": "rules", "catch_up": "rules", "decide": "rules", "outcome_id": "rules",
     "DEFAULT_EARLY_REPLY_TTL_MS": "definition", "DEFAULT_RETENTION_MS": "definition",
     "EscalationLevel": "definition", "InvalidReplyRoute": "definition",
     "ReminderPolicy": "definition", "Stage": "definition", "Variant": "definition",
@@ -137,24 +135,6 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *__all__])
 
 
-class _Core(types.ModuleType):
-    """This package, where ``decide`` stays the function whatever imports its module.
-
-    ``decide`` names both the function and the module that defines it.
-    Importing the module ``streams.core.decide`` (from anywhere) makes the
-    import system set the package's attribute ``decide`` to that module; the
-    eager imports this package had before ran after it and put the function
-    back.  Imported lazily, nothing would: ``from streams.core import decide``
-    gave the module.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "decide" and isinstance(value, types.ModuleType):
-            return  # the import system naming the submodule
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Core
 
 
 __all__ = [

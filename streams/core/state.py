@@ -131,7 +131,7 @@ class Send:
     """One action a channel adapter is to carry out and report on (rule 12).
 
     The action's id is derived, not stored: (wait, kind, stage, level, party,
-    attempt, send attempt) give it (``streams.core.decide.ids.action_id``).
+    attempt, send attempt) give it (``streams.core.rules.ids.action_id``).
     ``tries`` is the send attempt of its latest emission.
     """
 

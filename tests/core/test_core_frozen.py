@@ -15,7 +15,7 @@ from streams.core import events, state
 from streams.core.frozen import fast_init, twin
 
 MODULES = [importlib.import_module(f"streams.{name}") for name in (
-    "core.decide", "core.effects", "core.events", "core.state", "processor.model")]
+    "core.rules", "core.effects", "core.events", "core.state", "processor.model")]
 # Every class of those modules whose __init__ fast_init made.
 MADE: list[Any] = sorted(
     {obj for module in MODULES for obj in vars(module).values()

@@ -16,7 +16,7 @@ from streams.core import (
     decode_slot,
     encode_slot,
 )
-from streams.core.decide import emitted_trace
+from streams.core.rules import emitted_trace
 from tests.core.core_harness import APPROVED, DAY, HOUR, KEY, Run, the_outcome
 
 pytestmark = [pytest.mark.rule5, pytest.mark.rule10]

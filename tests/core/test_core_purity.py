@@ -48,11 +48,12 @@ def test_public_names_are_listed_and_all_exist() -> None:
 
 
 def test_decide_is_the_function_whichever_of_its_imports_comes_first() -> None:
-    """The core's names are imported on first use; `decide` is also its module's name,
-    and importing that module first must not make `from streams.core import decide`
-    the module (a worker failed every record so: 'module' object is not callable)."""
+    """The core's names are imported on first use.  `decide` was also the name of
+    its module, and importing that module first made `from streams.core import
+    decide` the module (a worker failed every record so: 'module' object is not
+    callable); the module is `streams.core.rules` now."""
     code = (
-        "import streams.core.decide\n"
+        "import streams.core.rules\n"
         "from streams.core.state_codec import decode_slot\n"
         "from streams.core import decide\n"
         "import streams.core\n"
@@ -67,7 +68,7 @@ def test_the_sdk_and_cli_load_neither_the_decisions_nor_jsonschema() -> None:
     """What `xwait reply` imports: 0.1-0.2 s less start-up (issue 31)."""
     code = (
         "import sys, streams.cli.reply, streams.cli.status\n"
-        "print(','.join(m for m in ('streams.core.decide', 'jsonschema') if m in sys.modules))\n"
+        "print(','.join(m for m in ('streams.core.rules', 'jsonschema') if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=CORE.parent.parent)

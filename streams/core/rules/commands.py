@@ -4,20 +4,6 @@ migrate."""
 from __future__ import annotations
 
 from streams.core.copying import replace
-from streams.core.decide.context import (
-    OPERATOR_CHANNEL,
-    _by,
-    _Ctx,
-    _ended,
-    _missing_definition,
-    _timer_order,
-    _trace,
-)
-from streams.core.decide.early import _buffer_early_command
-from streams.core.decide.ending import _end
-from streams.core.decide.replies import _accept, _judge
-from streams.core.decide.results import _on_result
-from streams.core.decide.sends import _shift_retries
 from streams.core.definition import (
     WaitDefinition,
     definition_for,
@@ -43,6 +29,20 @@ from streams.core.events import (
     TimerKind,
     split_correlation_key,
 )
+from streams.core.rules.context import (
+    OPERATOR_CHANNEL,
+    _by,
+    _Ctx,
+    _ended,
+    _missing_definition,
+    _timer_order,
+    _trace,
+)
+from streams.core.rules.early import _buffer_early_command
+from streams.core.rules.ending import _end
+from streams.core.rules.replies import _accept, _judge
+from streams.core.rules.results import _on_result
+from streams.core.rules.sends import _shift_retries
 from streams.core.state import (
     MAX_HELD_REPLIES,
     HeldReply,

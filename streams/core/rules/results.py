@@ -12,10 +12,6 @@ import dataclasses
 import json
 
 from streams.core.copying import replace
-from streams.core.decide.context import _act, _Ctx, _ended, _trace
-from streams.core.decide.ids import action_id
-from streams.core.decide.sends import _all_sends, _is_current, _stored, _sync_retry, _what
-from streams.core.decide.timers import _escalate
 from streams.core.definition import SendFailureRoute, Variant, WaitDefinition
 from streams.core.durations import format_utc_ms
 from streams.core.effects import (
@@ -26,6 +22,10 @@ from streams.core.effects import (
     RejectReason,
 )
 from streams.core.events import ActionResult, ResultStatus, split_correlation_key
+from streams.core.rules.context import _act, _Ctx, _ended, _trace
+from streams.core.rules.ids import action_id
+from streams.core.rules.sends import _all_sends, _is_current, _stored, _sync_retry, _what
+from streams.core.rules.timers import _escalate
 from streams.core.state import (
     MAX_HELD_REPLIES,
     HeldResult,

@@ -20,10 +20,10 @@ from __future__ import annotations
 import dataclasses
 
 from streams.core.copying import replace
-from streams.core.decide.context import _act, _Ctx, _trace
 from streams.core.definition import Variant, WaitDefinition
 from streams.core.effects import ActionKind, OutcomeKind
 from streams.core.events import TimerKind
+from streams.core.rules.context import _act, _Ctx, _trace
 from streams.core.state import MAX_SENDS, Send, SendState, Wait, WaitStatus
 
 SendId = tuple[ActionKind, int, int, str | None, int]

@@ -32,16 +32,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from streams.core.decide.commands import _on_command
-from streams.core.decide.context import OPERATOR_CHANNEL, Decision, _Ctx, _finish
-from streams.core.decide.ending import emitted_trace
-from streams.core.decide.ids import action_id, outcome_id
-from streams.core.decide.replies import _on_reply_record
-from streams.core.decide.requests import _on_start
-from streams.core.decide.results import _on_result_record
-from streams.core.decide.timers import MAX_CATCH_UP, _catch_up, _on_timer_record
 from streams.core.definition import WaitDefinition
 from streams.core.events import ActionResult, Event, Reply, StartWait, TimerFired
+from streams.core.rules.commands import _on_command
+from streams.core.rules.context import OPERATOR_CHANNEL, Decision, _Ctx, _finish
+from streams.core.rules.ending import emitted_trace
+from streams.core.rules.ids import action_id, outcome_id
+from streams.core.rules.replies import _on_reply_record
+from streams.core.rules.requests import _on_start
+from streams.core.rules.results import _on_result_record
+from streams.core.rules.timers import MAX_CATCH_UP, _catch_up, _on_timer_record
 from streams.core.state import Slot
 
 __all__ = ["MAX_CATCH_UP", "OPERATOR_CHANNEL", "Decision", "action_id", "catch_up", "decide",

@@ -8,16 +8,6 @@ happened, never on when a timer record arrived.
 from __future__ import annotations
 
 from streams.core.copying import replace
-from streams.core.decide.context import (
-    _act,
-    _Ctx,
-    _missing_definition,
-    _timer_order,
-    _trace,
-)
-from streams.core.decide.early import _expire_early
-from streams.core.decide.ending import _end
-from streams.core.decide.sends import _retry_sends, _send
 from streams.core.definition import (
     Variant,
     WaitDefinition,
@@ -34,6 +24,16 @@ from streams.core.events import (
     TimerFired,
     TimerKind,
 )
+from streams.core.rules.context import (
+    _act,
+    _Ctx,
+    _missing_definition,
+    _timer_order,
+    _trace,
+)
+from streams.core.rules.early import _expire_early
+from streams.core.rules.ending import _end
+from streams.core.rules.sends import _retry_sends, _send
 from streams.core.state import (
     ArmedTimer,
     Slot,

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 from streams.core.copying import replace
-from streams.core.decide.commands import _command_on_wait
-from streams.core.decide.context import _Ctx
-from streams.core.decide.early import _arrival, _held_what, _refuse_held
-from streams.core.decide.replies import _on_reply
-from streams.core.decide.timers import _catch_up, _open_stage
 from streams.core.definition import (
     Variant,
     WaitDefinition,
@@ -25,6 +20,11 @@ from streams.core.events import (
     PARTY_SEPARATOR,
     StartWait,
 )
+from streams.core.rules.commands import _command_on_wait
+from streams.core.rules.context import _Ctx
+from streams.core.rules.early import _arrival, _held_what, _refuse_held
+from streams.core.rules.replies import _on_reply
+from streams.core.rules.timers import _catch_up, _open_stage
 from streams.core.state import (
     HeldCommand,
     HeldReply,

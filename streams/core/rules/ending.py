@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from streams.core.decide.context import _act, _Ctx, _trace
-from streams.core.decide.ids import outcome_id
-from streams.core.decide.sends import _sync_retry
 from streams.core.definition import (
     DEFAULT_RETENTION_MS,
     Variant,
@@ -20,6 +17,9 @@ from streams.core.effects import (
 from streams.core.events import (
     TimerKind,
 )
+from streams.core.rules.context import _act, _Ctx, _trace
+from streams.core.rules.ids import outcome_id
+from streams.core.rules.sends import _sync_retry
 from streams.core.state import (
     KEPT_PAYLOAD_BYTES,
     TRACE_HEAD,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from streams.core.copying import replace
-from streams.core.decide.context import _Ctx
 from streams.core.definition import (
     DEFAULT_EARLY_REPLY_TTL_MS,
     WaitDefinition,
@@ -25,6 +24,7 @@ from streams.core.events import (
     TimerKind,
     split_correlation_key,
 )
+from streams.core.rules.context import _Ctx
 from streams.core.state import (
     MAX_HELD_REPLIES,
     ArmedTimer,

@@ -5,18 +5,6 @@ from __future__ import annotations
 import json
 
 from streams.core.copying import replace
-from streams.core.decide.context import (
-    _act,
-    _Ctx,
-    _ended,
-    _missing_definition,
-    _remember_reply_id,
-    _trace,
-    _who,
-)
-from streams.core.decide.early import _buffer_early
-from streams.core.decide.ending import _end
-from streams.core.decide.timers import _escalate, _open_stage
 from streams.core.definition import (
     InvalidReplyRoute,
     Variant,
@@ -33,6 +21,18 @@ from streams.core.events import (
     Reply,
     split_correlation_key,
 )
+from streams.core.rules.context import (
+    _act,
+    _Ctx,
+    _ended,
+    _missing_definition,
+    _remember_reply_id,
+    _trace,
+    _who,
+)
+from streams.core.rules.early import _buffer_early
+from streams.core.rules.ending import _end
+from streams.core.rules.timers import _escalate, _open_stage
 from streams.core.state import (
     MAX_HELD_REPLIES,
     HeldReply,

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from streams.core.copying import replace
-from streams.core.decide.ids import action_id
 from streams.core.definition import (
     Variant,
     WaitDefinition,
@@ -36,6 +35,7 @@ from streams.core.events import (
     TimerKind,
 )
 from streams.core.frozen import fast_init
+from streams.core.rules.ids import action_id
 from streams.core.state import (
     MAX_REPLY_IDS,
     TRACE_HEAD,
