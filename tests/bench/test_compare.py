@@ -86,6 +86,30 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
     assert "window (ms, per round): p99 21 / 30, max 35 / 80." in text
 
 
+def test_the_warm_up_run_is_listed_first_and_in_no_figure_or_ratio() -> None:
+    """A warm-up on a cold broker reads far slower than the runs after it; it is shown
+    as what it was and divides nothing."""
+    warm = run(0, "open", "xwait", reply_p50_ms=900.0, reply_p99_ms=2300.0)
+    runs = [run(1, "open", "xwait", reply_p50_ms=50.0, reply_p99_ms=200.0),
+            run(1, "open", "pypeer", reply_p50_ms=40.0, reply_p99_ms=100.0)]
+    result = {"runs": runs, "ratios": compare.ratios(runs), "notes": [], "warm_up": warm,
+              "timestamp": "t", "file": "f.json",
+              "parameters": {"systems": ["xwait", "pypeer"], "workloads": ["open"],
+                             "rounds": 1, "waits": 10, "rate": 5.0, "seconds": 2.0,
+                             "bootstrap": "b", "partitions": 8},
+              "machine": {"nproc": 2, "cpu": "x", "mem_total_mib": 1024, "platform": "p"},
+              "versions": {"python": "3", "librdkafka": "2"}}
+
+    text = compare.table(result, None)
+
+    every = text[text.index("Every run"):].splitlines()
+    assert every[4].startswith("| – | warm-up | open | xwait | reply_p99_ms 2,300 |")
+    assert every[4].endswith("| ok (not compared) |")
+    assert every[5].startswith("| 1 | 1 | open | xwait | reply_p99_ms 200 |")
+    assert "2,300" not in text[:text.index("Every run")]
+    assert [r["ratio"] for r in result["ratios"] if r["figure"] == "reply_p99_ms"] == [2.0]
+
+
 def test_an_open_run_is_judged_by_the_broker_clock_from_requested_at() -> None:
     """A reply appended before requestedAt + deadline is received, at or after it the wait
     escalates, whatever the load generator meant; a wait without an outcome is not judged."""
