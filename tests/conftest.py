@@ -215,10 +215,7 @@ def kafka_bootstrap() -> Iterator[str]:
     run_dir = Path(os.environ.get(RUN_DIR) or tempfile.gettempdir())
     with open(run_dir / f"broker-{port}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the other process waits while one starts it
-        probe = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
-        try:
-            probe.list_topics(timeout=3)
-        except Exception:  # noqa: BLE001 - any failure means: no broker there yet
+        if not _answers(bootstrap):
             result = _kafka("start", "--port", port)
             if result.returncode != 0:
                 pytest.fail(f"scripts/kafka start failed:\n{result.stdout}\n{result.stderr}")
@@ -230,6 +227,20 @@ def kafka_bootstrap() -> Iterator[str]:
                 (run_dir / f"launched-{port}").touch()
     yield bootstrap
     _delete_topics_made(bootstrap)
+
+
+def _answers(bootstrap: str) -> bool:
+    """Whether a broker answers a metadata request on `bootstrap`.
+
+    Its client is gone when this returns: a local of the session's fixture
+    would live, connected, until the session ends.
+    """
+    probe = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
+    try:
+        probe.list_topics(timeout=3)
+    except Exception:  # noqa: BLE001 - any failure means: no broker there yet
+        return False
+    return True
 
 
 def broker_was_launched(start_output: str) -> bool:

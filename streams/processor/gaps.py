@@ -193,6 +193,11 @@ class EndOffsets:
                         raise
                     again.append((tp.topic, tp.partition))
                     moved = moved or code in _LEADER_MOVING
+                    # confluent-kafka gives every future of a failed request the same
+                    # exception, which keeps the frames it was raised through: this
+                    # one's too, with `self` and its admin client, until the garbage
+                    # collector breaks the cycle - a client reconnecting meanwhile.
+                    exc.__traceback__ = None
                     continue
                 if info.offset < 0:  # not answered (see above)
                     again.append((tp.topic, tp.partition))

@@ -152,6 +152,23 @@ class Report:
         return not (self.lost or self.conflicting or self.wrong)
 
 
+class _IdempotenceState:
+    """librdkafka's idemp_state of a producer, read from its statistics (its stats_cb).
+
+    A callable of its own, not a method of the `Load`: a producer whose callback is
+    bound to the object holding it is a reference cycle, freed only when the garbage
+    collector comes by.  A Load's producer outlived its run that way, reconnecting
+    meanwhile to the broker (or cluster) its test had stopped.
+    """
+
+    def __init__(self) -> None:
+        self.value = "Init"
+
+    def __call__(self, raw: str) -> None:
+        if self.value != "Assigned":  # read until then, never again
+            self.value = str(json.loads(raw).get("eos", {}).get("idemp_state", "?"))
+
+
 class Load(threading.Thread):
     """Offers the waits at the plan's rate and answers them on schedule.
 
@@ -167,10 +184,10 @@ class Load(threading.Thread):
         self.rate = rate
         self.rng = rng
         self.by_key = {w.key: w for w in waits}
-        self._idempotence = "Init"  # librdkafka's idemp_state, from its statistics
+        self._idempotence = _IdempotenceState()
         self.producer = Producer(settings.confluent(**{
             "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True,
-            "statistics.interval.ms": 200, "stats_cb": self._stats}))
+            "statistics.interval.ms": 200, "stats_cb": self._idempotence}))
         self._due: list[tuple[float, int, str, str]] = []  # (monotonic, seq, what, key)
         self._seq = 0
         self._lock = threading.Lock()
@@ -178,10 +195,6 @@ class Load(threading.Thread):
         self.errors: list[str] = []
         self.produced: Counter[tuple[str, int]] = Counter()  # (topic, partition) -> records
         self.warm_s = self.warm(warm_timeout)
-
-    def _stats(self, raw: str) -> None:
-        if self._idempotence != "Assigned":  # read until then, never again
-            self._idempotence = str(json.loads(raw).get("eos", {}).get("idemp_state", "?"))
 
     def warm(self, timeout: float) -> float:
         """Until the producer holds its idempotent producer id and knows the leaders of the
@@ -201,14 +214,15 @@ class Load(threading.Thread):
         topics = {self.settings.topic(role) for role in ("requests", "replies", "commands")}
         while True:
             self.producer.poll(0.05)
-            if self._idempotence == "Assigned":
+            if self._idempotence.value == "Assigned":
                 left = max(0.1, deadline - time.monotonic())
                 topics = {t for t in topics if not self._leaders_known(t, min(left, 5.0))}
                 if not topics:
                     return round(time.monotonic() - started, 2)
             if time.monotonic() >= deadline:
-                what = (f"the leaders of {sorted(topics)}" if self._idempotence == "Assigned"
-                        else f"an idempotent producer id (state {self._idempotence})")
+                what = (f"the leaders of {sorted(topics)}"
+                        if self._idempotence.value == "Assigned"
+                        else f"an idempotent producer id (state {self._idempotence.value})")
                 raise RuntimeError(
                     f"the chaos load's producer got no {what} from {self.settings.bootstrap} "
                     f"within {timeout:.0f}s: the run would offer waits nobody acknowledges")

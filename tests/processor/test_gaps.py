@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 from concurrent.futures import Future
 from typing import Any
 
@@ -93,3 +95,33 @@ def test_an_error_that_asking_again_cannot_clear_is_raised_at_once(
     with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED|[Aa]uthoriz"):
         EndOffsets({}, make_admin=admin).get([(topic, 0)])
     assert len(admin.asked) == 1
+
+
+class _FailingAdmin:
+    """Fails every request as confluent-kafka does a whole failed one: one exception,
+    shared by the futures of all its partitions."""
+
+    def list_offsets(self, specs: dict[TopicPartition, Any], **kwargs: Any
+                     ) -> dict[TopicPartition, Future[Any]]:
+        shared = KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))
+        failed: dict[TopicPartition, Future[Any]] = {}
+        for tp in specs:
+            future: Future[Any] = Future()
+            future.set_exception(shared)
+            failed[tp] = future
+        return failed
+
+
+def test_a_failed_request_leaves_nothing_holding_the_client_once_dropped() -> None:
+    """A failed request's exception, raised through `get`, kept its frame - the
+    EndOffsets and its admin client - alive in a cycle only the garbage collector
+    frees: meanwhile a client keeps reconnecting to a broker that may be gone."""
+    gc.disable()
+    try:
+        offsets = EndOffsets({}, make_admin=lambda conf: _FailingAdmin())
+        assert offsets.get([("t", 0), ("t", 1)], partial=True) == {}
+        dropped = weakref.ref(offsets)
+        del offsets
+        assert dropped() is None
+    finally:
+        gc.enable()
