@@ -160,3 +160,39 @@ def test_a_topic_caught_up_as_of_an_older_probe_waits_for_a_probe_not_for_the_fe
     assert seq.wants_probe()
     assert seq.waiting_for(P) is None  # nothing to fetch: pausing others would not help
     assert Sequencer().waiting_for(P) is None  # a partition not owned waits for nothing
+
+
+def test_when_more_is_releasable_than_asked_every_partition_gets_its_share() -> None:
+    """A batch takes at most so many records: with eight partitions each holding more than
+    their share, the first partitions must not take it all while the last wait (after a
+    broker restart partitions 6 and 7 fell 4 s behind that way, batch after batch)."""
+    seq = Sequencer()
+    for p in range(8):
+        seq.assign(p, {r: 0 for r in Role}, stream_time=0)
+        for i in range(100):
+            seq.add(rec(Role.REPLIES, i, 1_000 + i, partition=p), wall_ms=0)
+        seq.probed(5_000, [(Role.REQUESTS, p, 0), (Role.REPLIES, p, 100),
+                           (Role.COMMANDS, p, 0)])
+
+    first = seq.release(200)
+
+    assert len(first) == 200
+    assert {p: sum(1 for r in first if r.partition == p) for p in range(8)} == dict.fromkeys(
+        range(8), 25)
+    # A partition with less than its share leaves the rest to the others.
+    for _ in range(3):
+        seq.release(25 * 8)  # 75 more each: 0 left
+    seq.add(rec(Role.REPLIES, 100, 2_000, partition=0), wall_ms=0)
+    for p in range(1, 8):
+        for i in range(100, 110):
+            seq.add(rec(Role.REPLIES, i, 2_000 + i, partition=p), wall_ms=0)
+    for p in range(8):
+        seq.probed(6_000, [(Role.REQUESTS, p, 0), (Role.REPLIES, p, 111),
+                           (Role.COMMANDS, p, 0)])
+    second = seq.release(50)
+    assert len(second) == 50
+    assert sum(1 for r in second if r.partition == 0) == 1
+    # Each partition's own order is kept.
+    for p in range(8):
+        mine = [r.offset for r in first + second if r.partition == p]
+        assert mine == sorted(mine)
