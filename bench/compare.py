@@ -1390,9 +1390,10 @@ def warm_up(ctx: Context, planned: list[tuple[int, int, str, str]],
     reply p99 read 1.5 and 2.3 s there against 0.17-0.31 s in the runs after,
     and the Kafka Streams peer run next 2.1 and 0.37 s against 0.14-0.44.  Two
     xwait runs on a broker stopped cleanly and started again just before them
-    were not slow (0.24 and 0.31 s): what the broker does in its first minutes
-    is not pinned down, and the warm-up keeps it out of the comparison.  It is
-    shown in the every-run table.
+    were not slow (0.24 and 0.31 s).  A broker restarted after a kill
+    acknowledged five times slower for its first seconds (which also starved
+    xwait's last partitions until e9f6a51); the warm-up keeps such a start out
+    of the comparison.  It is shown in the every-run table.
     """
     system = next((s for _, _, _, s in planned if applies(s, OPEN)), None)
     if system is None:
