@@ -15,6 +15,17 @@ def run(rnd: int, workload: str, system: str, **figures: float) -> dict[str, Any
             "loadavg_after": [1.0, 1.0, 1.0], "wall_s": 1.0}
 
 
+def open_result(runs: list[dict[str, Any]], rounds: int, **extra: Any) -> dict[str, Any]:
+    """A comparison's result of open runs of xwait and the Python peer, as main() writes it."""
+    return {"runs": runs, "ratios": compare.ratios(runs), "notes": [], **extra,
+            "timestamp": "t", "file": "f.json",
+            "parameters": {"systems": ["xwait", "pypeer"], "workloads": ["open"],
+                           "rounds": rounds, "waits": 10, "rate": 5.0, "seconds": 2.0,
+                           "bootstrap": "b", "partitions": 8},
+            "machine": {"nproc": 2, "cpu": "x", "mem_total_mib": 1024, "platform": "p"},
+            "versions": {"python": "3", "librdkafka": "2"}}
+
+
 def test_every_second_round_reverses_the_order_and_the_raw_pipe_skips_the_open_loop() -> None:
     plan = compare.schedule(["xwait", "rawpipe", "pypeer"], ["drain", "open"], 2)
 
@@ -68,13 +79,7 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
             run(2, "open", "xwait", reply_p50_ms=60.0, reply_p99_ms=220.0,
                 cpu_us_per_event=330.0, startup_cpu_s=2.2, loop_lag_p99_ms=30.0,
                 loop_lag_max_ms=80.0), failed]
-    result = {"runs": runs, "ratios": compare.ratios(runs), "notes": [],
-              "timestamp": "t", "file": "f.json",
-              "parameters": {"systems": ["xwait", "pypeer"], "workloads": ["open"],
-                             "rounds": 2, "waits": 10, "rate": 5.0, "seconds": 2.0,
-                             "bootstrap": "b", "partitions": 8},
-              "machine": {"nproc": 2, "cpu": "x", "mem_total_mib": 1024, "platform": "p"},
-              "versions": {"python": "3", "librdkafka": "2"}}
+    result = open_result(runs, rounds=2)
 
     text = compare.table(result, None)
 
@@ -92,13 +97,7 @@ def test_the_warm_up_run_is_listed_first_and_in_no_figure_or_ratio() -> None:
     warm = run(0, "open", "xwait", reply_p50_ms=900.0, reply_p99_ms=2300.0)
     runs = [run(1, "open", "xwait", reply_p50_ms=50.0, reply_p99_ms=200.0),
             run(1, "open", "pypeer", reply_p50_ms=40.0, reply_p99_ms=100.0)]
-    result = {"runs": runs, "ratios": compare.ratios(runs), "notes": [], "warm_up": warm,
-              "timestamp": "t", "file": "f.json",
-              "parameters": {"systems": ["xwait", "pypeer"], "workloads": ["open"],
-                             "rounds": 1, "waits": 10, "rate": 5.0, "seconds": 2.0,
-                             "bootstrap": "b", "partitions": 8},
-              "machine": {"nproc": 2, "cpu": "x", "mem_total_mib": 1024, "platform": "p"},
-              "versions": {"python": "3", "librdkafka": "2"}}
+    result = open_result(runs, rounds=1, warm_up=warm)
 
     text = compare.table(result, None)
 
