@@ -135,8 +135,6 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *__all__])
 
 
-
-
 __all__ = [
     "DEFAULT_EARLY_REPLY_TTL_MS",
     "DEFAULT_RETENTION_MS",
