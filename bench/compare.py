@@ -15,8 +15,8 @@ One run of this script:
 1. builds the Kafka Streams peer once (``mvn -q package`` on a copy of ``kstreams/`` in
    ``--cache``, outside git), or skips it with a note when Java or Maven is missing;
 2. warms the broker with an open run of the first system for ``--warm-up`` seconds (30),
-   shown in the every-run table but not compared: the first run on a broker started
-   minutes before measured the broker's own warm-up;
+   shown in the every-run table but not compared: twice the first run on a broker started
+   minutes before was the slowest of its comparison by far (``warm_up``);
 3. for each round (the systems' order reversed in every second round), for each workload,
    for each system: creates topics under a fresh prefix (8 partitions unless told), runs the
    workload with the kit's load generator, records its figures, the load average before and
@@ -1477,9 +1477,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep_logs:
             shutil.rmtree(scratch, ignore_errors=True)
-    swept = [r["prefix"] for r in runs] + ([result["warm_up"]["prefix"]]
-                                           if result.get("warm_up") else [])
-    left = sweep_groups(admin, swept) if swept else []
+    warm = result.get("warm_up")
+    made = [warm, *runs] if warm else runs  # every run on the broker, the warm-up first
+    left = sweep_groups(admin, [r["prefix"] for r in made]) if made else []
     if left:
         notes.append(f"consumer groups left on the broker: {', '.join(left)}")
     result["ratios"] = ratios(runs)
@@ -1487,8 +1487,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     finish(result, out, png, args)
     print("compare: every run (round 0: the warm-up, not compared):")
-    print("\n".join(summary_lines([result["warm_up"], *runs] if result.get("warm_up")
-                                   else runs)))
+    print("\n".join(summary_lines(made)))
     if args.keep_logs:
         print(f"compare: every run's folder is in {scratch}")
     return 0 if runs and all(r["ok"] for r in runs) and len(runs) == len(planned) else 1

@@ -154,11 +154,9 @@ class Sequencer:
             share = -(-(limit - len(out)) // len(active))  # ceiling: every one gets some
             more: list[_Partition] = []
             for part in active:
-                room = min(share, limit - len(out))
-                if room <= 0:
-                    more.append(part)  # not reached this time: it keeps what it wants
-                    continue
-                if self._release_from(part, room, out):
+                if len(out) >= limit:
+                    break  # the rest are not visited: each keeps the probes it wants
+                if self._release_from(part, min(share, limit - len(out)), out):
                     more.append(part)
             active = more
         return out
