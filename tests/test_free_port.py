@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
 from streams.testing.workers import (
     KAFKA_CONTROLLER_OFFSET,
     LOWEST_FREE_PORT,
@@ -48,3 +50,32 @@ def test_a_broker_port_leaves_room_for_its_controller_listener() -> None:
         assert controller <= 65535 and controller not in ephemeral
         with socket.socket() as s:
             s.bind(("127.0.0.1", controller))
+
+
+class _Repeating:
+    """A random source that names each port twice before the next, as two processes
+    looking at the same moment would."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def randrange(self, stop: int) -> int:
+        self.calls += 1
+        return ((self.calls - 1) // 2) % stop
+
+
+def test_a_port_handed_out_is_not_handed_out_again_before_its_server_binds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Between free_port's check and the bind (a worker's web port a second or two
+    # later, a broker's up to a minute) another test process got the same port.
+    from streams.testing import workers
+    monkeypatch.setattr(workers, "CLAIMS", tmp_path / "claims")
+    rng = _Repeating()
+    monkeypatch.setattr(workers, "_rng", lambda: rng)
+    first = free_port()
+    second = free_port()
+    assert first != second
+    # Once the claim is old, the port (still free) may be handed out again.
+    monkeypatch.setattr(workers, "CLAIM_S", 0.0)
+    rng.calls = 0
+    assert free_port() == first

@@ -107,7 +107,7 @@ class Worker:
             else AtLeastOnce(conf, self.topics, self.changelog))
         self.reader = InputReader(settings.confluent(**{"group.id": f"{settings.app_id}-inputs"}),
                                   {self.topics[r]: r for r in INPUT_ROLES},
-                                  gather=settings.batch_linger)
+                                  linger=settings.batch_linger)
         self.intake = Intake(
             self.reader, GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"})),
             self.gate, self.sequencer, self.topics, self.counters, self.latency, wake,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -40,6 +42,24 @@ def ephemeral_ports() -> range:
     return range(low, high + 1)
 
 
+# A port handed out is claimed for this long by a file of that name here, so that
+# free_port in another process (pytest-xdist's workers, a benchmark beside the
+# suite) does not hand it out again before its server binds it: a port is free
+# when checked, and a worker binds its web port a second or two later, a broker
+# its port up to a minute later on a busy machine.  Once bound, the server holds it.
+CLAIMS = Path(tempfile.gettempdir()) / "xwait-ports"
+CLAIM_S = 300.0
+
+
+def _claimable(port: int) -> bool:
+    """No claim younger than CLAIM_S holds the port (an older one's server has bound
+    it or never will)."""
+    try:
+        return time.time() - (CLAIMS / str(port)).stat().st_mtime >= CLAIM_S
+    except FileNotFoundError:
+        return True
+
+
 def _bindable(port: int) -> bool:
     with socket.socket() as s:
         try:
@@ -47,6 +67,10 @@ def _bindable(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _rng() -> random.Random:
+    return random.Random()  # noqa: S311 - a port, not a secret
 
 
 def free_port(*offsets: int) -> int:
@@ -61,6 +85,9 @@ def free_port(*offsets: int) -> int:
     HTTP/1.1), and while it holds the port the server cannot bind it.  The
     kernel never picks a source port outside the range, so that cannot happen
     here.  A port the kernel chose (bind to port 0) is always inside it.
+
+    Each port is claimed (CLAIMS) before it is handed out, under a lock, so that
+    two processes looking at once do not both get it.
     """
     if any(off < 0 for off in offsets):
         raise ValueError(f"offsets must not be negative: {offsets}")
@@ -69,13 +96,19 @@ def free_port(*offsets: int) -> int:
     bases = [range(LOWEST_FREE_PORT, ephemeral.start - span),
              range(max(ephemeral.stop, LOWEST_FREE_PORT), 65536 - span)]
     total = sum(len(r) for r in bases)
-    rng = random.Random()  # noqa: S311 - a port, not a secret
-    for _ in range(500 if total else 0):
-        i = rng.randrange(total)
-        port = bases[0][i] if i < len(bases[0]) else bases[1][i - len(bases[0])]
-        ports = [port, *(port + off for off in offsets)]
-        if not _DEFAULT_CLUSTER_PORTS.intersection(ports) and all(map(_bindable, ports)):
-            return port
+    rng = _rng()
+    CLAIMS.mkdir(parents=True, exist_ok=True)
+    with open(CLAIMS / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        for _ in range(500 if total else 0):
+            i = rng.randrange(total)
+            port = bases[0][i] if i < len(bases[0]) else bases[1][i - len(bases[0])]
+            ports = [port, *(port + off for off in offsets)]
+            if (not _DEFAULT_CLUSTER_PORTS.intersection(ports) and all(map(_bindable, ports))
+                    and all(map(_claimable, ports))):
+                for p in ports:
+                    (CLAIMS / str(p)).touch()  # a new claim, or an old one's time renewed
+                return port
     raise RuntimeError(
         f"no free port (offsets {offsets}) between {LOWEST_FREE_PORT} and 65535 outside the "
         f"ephemeral range {ephemeral.start}-{ephemeral.stop - 1} (ip_local_port_range)")

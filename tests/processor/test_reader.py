@@ -183,15 +183,15 @@ def test_it_says_which_offsets_it_passed_over_between_and_after_the_records_it_d
     _run(kafka_bootstrap, topic, body)
 
 
-def test_with_a_gather_time_records_that_trickle_in_are_handed_over_together(
+def test_with_a_linger_records_that_trickle_in_are_handed_over_together(
         kafka_bootstrap: str, topic: str) -> None:
     """The batch linger's pace at the fetch: each hand-over wakes the event loop, so
-    a fetch that brought a few records waits a while for more (`gather`)."""
+    a fetch waits at the broker a linger for more than a record or two."""
 
     async def main() -> None:
         reader = InputReader({"bootstrap.servers": kafka_bootstrap,
                               "group.id": f"{topic}-reader"}, {topic: Role.REQUESTS},
-                             gather=3.0)
+                             linger=3.0)
         reader.start()
         producer = Producer({"bootstrap.servers": kafka_bootstrap})
         try:
@@ -206,7 +206,7 @@ def test_with_a_gather_time_records_that_trickle_in_are_handed_over_together(
 
             taking = asyncio.ensure_future(take())
             await asyncio.sleep(0.5)  # assigned and fetching
-            for i in range(5):  # one at a time, 0.1 s apart: without a gather, 5 hand-overs
+            for i in range(5):  # one at a time, 0.1 s apart: without the linger, 5 hand-overs
                 producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=0)
                 producer.flush(30)
                 await asyncio.sleep(0.1)
