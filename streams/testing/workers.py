@@ -47,7 +47,7 @@ def ephemeral_ports() -> range:
 # suite) does not hand it out again before its server binds it: a port is free
 # when checked, and a worker binds its web port a second or two later, a broker
 # its port up to a minute later on a busy machine.  Once bound, the server holds it.
-CLAIMS = Path(tempfile.gettempdir()) / "xwait-ports"
+CLAIMS = Path(tempfile.gettempdir()) / f"xwait-ports-{os.getuid()}"
 CLAIM_S = 300.0
 
 
