@@ -43,18 +43,26 @@ transactional.id `<app id>-<partition>`):
 
     A crash before 3 completes aborts the transaction: read_committed
     consumers (downstream, and the workers restoring the changelog) never
-    see any of it, and the batch is decided again.  After 3, outputs, state
-    and positions are committed together, so each outcome and action is seen
-    once by a read_committed consumer.  A worker that takes a partition over
-    initialises its transactional id first, which fences the previous owner
-    (a zombie paused past its session timeout): its next produce or commit
-    fails and it stops.  Transactional ids stable per input partition are the
-    classic fencing of KIP-98; partitions are co-partitioned across the four
-    input topics, so one id covers a partition's requests, replies, commands
-    and timers.
+    see any of it, and the batch is decided again.  A transaction that
+    fails without a crash is tried again in the worker, on a new producer
+    for the partition (which fences the old one), when its abort was
+    acknowledged (`ExactlyOnce._transaction`): then none of it is or will
+    be visible, and producing the same records again duplicates nothing.
+    (A producer of librdkafka's stood still after a broker restart, its
+    partition's leader "not found in cache", until its records expired with
+    the transaction; the worker used to stop on that.)  Otherwise the
+    transaction's fate is the coordinator's to settle and the worker stops,
+    as below.  After 3, outputs, state and positions are committed together,
+    so each outcome and action is seen once by a read_committed consumer.
+    A worker that takes a partition over initialises its transactional id
+    first, which fences the previous owner (a zombie paused past its session
+    timeout): its next produce or commit fails and it stops.  Transactional
+    ids stable per input partition are the classic fencing of KIP-98;
+    partitions are co-partitioned across the four input topics, so one id
+    covers a partition's requests, replies, commands and timers.
 
-Any failure to create a producer, produce, or get an acknowledgement raises
-`CommitFailed` before step 5: the worker stops with the error, and its
+Any other failure to create a producer, produce, or get an acknowledgement
+raises `CommitFailed` before step 5: the worker stops with the error, and its
 inputs are read again from the stored positions when it is fixed.
 """
 
@@ -62,6 +70,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -85,12 +94,19 @@ FLUSH_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 30
 # longer than the broker's default transaction.timeout.ms would only see the
 # transaction aborted by the broker first.
 TRANSACTION_TIMEOUT_S = 60.0
+# How many times a partition's transaction is tried (each after an acknowledged
+# abort, on a new producer) before the worker gives up and stops.
+TRANSACTION_ATTEMPTS = 3
 # Records produced while librdkafka's queue is full wait this long between tries.
 _QUEUE_FULL_WAIT_S = 0.002
 
 
 class CommitFailed(XwaitError):
     """A batch could not be made durable: the worker must stop before any offset moves."""
+
+
+class _Aborted(Exception):
+    """A transaction failed and its abort was acknowledged: nothing of it is visible."""
 
 
 ProducerFactory = Callable[[dict[str, Any]], Any]
@@ -273,10 +289,45 @@ class ExactlyOnce:
             loop.run_in_executor(self._executor, self._commit_one,
                                  self._producers[part.partition], part)
             for part in parts))
-        return {p: o for offsets in results for p, o in offsets.items()}
+        for part, (_offsets, producer) in zip(parts, results, strict=True):
+            self._producers[part.partition] = producer  # a new one if the first was aborted
+        return {p: o for offsets, _producer in results for p, o in offsets.items()}
 
-    def _commit_one(self, producer: Any, part: PartitionBatch) -> dict[int, int]:
+    def _commit_one(self, producer: Any, part: PartitionBatch) -> tuple[dict[int, int], Any]:
+        """The partition's transaction, tried again after an acknowledged abort.
+
+        The producer that committed it is returned: the next batch uses it.
+        """
+        for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
+            try:
+                return self._transaction(producer, part), producer
+            except _Aborted as aborted:
+                if attempt == TRANSACTION_ATTEMPTS:
+                    raise CommitFailed(
+                        f"the transaction of partition {part.partition} failed "
+                        f"{attempt} times (last: {aborted}); each was aborted, so "
+                        "nothing of it is visible to read_committed consumers") from aborted
+                log.warning("the transaction of partition %d failed and was aborted (%s); "
+                            "trying it again on a new producer (%d of %d)", part.partition,
+                            aborted, attempt + 1, TRANSACTION_ATTEMPTS)
+                _discard(producer)
+                producer = self._init(part.partition)  # fences the old one
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _transaction(self, producer: Any, part: PartitionBatch) -> dict[int, int]:
+        """One try; `_Aborted` when it failed and its abort was acknowledged.
+
+        An acknowledged abort means the transaction was not committed:
+        librdkafka takes an abort only in a transaction that has not begun
+        to commit or whose commit failed before the coordinator committed it
+        (`txn_requires_abort`), refuses one while a commit is in flight, and
+        makes an EndTxn(commit) that succeeds after a local failure a fatal
+        error.  A commit still in flight when its time is up, or a fatal
+        error (a fence), stops the worker instead: its restart restores
+        whatever the coordinator committed.
+        """
         deliveries = _Deliveries()
+        committing = False
         try:
             producer.begin_transaction()
             for out in part.out:
@@ -285,12 +336,16 @@ class ExactlyOnce:
             for key, value in _changelog_records(part):
                 _produce(producer, self._changelog, key, value, part.partition,
                          deliveries.changelog)
-            producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+            committing = True
+            _resumed(producer.commit_transaction, "committing")
         except KafkaException as exc:
-            _abort(producer, exc)
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            may_abort = not committing or (err is not None and err.txn_requires_abort())
+            if may_abort and _abort(producer, err):
+                raise _Aborted(str(exc)) from exc
             raise CommitFailed(f"the transaction of partition {part.partition} failed: "
-                               f"{exc}; nothing of it is visible to read_committed consumers"
-                               ) from exc
+                               f"{exc}; read_committed consumers see it only if the "
+                               "transaction coordinator committed it") from exc
         if deliveries.errors:
             raise CommitFailed(f"partition {part.partition}: {deliveries.errors[0]}")
         return deliveries.changelog_offsets
@@ -300,13 +355,48 @@ class ExactlyOnce:
         self._executor.shutdown(wait=False)
 
 
-def _abort(producer: Any, exc: KafkaException) -> None:
-    err = exc.args[0] if exc.args else None
-    if isinstance(err, KafkaError) and err.txn_requires_abort():
+def _resumed(call: Callable[[float], None], what: str) -> None:
+    """`call` (a commit or an abort), called again while librdkafka says it goes on.
+
+    A commit or abort that times out (its flush, its EndTxn) is retriable
+    and carries on in the background; calling it again resumes it.  A commit
+    whose records then expire with the transaction becomes abortable, which
+    the next call reports.  Two transaction timeouts in all, then the error.
+    """
+    deadline = time.monotonic() + 2 * TRANSACTION_TIMEOUT_S
+    while True:
         try:
-            producer.abort_transaction(TRANSACTION_TIMEOUT_S)
-        except KafkaException:
-            log.exception("aborting the transaction failed too")
+            call(TRANSACTION_TIMEOUT_S)
+            return
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not (isinstance(err, KafkaError) and err.retriable()
+                    and time.monotonic() < deadline):
+                raise
+            log.warning("%s a transaction: %s; calling again", what, err)
+
+
+def _abort(producer: Any, err: KafkaError | None) -> bool:
+    """Abort a failed transaction; whether the abort was acknowledged.
+
+    A fatal error (a fence among them) leaves the producer nothing to abort with.
+    """
+    if err is not None and err.fatal():
+        return False
+    try:
+        _resumed(producer.abort_transaction, "aborting")
+    except KafkaException:
+        log.exception("aborting the transaction failed too")
+        return False
+    return True
+
+
+def _discard(producer: Any) -> None:
+    """Drop what an aborted producer still queues (nothing, normally) before it is replaced."""
+    try:
+        producer.purge()
+    except (KafkaException, AttributeError):
+        log.debug("purging a replaced producer failed", exc_info=True)
 
 
 def _changelog_records(part: PartitionBatch) -> list[tuple[bytes, bytes | None]]:
@@ -316,5 +406,5 @@ def _changelog_records(part: PartitionBatch) -> list[tuple[bytes, bytes | None]]
 
 Committer = AtLeastOnce | ExactlyOnce
 
-__all__ = ["FLUSH_TIMEOUT_S", "MESSAGE_TIMEOUT_MS", "AtLeastOnce", "CommitFailed", "Committer",
-           "ExactlyOnce"]
+__all__ = ["FLUSH_TIMEOUT_S", "MESSAGE_TIMEOUT_MS", "TRANSACTION_ATTEMPTS", "AtLeastOnce",
+           "CommitFailed", "Committer", "ExactlyOnce"]

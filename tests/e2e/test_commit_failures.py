@@ -8,58 +8,23 @@ reply that is still there.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-)
+from confluent_kafka.admin import AdminClient
 
 from streams.config import Settings
 from streams.processor.worker import EXIT_COMMIT_FAILED
 from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+from tests.made_topics import limit_record_size
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
 def _outcomes_take_at_most(settings: Settings, max_bytes: int | None) -> None:
     """Set (None: drop) the outcomes topic's max.message.bytes, and return once the broker
-    shows it.
-
-    The alter is answered once the controller has committed the change; the broker
-    applies it to the topic's log a moment later, when it publishes that metadata
-    (after its metadata cache, which describe_configs reads). An outcome produced
-    in between is taken under the old limit: once the worker's outcome got through
-    and the test waited 120 s for an exit that never came. Right after the alter
-    returned, 3 of 40 records of 300 bytes got past a limit of 100 here; none of 100
-    once describe_configs showed the limit.
-    """
-    admin = AdminClient(settings.confluent())
-    topic = settings.topic("outcomes")
-    entry = ConfigEntry("max.message.bytes", str(max_bytes) if max_bytes else None,
-                        incremental_operation=AlterConfigOpType.SET if max_bytes
-                        else AlterConfigOpType.DELETE)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(timeout=30)
-    described = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    deadline = time.monotonic() + 30
-    while True:
-        now = admin.describe_configs([described])[described].result(timeout=10)
-        shown = now["max.message.bytes"]
-        own = ConfigSource(shown.source) is ConfigSource.DYNAMIC_TOPIC_CONFIG
-        applied = own and shown.value == str(max_bytes) if max_bytes else not own
-        if applied:
-            return
-        assert time.monotonic() < deadline, (
-            f"{topic}: max.message.bytes still {shown.value} ({shown.source}) 30 s after "
-            f"setting it to {max_bytes}")
-        time.sleep(0.05)
+    shows it (`tests.made_topics.limit_record_size`)."""
+    limit_record_size(AdminClient(settings.confluent()), settings.topic("outcomes"), max_bytes)
 
 
 def test_an_outcome_kafka_refuses_stops_the_worker_and_its_reply_is_decided_after_the_fix(

@@ -1,4 +1,11 @@
-"""exactly_once's transactional ids with a fake producer: a takeover cut short fences no one.
+"""exactly_once's transactions with fake producers: what is tried again, and who is fenced.
+
+The producers are fakes because what is tested is the worker's policy on
+librdkafka's answers (which failures prove a transaction aborted), and a
+real broker does not fail on cue; the broker-restart chaos tests run the
+same path against the real one.
+
+A takeover cut short fences no one:
 
 A revocation cancels a takeover that may be inside `init_transactions` for
 its partitions; the call goes on in its thread.  Had the revocation returned
@@ -14,8 +21,14 @@ import threading
 import time
 from typing import Any
 
-from streams.processor.commit import ExactlyOnce
-from streams.processor.model import Role
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from streams.processor import commit
+from streams.processor.batch import Batch, PartitionBatch
+from streams.processor.commit import TRANSACTION_ATTEMPTS, CommitFailed, ExactlyOnce
+from streams.processor.model import OutRecord, Role
+from streams.processor.positions import POSITIONS_KEY, Positions
 
 
 class FakeProducer:
@@ -63,3 +76,149 @@ def test_a_revocation_waits_for_the_ids_a_cancelled_takeover_was_taking() -> Non
         await committer.close()
 
     asyncio.run(scenario())
+
+
+class _Message:
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self._where = (topic, partition, offset)
+
+    def topic(self) -> str:
+        return self._where[0]
+
+    def partition(self) -> int:
+        return self._where[1]
+
+    def offset(self) -> int:
+        return self._where[2]
+
+
+class ScriptedProducer:
+    """A transactional producer whose commits fail as the test's script says, in order.
+
+    What a commit acknowledges is what a read_committed consumer would see
+    (`visible`); an abort drops the transaction's records.
+    """
+
+    script: list[KafkaError] = []
+    made: list[ScriptedProducer] = []
+    visible: list[tuple[str, bytes]] = []
+    abort_fails = False
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.transactional_id = conf["transactional.id"]
+        self.pending: list[tuple[str, int, bytes, Any]] = []
+        self.aborts = 0
+        self.offset = 0
+        ScriptedProducer.made.append(self)
+
+    def init_transactions(self, timeout: float) -> None:
+        return None
+
+    def begin_transaction(self) -> None:
+        self.pending = []
+
+    def produce(self, topic: str, value: bytes | None, key: bytes, on_delivery: Any,
+                partition: int = 0) -> None:
+        self.pending.append((topic, partition, key, on_delivery))
+
+    def commit_transaction(self, timeout: float) -> None:
+        if ScriptedProducer.script:
+            raise KafkaException(ScriptedProducer.script.pop(0))
+        for topic, partition, key, on_delivery in self.pending:
+            self.offset += 1
+            on_delivery(None, _Message(topic, partition, self.offset))
+            ScriptedProducer.visible.append((topic, key))
+        self.pending = []
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.aborts += 1
+        if ScriptedProducer.abort_fails:
+            raise KafkaException(KafkaError(KafkaError._STATE, "the coordinator refused"))
+        self.pending = []
+
+    def purge(self) -> None:
+        self.pending = []
+
+
+FLUSH_TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "Failed to flush all outstanding messages "
+                             "within the API timeout: 15 message(s) remaining", retriable=True)
+DELIVERIES_FAILED = KafkaError(KafkaError._INCONSISTENT, "3 message(s) failed delivery",
+                               txn_requires_abort=True)
+FENCED = KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True)
+
+
+def _committer_with(script: list[KafkaError], abort_fails: bool = False) -> ExactlyOnce:
+    ScriptedProducer.script = list(script)
+    ScriptedProducer.made, ScriptedProducer.visible = [], []
+    ScriptedProducer.abort_fails = abort_fails
+    return ExactlyOnce({}, {role: role.value for role in Role}, "changelog", "app", 1,
+                       make_producer=ScriptedProducer)
+
+
+def _batch(n: int) -> Batch:
+    part = PartitionBatch(0, Positions(next_offset={Role.REPLIES: n}),
+                          out=[OutRecord(Role.OUTCOMES, f"wait-{n}".encode(), b"outcome")],
+                          rows={f"wait-{n}".encode(): b"row"})
+    return Batch(parts={0: part})
+
+
+def _commit(committer: ExactlyOnce, *batches: Batch) -> None:
+    async def scenario() -> None:
+        await committer.assign([0])
+        try:
+            for batch in batches:
+                await committer.commit(batch)
+        finally:
+            await committer.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_transaction_whose_records_expired_is_committed_again_on_a_new_producer() -> None:
+    """The CI failure after a broker restart: the flush timed out, the records expired,
+    the worker stopped.  Now the aborted batch is committed once, and the next batch
+    goes on the new producer."""
+    committer = _committer_with([FLUSH_TIMED_OUT, DELIVERIES_FAILED])
+    _commit(committer, _batch(1), _batch(2))
+
+    first, second = ScriptedProducer.made
+    assert first.aborts == 1
+    assert ScriptedProducer.visible == [
+        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY),
+        ("outcomes", b"wait-2"), ("changelog", b"wait-2"), ("changelog", POSITIONS_KEY)]
+    assert second.offset == 6, "the next batch went on the new producer"
+
+
+def test_a_commit_still_in_flight_when_its_time_is_up_stops_the_worker_unaborted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its EndTxn may yet commit it: committing the batch again could show its outcomes
+    twice, so the worker stops and its restart restores what the coordinator decided."""
+    monkeypatch.setattr(commit, "TRANSACTION_TIMEOUT_S", 0.05)
+    committer = _committer_with([FLUSH_TIMED_OUT] * 1_000_000)
+    with pytest.raises(CommitFailed, match="Failed to flush"):
+        _commit(committer, _batch(1))
+    assert len(ScriptedProducer.made) == 1, "no second producer tried the batch"
+    assert ScriptedProducer.made[0].aborts == 0
+
+
+@pytest.mark.parametrize(("script", "abort_fails"), [
+    ([FENCED], False),  # a newer owner took the partition: this worker is a zombie
+    ([DELIVERIES_FAILED], True),  # the abort was not acknowledged
+])
+def test_a_transaction_not_proven_aborted_is_not_tried_again(
+    script: list[KafkaError], abort_fails: bool
+) -> None:
+    committer = _committer_with(script, abort_fails=abort_fails)
+    with pytest.raises(CommitFailed):
+        _commit(committer, _batch(1))
+    assert len(ScriptedProducer.made) == 1
+    assert ScriptedProducer.visible == []
+
+
+def test_a_transaction_that_keeps_failing_stops_the_worker_after_its_attempts() -> None:
+    committer = _committer_with([DELIVERIES_FAILED] * TRANSACTION_ATTEMPTS)
+    with pytest.raises(CommitFailed, match=f"failed {TRANSACTION_ATTEMPTS} times"):
+        _commit(committer, _batch(1))
+    assert len(ScriptedProducer.made) == TRANSACTION_ATTEMPTS
+    assert ScriptedProducer.visible == []

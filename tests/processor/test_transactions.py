@@ -1,0 +1,119 @@
+"""exactly_once against the real broker: a refused transaction is aborted, then committed once.
+
+The broker refuses the batch's outcome (its topic takes no record that
+large), so librdkafka fails the transaction and asks for an abort; by the
+time the committer tries again on a new producer, the topic takes it.  A
+read_committed consumer (downstream, or a worker restoring the changelog)
+must see the batch exactly once, although the first try's changelog records
+are in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streams.processor.batch import Batch, PartitionBatch
+from streams.processor.commit import CommitFailed, ExactlyOnce
+from streams.processor.model import OutRecord, Role
+from streams.processor.positions import POSITIONS_KEY, Positions
+from tests.made_topics import create_topics, limit_record_size
+from tests.prefixes import unique_prefix
+
+pytestmark = pytest.mark.kafka
+
+LIMIT = 1_024
+
+
+def _keys(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    """Every key in the topic's only partition, as a consumer of `isolation` reads it."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
+                         "isolation.level": isolation, "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        keys: list[bytes] = []
+        for _ in range(600):
+            msg = consumer.poll(0.1)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public constant
+                    return keys
+                raise AssertionError(f"{topic}: {err}")
+            keys.append(msg.key() or b"")
+        raise AssertionError(f"{topic}: no end of partition within 60 s")
+    finally:
+        consumer.close()
+
+
+def _committer(bootstrap: str, prefix: str, make_producer: Any) -> ExactlyOnce:
+    return ExactlyOnce({"bootstrap.servers": bootstrap},
+                       {role: f"{prefix}.{role.value}" for role in Role},
+                       f"{prefix}.changelog", prefix, 1, make_producer=make_producer)
+
+
+def _commit(committer: ExactlyOnce, batch: Batch) -> dict[int, int]:
+    async def scenario() -> dict[int, int]:
+        await committer.assign([0])
+        try:
+            return await committer.commit(batch)
+        finally:
+            await committer.close()
+
+    return asyncio.run(scenario())
+
+
+def _batch() -> Batch:
+    big = OutRecord(Role.OUTCOMES, b"wait-1", b"o" * (4 * LIMIT), partition=0)
+    return Batch(parts={0: PartitionBatch(0, Positions(next_offset={Role.REPLIES: 1}),
+                                          out=[big], rows={b"wait-1": b"row"})})
+
+
+@pytest.fixture
+def topics(kafka_bootstrap: str) -> tuple[str, str, str]:
+    prefix = unique_prefix("x")
+    outcomes, changelog = f"{prefix}.outcomes", f"{prefix}.changelog"
+    create_topics(kafka_bootstrap, NewTopic(outcomes, 1, 1,
+                                            config={"max.message.bytes": str(LIMIT)}),
+                  NewTopic(changelog, 1, 1))
+    return prefix, outcomes, changelog
+
+
+def test_a_transaction_the_broker_refused_is_committed_once_on_a_new_producer(
+    kafka_bootstrap: str, topics: tuple[str, str, str]
+) -> None:
+    prefix, outcomes, changelog = topics
+    made: list[Producer] = []
+
+    def make_producer(conf: dict[str, Any]) -> Producer:
+        if made:  # the retry: the operator has raised the limit meanwhile
+            limit_record_size(AdminClient({"bootstrap.servers": kafka_bootstrap}), outcomes,
+                              None)
+        made.append(Producer(conf))
+        return made[-1]
+
+    offsets = _commit(_committer(kafka_bootstrap, prefix, make_producer), _batch())
+
+    assert len(made) == 2, "the refused transaction was tried again on a new producer"
+    assert _keys(kafka_bootstrap, outcomes, "read_committed") == [b"wait-1"]
+    assert _keys(kafka_bootstrap, changelog, "read_committed") == [b"wait-1", POSITIONS_KEY]
+    # The first try's changelog records are in the log, aborted.
+    assert _keys(kafka_bootstrap, changelog, "read_uncommitted") == [
+        b"wait-1", POSITIONS_KEY, b"wait-1", POSITIONS_KEY]
+    assert offsets[0] >= 3, "the offset stored is the committed positions record's"
+
+
+def test_a_transaction_the_broker_keeps_refusing_stops_the_worker_with_nothing_visible(
+    kafka_bootstrap: str, topics: tuple[str, str, str]
+) -> None:
+    prefix, outcomes, changelog = topics
+    with pytest.raises(CommitFailed, match="failed 3 times.*Message size too large"):
+        _commit(_committer(kafka_bootstrap, prefix, Producer), _batch())
+    assert _keys(kafka_bootstrap, outcomes, "read_committed") == []
+    assert _keys(kafka_bootstrap, changelog, "read_committed") == []
