@@ -149,3 +149,7 @@ class Handled:
     # The timer a timer record named, or the latest a fired timer fired (for the
     # lateness metric).
     timer: ArmedTimer | None = None
+    # The wait's (stage, level) after the record, for the console's activity
+    # counts: read from the decision, where decoding the row again cost the
+    # worker a slot decode for every action sent.
+    place: tuple[int, int] | None = None

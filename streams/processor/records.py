@@ -346,6 +346,9 @@ class RecordHandler:
         decision = decide(slot, event, now_ms, self.definitions)
         handled = self._effects(rec, wait_key, decision, now_ms)
         handled.head_before = row.head  # read with the row: the stored slot's head
+        after = decision.slot.wait if decision.slot is not None else None
+        if after is not None:
+            handled.place = (after.stage, after.level)
         if decision.slot != slot:
             if decision.slot is None:
                 handled.row = RowWrite.DELETE

@@ -38,10 +38,10 @@ def record() -> InputRecord:
 
 
 def handled(definition: str, counters: list[str], outcomes: list[EmitOutcome] | None = None,
-            ) -> Handled:
+            place: tuple[int, int] = (0, 0)) -> Handled:
     head = RowHead(definition=definition)
     return Handled(wait_key="k", head_before=head, head_after=head, counters=counters,
-                   outcomes=outcomes or [])
+                   outcomes=outcomes or [], place=place)
 
 
 def outcome(definition: str, kind: OutcomeKind, reason: OutcomeReason) -> EmitOutcome:
@@ -52,7 +52,8 @@ def outcome(definition: str, kind: OutcomeKind, reason: OutcomeReason) -> EmitOu
 def test_the_observer_counts_actions_and_outcomes_by_definition_but_not_replays() -> None:
     activity = Activity(DEFINITIONS, Clock())
     activity(record(), handled("race", ["actions.RUN_ESCALATION"], [
-        outcome("race", OutcomeKind.ESCALATED, OutcomeReason.DEADLINE_EXHAUSTED)]), 0)
+        outcome("race", OutcomeKind.ESCALATED, OutcomeReason.DEADLINE_EXHAUSTED)],
+        place=(0, 1)), 0)
     activity(record(), handled("race", ["actions.SEND_REQUEST"]), 0)
     activity(record(), handled("race", ["actions.SEND_REQUEST", "replayed"]), 0)
     activity(record(), Handled(head_before=NO_WAIT, head_after=NO_WAIT,

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams import codec
+from streams.console.waits import read_slot
 from streams.core import ArmedTimer, TimerKind, WaitStatus
 from streams.definitions import load_definitions
 from streams.partitioning import partition_for
@@ -173,6 +174,23 @@ def test_a_fired_timer_fires_every_timer_of_its_wait_due_by_then_and_names_no_in
     store.apply(all_due)
     stale = handler.fire(timer, store.load, NOW, until=deadline.due_at)
     assert stale.out == [] and stale.counters == ["discarded.stale_timer"]
+
+
+def test_a_decision_names_the_stage_and_level_the_wait_is_left_at() -> None:
+    """What the console's activity counts an action at, read from the decision (as the
+    stored row would tell, without decoding it again)."""
+    store = Store()
+    parked = handler.handle(request(), store.load, NOW)
+    assert parked.place == (0, 0)
+    store.apply(parked)
+    first, deadline = sorted(decode_row(store.rows[KEY]).head.timers, key=lambda t: t.due_at)
+    timer = fired_record("xwait.timers", PART, KEY, first.kind.value, first.due_at,
+                         first.generation)
+    escalated = handler.fire(timer, store.load, NOW, until=deadline.due_at)
+    store.apply(escalated)
+    slot = read_slot(store.rows[KEY])
+    assert slot is not None and slot.wait is not None
+    assert escalated.place == (slot.wait.stage, slot.wait.level) == (0, 1)
 
 
 def test_a_key_with_a_nul_character_is_refused_as_invalid() -> None:
@@ -446,8 +464,9 @@ def test_a_stale_timer_record_is_decided_as_decide_would(
         finally:
             records_module._armed_in = original
         # ...except that the fast path also names an index entry the row does
-        # not list at all (any generation), to be deleted.
-        assert replace(fast, unindexed=None) == full
+        # not list at all (any generation), to be deleted, and no stage and
+        # level (it sends no action for the console to count).
+        assert replace(fast, unindexed=None) == replace(full, place=fast.place)
         event = codec.decode("Timer", rec.value) if rec.role is Role.TIMERS else None
         listed = event is not None and any(
             t.kind.value == event["kind"] and t.due_at == event["dueAt"] for t in armed)
