@@ -66,7 +66,7 @@ def install(host: ConsoleHost) -> None:
     console = Console(host)
     metrics = Metrics(host, lambda: console.producer_failures)
     host.observers.append(metrics.observations)
-    activity = Activity(host.definitions)
+    activity = Activity()
     host.observers.append(activity)
     register(host, console)
     register_versions(host, console)

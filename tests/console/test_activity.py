@@ -50,7 +50,7 @@ def outcome(definition: str, kind: OutcomeKind, reason: OutcomeReason) -> EmitOu
 
 
 def test_the_observer_counts_actions_and_outcomes_by_definition_but_not_replays() -> None:
-    activity = Activity(DEFINITIONS, Clock())
+    activity = Activity(Clock())
     activity(record(), handled("race", ["actions.RUN_ESCALATION"], [
         outcome("race", OutcomeKind.ESCALATED, OutcomeReason.DEADLINE_EXHAUSTED)],
         place=(0, 1)), 0)
