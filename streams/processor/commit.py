@@ -50,7 +50,9 @@ transactional.id `<app id>-<partition>`):
     be visible, and producing the same records again duplicates nothing.
     (A producer of librdkafka's stood still after a broker restart, its
     partition's leader "not found in cache", until its records expired with
-    the transaction; the worker used to stop on that.)  Otherwise the
+    the transaction; the worker used to stop on that.  Now records queued
+    with no delivery report for STALL_S are purged, which fails the
+    transaction sooner: `_commit_transaction`.)  Otherwise the
     transaction's fate is the coordinator's to settle and the worker stops,
     as below.  After 3, outputs, state and positions are committed together,
     so each outcome and action is seen once by a read_committed consumer.
@@ -94,9 +96,16 @@ FLUSH_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 30
 # longer than the broker's default transaction.timeout.ms would only see the
 # transaction aborted by the broker first.
 TRANSACTION_TIMEOUT_S = 60.0
+# A commit with no delivery report for this long has its queued records purged
+# (`_commit_transaction`); a broker's restart here leaves a partition without a
+# leader for ~11 s.
+STALL_S = 15.0
 # How many times a partition's transaction is tried (each after an acknowledged
 # abort, on a new producer) before the worker gives up and stops.
 TRANSACTION_ATTEMPTS = 3
+_TIMED_OUT = KafkaError._TIMED_OUT  # noqa: SLF001 - librdkafka's public code
+# A commit or abort refused at once as retriable is called again after this long.
+_RETRY_WAIT_S = 0.1
 # Records produced while librdkafka's queue is full wait this long between tries.
 _QUEUE_FULL_WAIT_S = 0.002
 
@@ -118,12 +127,15 @@ class _Deliveries:
     def __init__(self) -> None:
         self.errors: list[str] = []
         self.changelog_offsets: dict[int, int] = {}
+        self.reports = 0  # delivery reports so far, good or bad: progress
 
     def output(self, err: KafkaError | None, msg: Any) -> None:
+        self.reports += 1
         if err is not None:
             self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
 
     def changelog(self, err: KafkaError | None, msg: Any) -> None:
+        self.reports += 1
         if err is not None:
             self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
             return
@@ -310,7 +322,6 @@ class ExactlyOnce:
                 log.warning("the transaction of partition %d failed and was aborted (%s); "
                             "trying it again on a new producer (%d of %d)", part.partition,
                             aborted, attempt + 1, TRANSACTION_ATTEMPTS)
-                _discard(producer)
                 producer = self._init(part.partition)  # fences the old one
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -337,7 +348,7 @@ class ExactlyOnce:
                 _produce(producer, self._changelog, key, value, part.partition,
                          deliveries.changelog)
             committing = True
-            _resumed(producer.commit_transaction, "committing")
+            _commit_transaction(producer, deliveries)
         except KafkaException as exc:
             err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
             may_abort = not committing or (err is not None and err.txn_requires_abort())
@@ -355,25 +366,59 @@ class ExactlyOnce:
         self._executor.shutdown(wait=False)
 
 
-def _resumed(call: Callable[[float], None], what: str) -> None:
+def _commit_transaction(producer: Any, deliveries: _Deliveries) -> None:
+    """Commit; records that stand still in librdkafka's queue for STALL_S are purged.
+
+    Calls that time out are called again (`_resumed`).  A producer whose
+    partition's leader librdkafka lost track of after a broker restart kept
+    its records queued until they expired with the transaction, 60 s.  When
+    a call times out with no delivery report since the last one, the
+    records still queued (never sent) are purged instead: they fail, so the
+    next call reports the transaction abortable, and it is aborted and tried
+    again on a new producer.  Records in flight are left alone.
+    """
+    reports, since = deliveries.reports, time.monotonic()
+
+    def stalled(err: KafkaError) -> None:
+        nonlocal reports, since
+        now = time.monotonic()
+        if deliveries.reports != reports:
+            reports, since = deliveries.reports, now
+        elif now - since >= STALL_S:
+            log.warning("a transaction's records had no delivery report for %.0f s (%s): "
+                        "purging those still queued, so that it is aborted and tried again "
+                        "on a new producer", now - since, err)
+            producer.purge(in_queue=True, in_flight=False, blocking=False)
+            since = now
+
+    _resumed(producer.commit_transaction, "committing", STALL_S, stalled)
+
+
+def _resumed(call: Callable[[float], None], what: str, timeout: float = TRANSACTION_TIMEOUT_S,
+             retrying: Callable[[KafkaError], None] | None = None) -> None:
     """`call` (a commit or an abort), called again while librdkafka says it goes on.
 
     A commit or abort that times out (its flush, its EndTxn) is retriable
     and carries on in the background; calling it again resumes it.  A commit
     whose records then expire with the transaction becomes abortable, which
     the next call reports.  Two transaction timeouts in all, then the error.
+    `retrying` hears each retriable error before the next call.
     """
     deadline = time.monotonic() + 2 * TRANSACTION_TIMEOUT_S
     while True:
         try:
-            call(TRANSACTION_TIMEOUT_S)
+            call(max(0.0, min(timeout, deadline - time.monotonic())))
             return
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if not (isinstance(err, KafkaError) and err.retriable()
                     and time.monotonic() < deadline):
                 raise
-            log.warning("%s a transaction: %s; calling again", what, err)
+            log.info("%s a transaction: %s; calling again", what, err)
+            if retrying is not None:
+                retrying(err)
+            if err.code() != _TIMED_OUT:
+                time.sleep(_RETRY_WAIT_S)  # answered at once: do not spin
 
 
 def _abort(producer: Any, err: KafkaError | None) -> bool:
@@ -389,14 +434,6 @@ def _abort(producer: Any, err: KafkaError | None) -> bool:
         log.exception("aborting the transaction failed too")
         return False
     return True
-
-
-def _discard(producer: Any) -> None:
-    """Drop what an aborted producer still queues (nothing, normally) before it is replaced."""
-    try:
-        producer.purge()
-    except (KafkaException, AttributeError):
-        log.debug("purging a replaced producer failed", exc_info=True)
 
 
 def _changelog_records(part: PartitionBatch) -> list[tuple[bytes, bytes | None]]:

@@ -11,24 +11,34 @@ module docstring there).  The counts are written to
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams import topics
 from streams.config import Guarantee, Settings
+from streams.processor import commit
+from streams.processor.batch import Batch, PartitionBatch
+from streams.processor.commit import ExactlyOnce
 from streams.processor.gaps import EndOffsets
+from streams.processor.model import OutRecord, Role
+from streams.processor.positions import POSITIONS_KEY, Positions
 from streams.testing.chaos import Broker, Plan, Report, chaos_settings, run_chaos
 from streams.testing.workers import free_broker_port
+from tests.made_topics import create_topics
 from tests.prefixes import unique_prefix
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -162,3 +172,89 @@ def test_broker_restarts_mid_run_lose_nothing(
 
     _assert_clean(report)
     assert [e["event"] for e in report.events].count("broker started") == 2
+
+
+class _Watched:
+    """A real transactional producer that tells the test when the committer purges it."""
+
+    made: list[_Watched] = []
+    purged = threading.Event()
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self._producer = Producer(conf)
+        _Watched.made.append(self)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)
+
+    def purge(self, *args: Any, **kwargs: Any) -> None:
+        self._producer.purge(*args, **kwargs)
+        _Watched.purged.set()
+
+
+def test_an_exactly_once_commit_held_by_a_frozen_broker_is_purged_and_committed_once(
+    own_broker: tuple[str, Broker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction's records that cannot leave librdkafka's queue (the broker frozen
+    with SIGSTOP here; after a broker restart, a partition leader the producer lost
+    track of) are purged after STALL_S: the transaction is aborted and committed on a
+    new producer, and a read_committed consumer sees the batch once."""
+    bootstrap, _broker = own_broker
+    port = bootstrap.rsplit(":", 1)[1]
+    status = subprocess.run([sys.executable, str(REPO / "scripts" / "kafka"), "status",
+                             "--port", port], capture_output=True, text=True, check=True)
+    found = re.search(r"\(pid (\d+)\)", status.stdout)
+    assert found is not None, status.stdout
+    pid = int(found.group(1))
+    monkeypatch.setattr(commit, "STALL_S", 1.0)
+    prefix = unique_prefix("f")
+    outcomes, changelog = f"{prefix}.outcomes", f"{prefix}.changelog"
+    create_topics(bootstrap, NewTopic(outcomes, 1, 1), NewTopic(changelog, 1, 1))
+    _Watched.made, _Watched.purged = [], threading.Event()
+    committer = ExactlyOnce({"bootstrap.servers": bootstrap},
+                            {role: f"{prefix}.{role.value}" for role in Role}, changelog,
+                            prefix, 1, make_producer=_Watched)
+    batch = Batch(parts={0: PartitionBatch(
+        0, Positions(next_offset={Role.REPLIES: 1}),
+        out=[OutRecord(Role.OUTCOMES, b"wait-1", b"outcome", partition=0)],
+        rows={b"wait-1": b"row"})})
+
+    async def scenario() -> dict[int, int]:
+        await committer.assign([0])
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            committing = asyncio.ensure_future(committer.commit(batch))
+            purged = await asyncio.get_running_loop().run_in_executor(
+                None, _Watched.purged.wait, 120)
+            assert purged, "the stalled records were never purged"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        try:
+            return await asyncio.wait_for(committing, 240)
+        finally:
+            await committer.close()
+
+    offsets = asyncio.run(scenario())
+    made, _Watched.made = len(_Watched.made), []  # none outlives the test's broker
+
+    assert made == 2, "the batch was committed on a new producer"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-check",
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    try:
+        seen: dict[str, list[tuple[bytes, int]]] = {}
+        for topic in (outcomes, changelog):
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            seen[topic] = []
+            while True:
+                msg = consumer.poll(30)
+                assert msg is not None, f"{topic}: no end of partition within 30 s"
+                err = msg.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001
+                    break
+                assert err is None, err
+                seen[topic].append((msg.key() or b"", msg.offset() or 0))
+    finally:
+        consumer.close()
+    assert [k for k, _ in seen[outcomes]] == [b"wait-1"]
+    assert [k for k, _ in seen[changelog]] == [b"wait-1", POSITIONS_KEY]
+    assert offsets[0] == seen[changelog][-1][1]

@@ -222,3 +222,74 @@ def test_a_transaction_that_keeps_failing_stops_the_worker_after_its_attempts() 
         _commit(committer, _batch(1))
     assert len(ScriptedProducer.made) == TRANSACTION_ATTEMPTS
     assert ScriptedProducer.visible == []
+
+
+class StuckProducer(ScriptedProducer):
+    """Its records stay queued (no leader for their partition) until they are purged."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        super().__init__(conf)
+        self.stuck = len(ScriptedProducer.made) == 1  # the first producer only
+        self.purged = False
+        self.commit_calls = 0
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.commit_calls += 1
+        if not self.stuck:
+            return super().commit_transaction(timeout)
+        if self.purged:
+            raise KafkaException(DELIVERIES_FAILED)
+        if self.commit_calls > 100:
+            raise AssertionError("never purged")
+        raise KafkaException(FLUSH_TIMED_OUT)
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True,
+              blocking: bool = True) -> None:
+        assert in_queue and not in_flight, "records in flight are never purged"
+        self.purged = True
+        super().purge()
+
+
+class SlowProducer(ScriptedProducer):
+    """Acknowledges one record per commit call: slow, never stuck."""
+
+    def commit_transaction(self, timeout: float) -> None:
+        if len(self.pending) > 1:
+            topic, partition, key, on_delivery = self.pending.pop(0)
+            self.offset += 1
+            on_delivery(None, _Message(topic, partition, self.offset))
+            ScriptedProducer.visible.append((topic, key))
+            raise KafkaException(FLUSH_TIMED_OUT)
+        super().commit_transaction(timeout)
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True,
+              blocking: bool = True) -> None:
+        raise AssertionError("a producer whose records are acknowledged was purged")
+
+
+def test_records_queued_with_no_acknowledgement_are_purged_and_the_batch_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The producer that stood still after a broker restart: instead of waiting for its
+    records to expire with the transaction, they are purged after STALL_S."""
+    monkeypatch.setattr(commit, "STALL_S", 0.0)
+    committer = _committer_with([])
+    committer._make_producer = StuckProducer
+    _commit(committer, _batch(1))
+
+    first, second = ScriptedProducer.made
+    assert isinstance(first, StuckProducer) and first.purged and first.aborts == 1
+    assert ScriptedProducer.visible == [
+        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+
+
+def test_a_commit_whose_records_are_being_acknowledged_is_waited_for_not_purged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(commit, "STALL_S", 0.0)
+    committer = _committer_with([])
+    committer._make_producer = SlowProducer
+    _commit(committer, _batch(1))
+    assert len(ScriptedProducer.made) == 1
+    assert ScriptedProducer.visible == [
+        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
