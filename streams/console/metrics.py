@@ -27,6 +27,8 @@ and one collector that reads the worker's facts at scrape time.
                                                               lag over the last 5 s
     xwait_commit_failures_total                        counter  batches that could not be made
                                                                 durable (the worker stops)
+    xwait_transactions_retried_total                   counter  exactly_once transactions
+                                                                aborted and tried again
     xwait_producer_failures_total{producer}            counter  console commands Kafka did not
                                                                 take
     xwait_consumer_lag{topic,partition}                gauge  every owned input partition
@@ -262,6 +264,10 @@ class WorkerCollector(Collector):
                        "Batches that could not be made durable (outputs, changelog or "
                        "RocksDB); the worker stops on the first.",
                        [((), c.get("failures", 0))])
+        yield _counter("xwait_transactions_retried",
+                       "exactly_once: a partition's transactions aborted (acknowledged) and "
+                       "tried again on a new producer; each try up to 3 a batch.",
+                       [((), c.get("transactions.retried", 0))])
         yield _counter("xwait_producer_failures",
                        "Records a producer could not deliver: console commands.",
                        [(("console",), self.console_failures())], ["producer"])

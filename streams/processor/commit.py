@@ -73,6 +73,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -231,8 +232,8 @@ class ExactlyOnce:
     """Steps 1-3 of exactly_once: a transaction per partition and batch."""
 
     def __init__(self, conf: dict[str, Any], topics: dict[Role, str], changelog: str,
-                 app_id: str, partitions: int, make_producer: ProducerFactory = Producer
-                 ) -> None:
+                 app_id: str, partitions: int, make_producer: ProducerFactory = Producer,
+                 counters: Counter[str] | None = None) -> None:
         self._conf = {**conf, "enable.idempotence": True, "acks": "all",
                       "transaction.timeout.ms": int(TRANSACTION_TIMEOUT_S * 1000)}
         self._topics = topics
@@ -240,6 +241,8 @@ class ExactlyOnce:
         self._app_id = app_id
         self._make_producer = make_producer
         self._producers: dict[int, Any] = {}
+        # "transactions.retried": tries after an acknowledged abort (`_commit_one`).
+        self.counters: Counter[str] = counters if counters is not None else Counter()
         # Transactional ids being taken: the inits of an assignment cut short (a
         # revocation cancelled its takeover) go on in their threads; see `_settle`.
         self._initing: dict[int, Future[Any]] = {}
@@ -301,18 +304,21 @@ class ExactlyOnce:
             loop.run_in_executor(self._executor, self._commit_one,
                                  self._producers[part.partition], part)
             for part in parts))
-        for part, (_offsets, producer) in zip(parts, results, strict=True):
+        for part, (_offsets, producer, attempt) in zip(parts, results, strict=True):
             self._producers[part.partition] = producer  # a new one if the first was aborted
-        return {p: o for offsets, _producer in results for p, o in offsets.items()}
+            self.counters["transactions.retried"] += attempt - 1
+        return {p: o for offsets, _producer, _attempt in results for p, o in offsets.items()}
 
-    def _commit_one(self, producer: Any, part: PartitionBatch) -> tuple[dict[int, int], Any]:
+    def _commit_one(self, producer: Any, part: PartitionBatch
+                    ) -> tuple[dict[int, int], Any, int]:
         """The partition's transaction, tried again after an acknowledged abort.
 
-        The producer that committed it is returned: the next batch uses it.
+        The producer that committed it is returned (the next batch uses it),
+        with the try that did.
         """
         for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
             try:
-                return self._transaction(producer, part), producer
+                return self._transaction(producer, part), producer, attempt
             except _Aborted as aborted:
                 if attempt == TRANSACTION_ATTEMPTS:
                     raise CommitFailed(

@@ -102,7 +102,8 @@ class Worker:
         self.index = DueTimers(self.stores.db)
         conf = settings.confluent(**{"partitioner": "murmur2_random", "linger.ms": 5})
         self.committer: Committer = (
-            ExactlyOnce(conf, self.topics, self.changelog, settings.app_id, settings.partitions)
+            ExactlyOnce(conf, self.topics, self.changelog, settings.app_id, settings.partitions,
+                        counters=self.counters)
             if settings.guarantee is Guarantee.EXACTLY_ONCE
             else AtLeastOnce(conf, self.topics, self.changelog))
         self.reader = InputReader(settings.confluent(**{"group.id": f"{settings.app_id}-inputs"}),

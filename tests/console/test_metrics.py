@@ -62,7 +62,8 @@ def test_metrics_are_prometheus_text_with_every_family(cluster: Cluster) -> None
                    "xwait_outcomes_total", "xwait_wait_duration_seconds_count",
                    "xwait_record_latency_seconds_bucket", "xwait_rejections_total",
                    "xwait_misrouted_total", "xwait_rebalances_total",
-                   "xwait_commit_failures_total", "xwait_producer_failures_total",
+                   "xwait_commit_failures_total", "xwait_transactions_retried_total",
+                   "xwait_producer_failures_total",
                    "xwait_consumer_lag", "xwait_owned_partitions"):
         assert family in names, family
     assert "xwait_deadline_lateness_seconds" not in text  # renamed: it measures every timer

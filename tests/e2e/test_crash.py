@@ -238,6 +238,7 @@ def test_an_exactly_once_commit_held_by_a_frozen_broker_is_purged_and_committed_
     made, _Watched.made = len(_Watched.made), []  # none outlives the test's broker
 
     assert made == 2, "the batch was committed on a new producer"
+    assert committer.counters["transactions.retried"] == 1
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-check",
                          "isolation.level": "read_committed", "enable.partition.eof": True})
     try:

@@ -183,6 +183,7 @@ def test_a_transaction_whose_records_expired_is_committed_again_on_a_new_produce
 
     first, second = ScriptedProducer.made
     assert first.aborts == 1
+    assert committer.counters["transactions.retried"] == 1, "operators see it in /metrics"
     assert ScriptedProducer.visible == [
         ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY),
         ("outcomes", b"wait-2"), ("changelog", b"wait-2"), ("changelog", POSITIONS_KEY)]
@@ -279,6 +280,7 @@ def test_records_queued_with_no_acknowledgement_are_purged_and_the_batch_tried_a
 
     first, second = ScriptedProducer.made
     assert isinstance(first, StuckProducer) and first.purged and first.aborts == 1
+    assert committer.counters["transactions.retried"] == 1
     assert ScriptedProducer.visible == [
         ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
 
@@ -291,5 +293,6 @@ def test_a_commit_whose_records_are_being_acknowledged_is_waited_for_not_purged(
     committer._make_producer = SlowProducer
     _commit(committer, _batch(1))
     assert len(ScriptedProducer.made) == 1
+    assert committer.counters["transactions.retried"] == 0
     assert ScriptedProducer.visible == [
         ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
