@@ -356,7 +356,7 @@ class ExactlyOnce:
             committing = True
             _commit_transaction(producer, deliveries)
         except KafkaException as exc:
-            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            err = _kafka_error(exc)
             may_abort = not committing or (err is not None and err.txn_requires_abort())
             if may_abort and _abort(producer, err):
                 raise _Aborted(str(exc)) from exc
@@ -416,15 +416,19 @@ def _resumed(call: Callable[[float], None], what: str, timeout: float = TRANSACT
             call(max(0.0, min(timeout, deadline - time.monotonic())))
             return
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if not (isinstance(err, KafkaError) and err.retriable()
-                    and time.monotonic() < deadline):
+            err = _kafka_error(exc)
+            if not (err is not None and err.retriable() and time.monotonic() < deadline):
                 raise
             log.info("%s a transaction: %s; calling again", what, err)
             if retrying is not None:
                 retrying(err)
             if err.code() != _TIMED_OUT:
                 time.sleep(_RETRY_WAIT_S)  # answered at once: do not spin
+
+
+def _kafka_error(exc: KafkaException) -> KafkaError | None:
+    err = exc.args[0] if exc.args else None
+    return err if isinstance(err, KafkaError) else None
 
 
 def _abort(producer: Any, err: KafkaError | None) -> bool:
