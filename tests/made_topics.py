@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -61,3 +62,28 @@ def limit_record_size(admin: AdminClient, topic: str, max_bytes: int | None) -> 
             f"{topic}: max.message.bytes still {shown.value} ({shown.source}) 30 s after "
             f"setting it to {max_bytes}")
         time.sleep(0.05)
+
+
+def read_keys(bootstrap: str, topic: str, isolation: str = "read_committed"
+              ) -> list[tuple[bytes, int]]:
+    """Every key in the topic's only partition and its offset, as a consumer of
+    `isolation` reads them."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
+                         "isolation.level": isolation, "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        keys: list[tuple[bytes, int]] = []
+        for _ in range(600):
+            msg = consumer.poll(0.1)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public constant
+                    return keys
+                raise AssertionError(f"{topic}: {err}")
+            keys.append((msg.key() or b"", msg.offset() or 0))
+        raise AssertionError(f"{topic}: no end of partition within 60 s")
+    finally:
+        consumer.close()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams import topics
@@ -38,7 +38,7 @@ from streams.processor.model import OutRecord, Role
 from streams.processor.positions import POSITIONS_KEY, Positions
 from streams.testing.chaos import Broker, Plan, Report, chaos_settings, run_chaos
 from streams.testing.workers import free_broker_port
-from tests.made_topics import create_topics
+from tests.made_topics import create_topics, read_keys
 from tests.prefixes import unique_prefix
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -239,23 +239,7 @@ def test_an_exactly_once_commit_held_by_a_frozen_broker_is_purged_and_committed_
 
     assert made == 2, "the batch was committed on a new producer"
     assert committer.counters["transactions.retried"] == 1
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-check",
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
-    try:
-        seen: dict[str, list[tuple[bytes, int]]] = {}
-        for topic in (outcomes, changelog):
-            consumer.assign([TopicPartition(topic, 0, 0)])
-            seen[topic] = []
-            while True:
-                msg = consumer.poll(30)
-                assert msg is not None, f"{topic}: no end of partition within 30 s"
-                err = msg.error()
-                if err is not None and err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001
-                    break
-                assert err is None, err
-                seen[topic].append((msg.key() or b"", msg.offset() or 0))
-    finally:
-        consumer.close()
-    assert [k for k, _ in seen[outcomes]] == [b"wait-1"]
-    assert [k for k, _ in seen[changelog]] == [b"wait-1", POSITIONS_KEY]
-    assert offsets[0] == seen[changelog][-1][1]
+    assert [k for k, _ in read_keys(bootstrap, outcomes)] == [b"wait-1"]
+    stored = read_keys(bootstrap, changelog)
+    assert [k for k, _ in stored] == [b"wait-1", POSITIONS_KEY]
+    assert offsets[0] == stored[-1][1]

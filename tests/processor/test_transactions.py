@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.processor.batch import Batch, PartitionBatch
 from streams.processor.commit import CommitFailed, ExactlyOnce
 from streams.processor.model import OutRecord, Role
 from streams.processor.positions import POSITIONS_KEY, Positions
-from tests.made_topics import create_topics, limit_record_size
+from tests.made_topics import create_topics, limit_record_size, read_keys
 from tests.prefixes import unique_prefix
 
 pytestmark = pytest.mark.kafka
@@ -31,28 +32,13 @@ pytestmark = pytest.mark.kafka
 LIMIT = 1_024
 
 
-def _keys(bootstrap: str, topic: str, isolation: str) -> list[tuple[bytes, int]]:
-    """Every key in the topic's only partition and its offset, as a consumer of
-    `isolation` reads them."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check",
-                         "isolation.level": isolation, "enable.partition.eof": True,
-                         "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        keys: list[tuple[bytes, int]] = []
-        for _ in range(600):
-            msg = consumer.poll(0.1)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001 - public constant
-                    return keys
-                raise AssertionError(f"{topic}: {err}")
-            keys.append((msg.key() or b"", msg.offset() or 0))
-        raise AssertionError(f"{topic}: no end of partition within 60 s")
-    finally:
-        consumer.close()
+@pytest.fixture(autouse=True)
+def _no_producer_outlives_the_test() -> Iterator[None]:
+    """A commit's reference cycles (asyncio's task, the executor's future, a failure's
+    traceback) hold its producers until the garbage collector comes: collected here,
+    so that none reconnects to the session's broker after it stopped."""
+    yield
+    gc.collect()
 
 
 def _committer(bootstrap: str, prefix: str, make_producer: Any) -> ExactlyOnce:
@@ -104,8 +90,8 @@ def test_a_transaction_the_broker_refused_is_committed_once_on_a_new_producer(
     offsets = _commit(_committer(kafka_bootstrap, prefix, make_producer), _batch())
 
     assert len(made) == 2, "the refused transaction was tried again on a new producer"
-    assert [k for k, _ in _keys(kafka_bootstrap, outcomes, "read_committed")] == [b"wait-1"]
-    stored = _keys(kafka_bootstrap, changelog, "read_committed")
+    assert [k for k, _ in read_keys(kafka_bootstrap, outcomes, "read_committed")] == [b"wait-1"]
+    stored = read_keys(kafka_bootstrap, changelog, "read_committed")
     assert [k for k, _ in stored] == [b"wait-1", POSITIONS_KEY]
     assert offsets[0] == stored[-1][1], "the offset stored is the committed positions record's"
 
@@ -116,6 +102,5 @@ def test_a_transaction_the_broker_keeps_refusing_stops_the_worker_with_nothing_v
     prefix, outcomes, changelog = topics
     with pytest.raises(CommitFailed, match="failed 3 times.*Message size too large"):
         _commit(_committer(kafka_bootstrap, prefix, Producer), _batch())
-    gc.collect()  # the failure's reference cycles hold its producers: none outlives the broker
-    assert _keys(kafka_bootstrap, outcomes, "read_committed") == []
-    assert _keys(kafka_bootstrap, changelog, "read_committed") == []
+    assert read_keys(kafka_bootstrap, outcomes, "read_committed") == []
+    assert read_keys(kafka_bootstrap, changelog, "read_committed") == []
