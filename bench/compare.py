@@ -99,7 +99,12 @@ WORKLOADS = ("drain", "storm", "open")
 LABELS = {"xwait": "xwait", "rawpipe": "raw pipe", "faustpipe": "faust pipe",
           "pypeer": "Python peer", "kstreams": "Kafka Streams peer"}
 AVRO_MAGIC = b"\xc3\x01"  # Avro single-object encoding; the peers write JSON
-STATS_POLL_S = 0.5  # how often xwait's /xwait/stats is read during a run (its last answer counts)
+# How often xwait's /xwait/stats is read during a run (its last answer counts).  The loop lag
+# it reports is that of the last complete 5-s window, so a read every 2 s sees every window.
+# Answering costs the worker's event loop (the latency summaries sort 7 x 4,096 samples): read
+# every 0.5 s, it was 2.5-2.8% of the loop's thread in open runs and storms (py-spy), charged to
+# xwait's CPU per event; every 2 s, a quarter of that.
+STATS_POLL_S = 2.0
 READY_SETTLE_S = 1.0  # after the processor answered its probes, before open load starts
 # The storm's processor starts this long after loadgen launches it: every preloaded request was
 # stamped before the launch, so all deadlines have passed when it starts, however fast it starts
