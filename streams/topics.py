@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from streams.config import Settings
 from streams.errors import ConfigError, KafkaUnavailable, TopologyError
+from streams.kafka_errors import error_code
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +227,7 @@ def _configs(settings: Settings, admin: AdminClient, names: list[str]
             # three-node cluster that had just started, the describe after a create went
             # to a node its metadata had not reached (UNKNOWN_TOPIC_OR_PART).
             timed_out = isinstance(exc, TimeoutError) or \
-                exc.args[0].code() in (_TIMED_OUT, KafkaError.UNKNOWN_TOPIC_OR_PART)
+                error_code(exc) in (_TIMED_OUT, KafkaError.UNKNOWN_TOPIC_OR_PART)
             if not timed_out or time.monotonic() + _CONFIG_ASK_S > deadline:
                 raise KafkaUnavailable(f"describe_configs {', '.join(names)}: {exc}") from exc
             log.info("describe_configs timed out, asking again: %s", exc)
@@ -323,8 +324,7 @@ def create(settings: Settings, specs: list[TopicSpec]) -> CreateReport:
                 created.append(name)
                 log.info("topic created topic=%s", name)
             except KafkaException as exc:
-                err = exc.args[0]
-                if getattr(err, "name", lambda: "")() == "TOPIC_ALREADY_EXISTS":
+                if error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS:
                     existed.append(name)  # another process created it meanwhile
                     continue
                 raise KafkaUnavailable(f"creating topic {name}: {exc}") from exc

@@ -13,13 +13,14 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from streams.client._budget import CONNECT_TIMEOUT_S, answer_by, connect_timeout
 from streams.client.errors import TopicMissing
 from streams.config import LIBRDKAFKA_LOGGER, Settings
 from streams.errors import ConfigError, KafkaUnavailable
+from streams.kafka_errors import error_text
 
 __all__ = ["CONNECT_TIMEOUT_S", "LIBRDKAFKA_LOGGER", "answer_by", "build", "connect_timeout",
            "known_topics", "probe"]
@@ -57,9 +58,8 @@ def build(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any]) -> _C:
     try:
         return factory(conf)
     except KafkaException as exc:
-        err = exc.args[0]
-        text = err.str() if isinstance(err, KafkaError) else str(err)
-        raise ConfigError(f"Expected Kafka client settings librdkafka accepts, but: {text}"
+        raise ConfigError("Expected Kafka client settings librdkafka accepts, but: "
+                          f"{error_text(exc)}"
                           ) from exc
 
 
@@ -71,8 +71,7 @@ def known_topics(client: Producer | Consumer | AdminClient, bootstrap: str,
     try:
         meta = client.list_topics(timeout=timeout)
     except KafkaException as exc:
-        err = exc.args[0]
-        text = err.str() if isinstance(err, KafkaError) else str(err)
+        text = error_text(exc)
         client.poll(0)  # hands librdkafka's queued log lines to the logger (_LastError)
         why = f"; librdkafka: {_LAST_ERROR.message}" if _LAST_ERROR.message else ""
         raise KafkaUnavailable(

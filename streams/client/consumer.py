@@ -47,6 +47,7 @@ from streams.client.errors import ClientError, InvalidRequest, TopicMissing, Und
 from streams.client.records import Action, Outcome, Rejected
 from streams.codec import UndecodableRecord
 from streams.errors import KafkaUnavailable
+from streams.kafka_errors import error_code, error_text
 from streams.partitioning import partition_for
 
 __all__ = ["Kind", "XwaitConsumer"]
@@ -224,8 +225,8 @@ class XwaitConsumer(Generic[T]):
         except KafkaException as exc:
             # _NO_OFFSET: nothing new since the last (auto-)commit, which is fine.
             # librdkafka's local error codes all start with "_"; it is public API.
-            if exc.args[0].code() != KafkaError._NO_OFFSET:  # noqa: SLF001
-                raise ClientError(f"{self.topic}: commit failed: {exc.args[0]}") from exc
+            if error_code(exc) != KafkaError._NO_OFFSET:  # noqa: SLF001
+                raise ClientError(f"{self.topic}: commit failed: {error_text(exc)}") from exc
 
     def __iter__(self) -> XwaitConsumer[T]:
         return self

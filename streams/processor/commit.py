@@ -81,6 +81,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from streams.errors import XwaitError
+from streams.kafka_errors import kafka_error
 from streams.processor.batch import Batch, PartitionBatch
 from streams.processor.model import Role
 from streams.processor.positions import POSITIONS_KEY, encode_positions
@@ -356,7 +357,7 @@ class ExactlyOnce:
             committing = True
             _commit_transaction(producer, deliveries)
         except KafkaException as exc:
-            err = _kafka_error(exc)
+            err = kafka_error(exc)
             may_abort = not committing or (err is not None and err.txn_requires_abort())
             if may_abort and _abort(producer, err):
                 raise _Aborted(str(exc)) from exc
@@ -416,7 +417,7 @@ def _resumed(call: Callable[[float], None], what: str, timeout: float = TRANSACT
             call(max(0.0, min(timeout, deadline - time.monotonic())))
             return
         except KafkaException as exc:
-            err = _kafka_error(exc)
+            err = kafka_error(exc)
             if not (err is not None and err.retriable() and time.monotonic() < deadline):
                 raise
             log.info("%s a transaction: %s; calling again", what, err)
@@ -424,11 +425,6 @@ def _resumed(call: Callable[[float], None], what: str, timeout: float = TRANSACT
                 retrying(err)
             if err.code() != _TIMED_OUT:
                 time.sleep(_RETRY_WAIT_S)  # answered at once: do not spin
-
-
-def _kafka_error(exc: KafkaException) -> KafkaError | None:
-    err = exc.args[0] if exc.args else None
-    return err if isinstance(err, KafkaError) else None
 
 
 def _abort(producer: Any, err: KafkaError | None) -> bool:

@@ -27,6 +27,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streams.errors import XwaitError
+from streams.kafka_errors import error_code
 from streams.processor.model import InputRecord, Role
 
 log = logging.getLogger(__name__)
@@ -188,7 +189,7 @@ class EndOffsets:
                 try:
                     info = future.result(timeout=wait + 1)
                 except KafkaException as exc:
-                    code = _code(exc)
+                    code = error_code(exc)
                     if code not in _LEADER_MOVING and code not in _BROKER_AWAY:
                         raise
                     again.append((tp.topic, tp.partition))
@@ -252,11 +253,6 @@ SAME_CLIENT_S = 5.0
 # leader asked has answered or this passed; an answer takes milliseconds, up to
 # about 1.5 s on a machine at load 15, so a dead leader costs a probe this much.
 ATTEMPT_S = 2.0
-
-
-def _code(exc: KafkaException) -> int | None:
-    err = exc.args[0] if exc.args else None
-    return err.code() if isinstance(err, KafkaError) else None
 
 
 __all__ = ["EndOffsets", "GapReadFailed", "GapReader", "input_record"]
