@@ -46,8 +46,10 @@ transactional.id `<app id>-<partition>`):
     see any of it, and the batch is decided again.  A transaction that
     fails without a crash is tried again in the worker, on a new producer
     for the partition (which fences the old one), when its abort was
-    acknowledged (`ExactlyOnce._transaction`): then none of it is or will
-    be visible, and producing the same records again duplicates nothing.
+    acknowledged (`ExactlyOnce._transaction`), or refused because the
+    coordinator holds no open transaction while its commit was never sent
+    (`_abort`): then none of it is or will be visible, and producing the
+    same records again duplicates nothing.
     (A producer of librdkafka's stood still after a broker restart, its
     partition's leader "not found in cache", until its records expired with
     the transaction; the worker used to stop on that.  Now records queued
@@ -106,6 +108,8 @@ STALL_S = 15.0
 # abort, on a new producer) before the worker gives up and stops.
 TRANSACTION_ATTEMPTS = 3
 _TIMED_OUT = KafkaError._TIMED_OUT  # noqa: SLF001 - librdkafka's public code
+# What a commit raises when records failed while it flushed, before its EndTxn.
+_UNDELIVERED = KafkaError._INCONSISTENT  # noqa: SLF001 - librdkafka's public code
 # A commit or abort refused at once as retriable is called again after this long.
 _RETRY_WAIT_S = 0.1
 # Records produced while librdkafka's queue is full wait this long between tries.
@@ -359,7 +363,11 @@ class ExactlyOnce:
         except KafkaException as exc:
             err = kafka_error(exc)
             may_abort = not committing or (err is not None and err.txn_requires_abort())
-            if may_abort and _abort(producer, err):
+            # Its EndTxn(commit) was never sent: it failed before the commit began,
+            # or librdkafka found records failed at the commit's flush, which comes
+            # before the EndTxn (_INCONSISTENT, "N message(s) failed delivery").
+            unsent = not committing or (err is not None and err.code() == _UNDELIVERED)
+            if may_abort and _abort(producer, err, unsent):
                 raise _Aborted(str(exc)) from exc
             raise CommitFailed(f"the transaction of partition {part.partition} failed: "
                                f"{exc}; read_committed consumers see it only if the "
@@ -427,16 +435,29 @@ def _resumed(call: Callable[[float], None], what: str, timeout: float = TRANSACT
                 time.sleep(_RETRY_WAIT_S)  # answered at once: do not spin
 
 
-def _abort(producer: Any, err: KafkaError | None) -> bool:
-    """Abort a failed transaction; whether the abort was acknowledged.
+def _abort(producer: Any, err: KafkaError | None, unsent: bool) -> bool:
+    """Abort a failed transaction; whether it is proven never committed.
 
-    A fatal error (a fence among them) leaves the producer nothing to abort with.
+    Proven when the abort is acknowledged; or when the coordinator refuses
+    it with INVALID_TXN_STATE - it holds no open transaction of this
+    producer - and the commit's EndTxn was never sent (`unsent`): the
+    coordinator then can only have aborted it or never begun it.  (After a
+    controller and transaction coordinator was killed, a worker's purged
+    transaction got that answer and the worker stopped: librdkafka issues
+    3297, 4849.)  The same refusal after an EndTxn(commit) was sent may mean
+    the coordinator is committing it, so that stops the worker, as does a
+    fatal commit error (a fence among them), which leaves nothing to abort.
     """
     if err is not None and err.fatal():
         return False
     try:
         _resumed(producer.abort_transaction, "aborting")
-    except KafkaException:
+    except KafkaException as exc:
+        refused = kafka_error(exc)
+        if unsent and refused is not None and refused.code() == KafkaError.INVALID_TXN_STATE:
+            log.warning("the coordinator holds no open transaction to abort (%s); its "
+                        "commit was never sent, so none of it is visible", refused)
+            return True
         log.exception("aborting the transaction failed too")
         return False
     return True

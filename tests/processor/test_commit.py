@@ -102,7 +102,7 @@ class ScriptedProducer:
     script: list[KafkaError] = []
     made: list[ScriptedProducer] = []
     visible: list[tuple[str, bytes]] = []
-    abort_fails = False
+    abort_error: KafkaError | None = None
 
     def __init__(self, conf: dict[str, Any]) -> None:
         self.transactional_id = conf["transactional.id"]
@@ -132,8 +132,8 @@ class ScriptedProducer:
 
     def abort_transaction(self, timeout: float) -> None:
         self.aborts += 1
-        if ScriptedProducer.abort_fails:
-            raise KafkaException(KafkaError(KafkaError._STATE, "the coordinator refused"))
+        if ScriptedProducer.abort_error is not None:
+            raise KafkaException(ScriptedProducer.abort_error)
         self.pending = []
 
     def purge(self) -> None:
@@ -145,12 +145,20 @@ FLUSH_TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "Failed to flush all outstan
 DELIVERIES_FAILED = KafkaError(KafkaError._INCONSISTENT, "3 message(s) failed delivery",
                                txn_requires_abort=True)
 FENCED = KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True)
+ABORT_TIMED_OUT = KafkaError(KafkaError._STATE, "the coordinator refused")
+# What the coordinator answers an abort when it holds no open transaction of the producer
+# (already aborted, never begun) - or one it is committing.
+NO_OPEN_TRANSACTION = KafkaError(
+    KafkaError.INVALID_TXN_STATE, "Failed to end transaction: Broker: Producer attempted a "
+    "transactional operation in an invalid state", fatal=True)
+ABORTABLE_AT_END = KafkaError(KafkaError.UNKNOWN, "EndTxn failed", txn_requires_abort=True)
 
 
-def _committer_with(script: list[KafkaError], abort_fails: bool = False) -> ExactlyOnce:
+def _committer_with(script: list[KafkaError],
+                    abort_error: KafkaError | None = None) -> ExactlyOnce:
     ScriptedProducer.script = list(script)
     ScriptedProducer.made, ScriptedProducer.visible = [], []
-    ScriptedProducer.abort_fails = abort_fails
+    ScriptedProducer.abort_error = abort_error
     return ExactlyOnce({}, {role: role.value for role in Role}, "changelog", "app", 1,
                        make_producer=ScriptedProducer)
 
@@ -203,18 +211,38 @@ def test_a_commit_still_in_flight_when_its_time_is_up_stops_the_worker_unaborted
     assert ScriptedProducer.made[0].aborts == 0
 
 
-@pytest.mark.parametrize(("script", "abort_fails"), [
-    ([FENCED], False),  # a newer owner took the partition: this worker is a zombie
-    ([DELIVERIES_FAILED], True),  # the abort was not acknowledged
+@pytest.mark.parametrize(("script", "abort_error"), [
+    ([FENCED], None),  # a newer owner took the partition: this worker is a zombie
+    ([DELIVERIES_FAILED], ABORT_TIMED_OUT),  # the abort was not acknowledged
+    ([DELIVERIES_FAILED], FENCED),  # the abort found a newer owner
+    # An error that needs an abort but may come after the EndTxn(commit) was sent:
+    # "no open transaction" may then mean the coordinator is committing it.
+    ([ABORTABLE_AT_END], NO_OPEN_TRANSACTION),
 ])
 def test_a_transaction_not_proven_aborted_is_not_tried_again(
-    script: list[KafkaError], abort_fails: bool
+    script: list[KafkaError], abort_error: KafkaError | None
 ) -> None:
-    committer = _committer_with(script, abort_fails=abort_fails)
+    committer = _committer_with(script, abort_error=abort_error)
     with pytest.raises(CommitFailed):
         _commit(committer, _batch(1))
     assert len(ScriptedProducer.made) == 1
     assert ScriptedProducer.visible == []
+
+
+def test_a_transaction_whose_commit_was_never_sent_is_tried_again_when_its_abort_finds_none(
+) -> None:
+    """The CI failure after a controller kill: records stood still, were purged, the
+    commit failed at its flush (before any EndTxn) and the coordinator refused the
+    abort, holding no open transaction of the producer.  None of it can be visible:
+    the batch is committed once, on a new producer."""
+    committer = _committer_with([FLUSH_TIMED_OUT, DELIVERIES_FAILED],
+                                abort_error=NO_OPEN_TRANSACTION)
+    _commit(committer, _batch(1))
+    first, _second = ScriptedProducer.made
+    assert first.aborts == 1
+    assert committer.counters["transactions.retried"] == 1
+    assert ScriptedProducer.visible == [
+        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
 
 
 def test_a_transaction_that_keeps_failing_stops_the_worker_after_its_attempts() -> None:
