@@ -145,7 +145,7 @@ FLUSH_TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "Failed to flush all outstan
 DELIVERIES_FAILED = KafkaError(KafkaError._INCONSISTENT, "3 message(s) failed delivery",
                                txn_requires_abort=True)
 FENCED = KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True)
-ABORT_TIMED_OUT = KafkaError(KafkaError._STATE, "the coordinator refused")
+ABORT_NOT_ACKNOWLEDGED = KafkaError(KafkaError._STATE, "the coordinator refused")
 # What the coordinator answers an abort when it holds no open transaction of the producer
 # (already aborted, never begun) - or one it is committing.
 NO_OPEN_TRANSACTION = KafkaError(
@@ -213,7 +213,7 @@ def test_a_commit_still_in_flight_when_its_time_is_up_stops_the_worker_unaborted
 
 @pytest.mark.parametrize(("script", "abort_error"), [
     ([FENCED], None),  # a newer owner took the partition: this worker is a zombie
-    ([DELIVERIES_FAILED], ABORT_TIMED_OUT),  # the abort was not acknowledged
+    ([DELIVERIES_FAILED], ABORT_NOT_ACKNOWLEDGED),  # the abort was not acknowledged
     ([DELIVERIES_FAILED], FENCED),  # the abort found a newer owner
     # An error that needs an abort but may come after the EndTxn(commit) was sent:
     # "no open transaction" may then mean the coordinator is committing it.
