@@ -265,8 +265,8 @@ class WorkerCollector(Collector):
                        "RocksDB); the worker stops on the first.",
                        [((), c.get("failures", 0))])
         yield _counter("xwait_transactions_retried",
-                       "exactly_once: a partition's transactions aborted (acknowledged) and "
-                       "tried again on a new producer; each try up to 3 a batch.",
+                       "exactly_once: a partition's transactions aborted (proven never "
+                       "committed) and tried again on a new producer; up to 3 tries a batch.",
                        [((), c.get("transactions.retried", 0))])
         yield _counter("xwait_producer_failures",
                        "Records a producer could not deliver: console commands.",

@@ -104,8 +104,8 @@ TRANSACTION_TIMEOUT_S = 60.0
 # (`_commit_transaction`); a broker's restart here leaves a partition without a
 # leader for ~11 s.
 STALL_S = 15.0
-# How many times a partition's transaction is tried (each after an acknowledged
-# abort, on a new producer) before the worker gives up and stops.
+# How many times a partition's transaction is tried (each after one proven never
+# committed, `_abort`, on a new producer) before the worker gives up and stops.
 TRANSACTION_ATTEMPTS = 3
 _TIMED_OUT = KafkaError._TIMED_OUT  # noqa: SLF001 - librdkafka's public code
 # What a commit raises when records failed while it flushed, before its EndTxn.
@@ -246,7 +246,7 @@ class ExactlyOnce:
         self._app_id = app_id
         self._make_producer = make_producer
         self._producers: dict[int, Any] = {}
-        # "transactions.retried": tries after an acknowledged abort (`_commit_one`).
+        # "transactions.retried": tries after one proven never committed (`_commit_one`).
         self.counters: Counter[str] = counters if counters is not None else Counter()
         # Transactional ids being taken: the inits of an assignment cut short (a
         # revocation cancelled its takeover) go on in their threads; see `_settle`.
@@ -316,7 +316,7 @@ class ExactlyOnce:
 
     def _commit_one(self, producer: Any, part: PartitionBatch
                     ) -> tuple[dict[int, int], Any, int]:
-        """The partition's transaction, tried again after an acknowledged abort.
+        """The partition's transaction, tried again after one proven never committed.
 
         The producer that committed it is returned (the next batch uses it),
         with the try that did.
@@ -337,7 +337,7 @@ class ExactlyOnce:
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _transaction(self, producer: Any, part: PartitionBatch) -> dict[int, int]:
-        """One try; `_Aborted` when it failed and its abort was acknowledged.
+        """One try; `_Aborted` when it failed and is proven never committed (`_abort`).
 
         An acknowledged abort means the transaction was not committed:
         librdkafka takes an abort only in a transaction that has not begun
