@@ -60,6 +60,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -86,7 +87,7 @@ from streams import codec, topics  # noqa: E402
 from streams.codec import RecordType  # noqa: E402
 from streams.config import Guarantee, Settings  # noqa: E402
 from streams.partitioning import partition_for  # noqa: E402
-from streams.testing.workers import WorkerProcess  # noqa: E402
+from streams.testing.workers import XWAIT, WorkerProcess, free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_KIT = REPO.parent / "shared" / "bench-kit"
@@ -459,6 +460,14 @@ class CpuSampler(threading.Thread):
                 self.base[pid] = 0 if started >= self._born_after else ticks
             self.last[pid] = ticks
 
+    @classmethod
+    def since_start(cls, marker: str) -> float:
+        """CPU seconds the processor's processes spent from their own starts until now."""
+        sampler = cls(marker)
+        sampler._born_after = 0  # every process was started after it
+        sampler._sample()
+        return sum(sampler.last.values()) / CLOCK_TICKS
+
     def run(self) -> None:
         while not self._done.is_set():
             self._sample()
@@ -472,23 +481,40 @@ class CpuSampler(threading.Thread):
         return sum(self.last[p] - self.base[p] for p in self.last) / CLOCK_TICKS
 
 
-class StatsPoller(threading.Thread):
-    """Keeps xwait's last /xwait/stats answer while the worker runs (loadgen stops it), and
-    the worst event-loop lag it reported: p99 and max of a 5-second window (`loopLagMs`)."""
+def child_stats(worker: WorkerProcess, processes: int) -> list[dict[str, Any] | None]:
+    """/xwait/stats of each worker process (`xwait worker --processes N`: child i serves on
+    the web port + i); None for one that does not answer."""
+    return [stats_at(f"http://127.0.0.1:{worker.web_port + i}") for i in range(processes)]
 
-    def __init__(self, worker: WorkerProcess) -> None:
+
+def stats_at(url: str) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"{url}/xwait/stats", timeout=2) as resp:  # noqa: S310
+            data: dict[str, Any] = json.loads(resp.read())
+            return data
+    except (OSError, ValueError):
+        return None
+
+
+class StatsPoller(threading.Thread):
+    """Keeps the last /xwait/stats answer of each of xwait's worker processes while they run
+    (loadgen stops them), and the worst event-loop lag any reported: p99 and max of a
+    5-second window (`loopLagMs`)."""
+
+    def __init__(self, worker: WorkerProcess, processes: int = 1) -> None:
         super().__init__(name="stats-poller", daemon=True)
         self.worker = worker
-        self.last: dict[str, Any] | None = None
+        self.last: list[dict[str, Any] | None] = [None] * processes
         self.loop_lag_p99_ms: float | None = None
         self.loop_lag_max_ms: float | None = None
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.is_set():
-            stats = self.worker.stats()
-            if stats is not None:
-                self.last = stats
+            for i, stats in enumerate(child_stats(self.worker, len(self.last))):
+                if stats is None:
+                    continue
+                self.last[i] = stats
                 lag = stats.get("loopLagMs") or {}
                 if "p99_5s" in lag:
                     self.loop_lag_p99_ms = max(self.loop_lag_p99_ms or 0.0, lag["p99_5s"])
@@ -496,9 +522,14 @@ class StatsPoller(threading.Thread):
             self._done.wait(STATS_POLL_S)
 
     def stop(self) -> dict[str, Any]:
+        """The counters of the last answers, summed over the processes."""
         self._done.set()
         self.join(5)
-        return dict((self.last or {}).get("counters", {}))
+        total: dict[str, Any] = {}
+        for stats in self.last:
+            for name, value in (stats or {}).get("counters", {}).items():
+                total[name] = total.get(name, 0) + value if isinstance(value, int) else value
+        return total
 
 
 # -- counting what a run left on its topics -----------------------------------------------------
@@ -711,13 +742,17 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
     report = topics.create(settings, topics.load_specs(settings))
     if report.mismatched:
         raise CompareError(f"topics differ from topics.yaml: {report.mismatched}")
+    processes: int = ctx.args.xwait_processes
+    command = (str(XWAIT), "worker", *(("--processes", str(processes)) if processes > 1 else ()))
     worker = WorkerProcess(settings, plan.folder, "xwait", log_level=ctx.args.xwait_log_level,
-                           env=dict(ctx.args.xwait_env))
-    record["processor"] = {"guarantee": settings.guarantee.value,
+                           env=dict(ctx.args.xwait_env), command=command)
+    if processes > 1:  # child i serves on the web port + i
+        worker.web_port = free_port(*range(1, processes))
+    record["processor"] = {"guarantee": settings.guarantee.value, "processes": processes,
                            "env": {k: v for k, v in worker.environment().items()
                                    if k not in ("XWAIT_DATA_DIR", "XWAIT_WEB_PORT")}}
     record["log"] = worker.log_path
-    poller = StatsPoller(worker)
+    poller = StatsPoller(worker, processes)
     w = plan.workload
     cpu = CpuSampler(plan.prefix)
     try:
@@ -729,12 +764,12 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
                      plan.folder / "loadgen.log", loadgen_timeout(ctx, w), plan.prefix)
         else:
             worker.start(wait_owned=False)
-            worker.wait_until(lambda s: len(s.get("ownedPartitions", [])) == ctx.partitions,
-                              180, "does not own every partition")
+            wait_owned(worker, processes, ctx.partitions, 180)
             wait_answering(ctx, plan, 120, lambda: worker.running)
             record["ready_s"] = round(time.monotonic() - (worker.started_at or 0), 2)
             time.sleep(READY_SETTLE_S)
-            record["startup_cpu_s"] = startup_cpu(worker.pid)
+            record["startup_cpu_s"] = (startup_cpu(worker.pid) if processes == 1
+                                       else CpuSampler.since_start(plan.prefix))
             poller.start()
             cpu.start()
             run_tool(loadgen_argv(ctx, plan, pid=worker.pid), plan.folder / "loadgen.log",
@@ -756,6 +791,22 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
                                                    ctx.partitions)
         storm_actions(conf, settings.topic("actions"), ctx.partitions, record)
     return result
+
+
+def wait_owned(worker: WorkerProcess, processes: int, partitions: int, timeout: float) -> None:
+    """Until xwait's worker processes own every partition between them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not worker.running:
+            raise CompareError(f"xwait exited before it owned the partitions:\n"
+                               f"{worker.log_tail()}")
+        owned = [len((s or {}).get("ownedPartitions", [])) for s in
+                 child_stats(worker, processes)]
+        if sum(owned) == partitions:
+            return
+        time.sleep(0.3)
+    raise CompareError(f"xwait does not own every partition after {timeout:.0f}s:\n"
+                       f"{worker.log_tail()}")
 
 
 def startup_cpu(pid: int | None) -> float | None:
@@ -1104,6 +1155,9 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
     lines = [f"Machine: {machine_line(result)}. {rounds} round(s), systems interleaved, order "
              f"reversed in every second round; every run is shown (round 1 / round 2 / ...). "
              f"Run on {result['timestamp']} with `bench/compare.py` ({result['file']}).", ""]
+    if p.get("xwait_processes", 1) > 1:
+        lines += [f"xwait ran as `xwait worker --processes {p['xwait_processes']}`: that many "
+                  "worker processes under one supervisor, their CPU summed.", ""]
     for note in result["notes"]:
         lines.append(f"Note: {note}")
     if result["notes"]:
@@ -1341,6 +1395,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "default: each its own (xwait at_least_once, Kafka Streams exactly_once_v2)")
     p.add_argument("--xwait-env", type=env_pair, action="append", default=[],
                    metavar="XWAIT_NAME=value", help="an extra setting of the xwait worker")
+    p.add_argument("--xwait-processes", type=int, default=1, metavar="N",
+                   help="xwait as `xwait worker --processes N`: N worker processes under one "
+                        "supervisor (1: the worker itself); CPU is summed over them")
     p.add_argument("--xwait-log-level", default="warning")
     p.add_argument("--stall-s", type=float, default=60.0,
                    help="loadgen gives up after this long without an outcome (60)")
@@ -1451,7 +1508,8 @@ def main(argv: list[str] | None = None) -> int:
                        "rounds": args.rounds, "waits": args.waits, "rate": args.rate,
                        "seconds": args.seconds, "open_waits": round(args.rate * args.seconds),
                        "partitions": args.partitions, "guarantee": args.guarantee,
-                       "xwait_env": dict(args.xwait_env), "stall_s": args.stall_s,
+                       "xwait_env": dict(args.xwait_env),
+                       "xwait_processes": args.xwait_processes, "stall_s": args.stall_s,
                        "seed": args.seed, "warm_up_s": args.warm_up,
                        "bootstrap": args.bootstrap, "kit": str(kit),
                        "kstreams_jar": str(jar) if jar else None},

@@ -171,3 +171,84 @@ def test_the_cpu_of_a_runs_processor_is_counted_and_the_load_generators_is_not()
     cpu = sampler.stop()
     assert processor.returncode == loadgen.returncode == 0
     assert 0.55 <= cpu < 1.1  # the processor's 0.6 s and its start, not the load generator's
+
+
+def test_xwait_as_several_processes_is_read_from_each_childs_port() -> None:
+    """`--xwait-processes 2`: child i answers on the web port + i; the counters of the
+    children add up and the worst loop lag of any of them is the run's."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from types import SimpleNamespace
+    from typing import cast
+
+    from streams.testing.workers import free_port
+
+    answers = [{"counters": {"batches": 3, "decided": 10}, "ownedPartitions": [0, 1],
+                "loopLagMs": {"p99_5s": 4.0, "max_5s": 9.0}},
+               {"counters": {"batches": 5, "decided": 7}, "ownedPartitions": [2],
+                "loopLagMs": {"p99_5s": 12.0, "max_5s": 30.0}}]
+    base = free_port(1)
+    servers = []
+    for i, answer in enumerate(answers):
+        body = json.dumps(answer).encode()
+
+        class Stats(BaseHTTPRequestHandler):
+            payload = body
+
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(self.payload)))
+                self.end_headers()
+                self.wfile.write(self.payload)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        server = ThreadingHTTPServer(("127.0.0.1", base + i), Stats)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+    try:
+        worker = cast(Any, SimpleNamespace(web_port=base))
+        owned = [len(s["ownedPartitions"]) for s in compare.child_stats(worker, 2) if s]
+        poller = compare.StatsPoller(worker, 2)
+        poller.start()
+        while poller.loop_lag_max_ms is None or None in poller.last:
+            threading.Event().wait(0.05)
+        counters = poller.stop()
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+    assert owned == [2, 1]
+    assert counters == {"batches": 8, "decided": 17}
+    assert (poller.loop_lag_p99_ms, poller.loop_lag_max_ms) == (12.0, 30.0)
+
+
+def test_the_start_up_cpu_of_several_processes_is_their_sum_from_their_starts() -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    marker = f"startup-test-{os.getpid()}"
+    burn = ("import sys, time\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.3: pass\nsys.stdout.write('x\\n')\n"
+            "sys.stdout.flush()\ntime.sleep(30)\n")
+    env = {**os.environ, "XWAIT_TOPIC_PREFIX": marker}
+    children = [subprocess.Popen([sys.executable, "-c", burn], env=env,  # noqa: S603
+                                 stdout=subprocess.PIPE) for _ in range(2)]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline() == b"x\n"
+        time.sleep(2 / os.sysconf("SC_CLK_TCK"))
+        cpu = compare.CpuSampler.since_start(marker)
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+            if child.stdout is not None:
+                child.stdout.close()
+
+    assert 0.55 <= cpu < 1.5  # both children's 0.3 s and their starts
