@@ -1415,8 +1415,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--keep-logs", action="store_true",
                    help="keep each run's folder (logs, loadgen JSON) in the scratch folder")
     args = p.parse_args(argv)
-    if min(args.rounds, args.waits, args.partitions) < 1 or args.rate <= 0 or args.seconds <= 0:
-        p.error("--rounds, --waits, --partitions, --rate and --seconds must be above zero")
+    if min(args.rounds, args.waits, args.partitions, args.xwait_processes) < 1 \
+            or args.rate <= 0 or args.seconds <= 0:
+        p.error("--rounds, --waits, --partitions, --xwait-processes, --rate and --seconds must "
+                "be above zero")
+    if args.xwait_processes > args.partitions:
+        p.error("--xwait-processes must not exceed --partitions (a worker without a partition "
+                "idles)")
     if args.warm_up < 0:
         p.error("--warm-up must be zero (none) or more seconds")
     return args

@@ -252,3 +252,13 @@ def test_the_start_up_cpu_of_several_processes_is_their_sum_from_their_starts() 
                 child.stdout.close()
 
     assert 0.55 <= cpu < 1.5  # both children's 0.3 s and their starts
+
+
+def test_more_xwait_processes_than_partitions_is_refused_before_any_run() -> None:
+    import pytest
+
+    for bad in (["--xwait-processes", "0"], ["--xwait-processes", "9", "--partitions", "8"]):
+        with pytest.raises(SystemExit) as exited:
+            compare.parse_args(bad)
+        assert exited.value.code == 2
+    assert compare.parse_args(["--xwait-processes", "8"]).xwait_processes == 8
