@@ -496,6 +496,9 @@ def stats_at(url: str) -> dict[str, Any] | None:
         return None
 
 
+RECORD_STAGES = ("taken", "released", "durable")
+
+
 class StatsPoller(threading.Thread):
     """Keeps the last /xwait/stats answer of each of xwait's worker processes while they run
     (loadgen stops them), and the worst event-loop lag any reported: p99 and max of a
@@ -507,6 +510,10 @@ class StatsPoller(threading.Thread):
         self.last: list[dict[str, Any] | None] = [None] * processes
         self.loop_lag_p99_ms: float | None = None
         self.loop_lag_max_ms: float | None = None
+        # The worker's own view of a record's path (`latencyMs`, ms from its broker append):
+        # fetched (`taken`), released in append order, decided and durable. Per stage the
+        # worst p99 and max any answer showed (each covers the stage's last 4,096 records).
+        self.stages: dict[str, dict[str, float]] = {}
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -519,7 +526,17 @@ class StatsPoller(threading.Thread):
                 if "p99_5s" in lag:
                     self.loop_lag_p99_ms = max(self.loop_lag_p99_ms or 0.0, lag["p99_5s"])
                     self.loop_lag_max_ms = max(self.loop_lag_max_ms or 0.0, lag["max_5s"])
+                self._worst_stages(stats.get("latencyMs") or {})
             self._done.wait(STATS_POLL_S)
+
+    def _worst_stages(self, latency: dict[str, Any]) -> None:
+        for stage in RECORD_STAGES:
+            got = latency.get(stage) or {}
+            if not got.get("n"):
+                continue
+            worst = self.stages.setdefault(stage, {"p99": 0.0, "max": 0.0})
+            for figure in ("p99", "max"):
+                worst[figure] = max(worst[figure], float(got.get(figure) or 0.0))
 
     def stop(self) -> dict[str, Any]:
         """The counters of the last answers, summed over the processes."""
@@ -779,6 +796,7 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
         record["worker_counters"] = poller.stop() if poller.is_alive() else {}
         record["loop_lag_p99_ms"] = poller.loop_lag_p99_ms  # the worst 5 s window's
         record["loop_lag_max_ms"] = poller.loop_lag_max_ms
+        record["stages_ms"] = poller.stages
         worker.stop()
     result = read_json(plan.folder / "loadgen.json")
     if w.mode == "open" and result.get("wrong_outcome"):
@@ -975,6 +993,9 @@ def figures(plan: RunPlan, result: dict[str, Any], record: dict[str, Any]) -> di
         # xwait only: its event loop's lag over the run, the worst 5 s window's p99 and max.
         "loop_lag_p99_ms": record.get("loop_lag_p99_ms"),
         "loop_lag_max_ms": record.get("loop_lag_max_ms"),
+        # xwait only: the worst p99 and max of its own record stages (StatsPoller.stages).
+        **{f"{stage}_{figure}_ms": (record.get("stages_ms") or {}).get(stage, {}).get(figure)
+           for stage in RECORD_STAGES for figure in ("p99", "max")},
     }
     if plan.workload.name == "storm":
         actions = record.get("actions_by_kind", {})
@@ -1106,6 +1127,13 @@ def fmt(value: Any, digits: int = 0) -> str:
     return str(value)
 
 
+def stage_rounds(runs: list[dict[str, Any]], workload: str, stage: str) -> str:
+    """`p99 / max, p99 / max, ...` of one of xwait's record stages, per round."""
+    p99s = values(runs, workload, "xwait", f"{stage}_p99_ms")
+    maxes = values(runs, workload, "xwait", f"{stage}_max_ms")
+    return ", ".join(f"{fmt(a, 0)} / {fmt(b, 0)}" for a, b in zip(p99s, maxes, strict=True))
+
+
 def per_round(vals: Iterable[Any], digits: int = 0) -> str:
     return " / ".join(fmt(v, digits) for v in vals) or "–"
 
@@ -1231,6 +1259,12 @@ def table(result: dict[str, Any], png_name: str | None) -> str:
                           "window (ms, per round): p99 "
                           f"{per_round(values(runs, name, 'xwait', 'loop_lag_p99_ms'))}, max "
                           f"{per_round(values(runs, name, 'xwait', 'loop_lag_max_ms'))}."]
+            if any(v is not None for v in values(runs, name, "xwait", "durable_max_ms")):
+                lines += ["", "xwait's own view of a record's path, ms from its broker append, "
+                          "the worst p99 / max any stats answer showed (per round): fetched "
+                          f"{stage_rounds(runs, name, 'taken')}; released in append order "
+                          f"{stage_rounds(runs, name, 'released')}; decided and durable "
+                          f"{stage_rounds(runs, name, 'durable')}."]
         lines.append("")
     lines += ["Every run, in the order run (load average = 1 minute, before → after):", "",
               "| # | round | workload | system | headline | load | wall (s) | result |",

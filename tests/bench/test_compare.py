@@ -73,12 +73,12 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
     failed.update(ok=False, error="CompareError: boom", figures={})
     runs = [run(1, "open", "xwait", reply_p50_ms=50.0, reply_p99_ms=200.0,
                 cpu_us_per_event=300.0, startup_cpu_s=2.0, loop_lag_p99_ms=21.0,
-                loop_lag_max_ms=35.0),
+                loop_lag_max_ms=35.0, durable_p99_ms=150.0, durable_max_ms=1900.0),
             run(1, "open", "pypeer", reply_p50_ms=40.0, reply_p99_ms=100.0,
                 cpu_us_per_event=150.0, startup_cpu_s=0.2),
             run(2, "open", "xwait", reply_p50_ms=60.0, reply_p99_ms=220.0,
                 cpu_us_per_event=330.0, startup_cpu_s=2.2, loop_lag_p99_ms=30.0,
-                loop_lag_max_ms=80.0), failed]
+                loop_lag_max_ms=80.0, durable_p99_ms=160.0, durable_max_ms=170.0), failed]
     result = open_result(runs, rounds=2)
 
     text = compare.table(result, None)
@@ -89,6 +89,9 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
     assert "failed" in text and "CompareError: boom" in text
     # The event loop's worst 5-second window under the load, every round.
     assert "window (ms, per round): p99 21 / 30, max 35 / 80." in text
+    # The worker's own view says where a slow record waited (stages it did not report: –).
+    assert "decided and durable 150 / 1,900, 160 / 170." in text
+    assert "fetched – / –, – / –;" in text
 
 
 def test_the_warm_up_run_is_listed_first_and_in_no_figure_or_ratio() -> None:
@@ -185,9 +188,13 @@ def test_xwait_as_several_processes_is_read_from_each_childs_port() -> None:
     from streams.testing.workers import free_port
 
     answers = [{"counters": {"batches": 3, "decided": 10}, "ownedPartitions": [0, 1],
-                "loopLagMs": {"p99_5s": 4.0, "max_5s": 9.0}},
+                "loopLagMs": {"p99_5s": 4.0, "max_5s": 9.0},
+                "latencyMs": {"durable": {"n": 5, "p50": 80, "p99": 140, "max": 1900},
+                              "released": {"n": 0}}},
                {"counters": {"batches": 5, "decided": 7}, "ownedPartitions": [2],
-                "loopLagMs": {"p99_5s": 12.0, "max_5s": 30.0}}]
+                "loopLagMs": {"p99_5s": 12.0, "max_5s": 30.0},
+                "latencyMs": {"durable": {"n": 9, "p50": 90, "p99": 160, "max": 170},
+                              "released": {"n": 9, "p50": 40, "p99": 95, "max": 120}}}]
     base = free_port(1)
     servers = []
     for i, answer in enumerate(answers):
@@ -224,6 +231,9 @@ def test_xwait_as_several_processes_is_read_from_each_childs_port() -> None:
     assert owned == [2, 1]
     assert counters == {"batches": 8, "decided": 17}
     assert (poller.loop_lag_p99_ms, poller.loop_lag_max_ms) == (12.0, 30.0)
+    # The worst of any process per figure: a 1.9-s record of one child is not averaged away.
+    assert poller.stages == {"durable": {"p99": 160.0, "max": 1900.0},
+                             "released": {"p99": 95.0, "max": 120.0}}
 
 
 def test_the_start_up_cpu_of_several_processes_is_their_sum_from_their_starts() -> None:
