@@ -67,6 +67,7 @@ from streams.core.definition import Variant, WaitDefinition
 from streams.core.durations import parse_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.definitions import load_definitions
+from streams.kafka_errors import error_text
 from streams.partitioning import partition_for
 
 __all__ = ["WaitSpec", "XwaitClient", "new_correlation_key"]
@@ -522,7 +523,7 @@ class XwaitClient(Commands):
                 producer.poll(0.1)  # local queue full: let deliveries drain, then retry
             except KafkaException as exc:
                 self._in_flight.pop(token, None)
-                self._failed.append((key, str(exc.args[0])))
+                self._failed.append((key, error_text(exc)))
                 break
         producer.poll(0)
 

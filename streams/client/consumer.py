@@ -170,7 +170,7 @@ class XwaitConsumer(Generic[T]):
                 if time.monotonic() >= deadline:
                     raise KafkaUnavailable(
                         f"{self.settings.bootstrap} did not say where to start reading "
-                        f"{self.topic} within {CONNECT_TIMEOUT_S:g} s: {exc.args[0]}") from exc
+                        f"{self.topic} within {CONNECT_TIMEOUT_S:g} s: {error_text(exc)}") from exc
                 time.sleep(0.2)  # NOT_LEADER... right after the topic was created
 
     @property

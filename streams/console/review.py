@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from streams import codec
 from streams.codec import RecordType, UndecodableRecord
 from streams.config import Settings
+from streams.kafka_errors import error_text
 from streams.processor.model import RECORD_TYPE, Role
 
 _PARTITION_EOF = -191  # librdkafka's RD_KAFKA_RESP_ERR__PARTITION_EOF
@@ -71,7 +72,8 @@ def latest_rejected(settings: Settings, limit: int = 50) -> list[dict[str, Any]]
         try:
             meta = consumer.list_topics(topic, timeout=READ_TIMEOUT_S)
         except KafkaException as exc:
-            raise ReviewReadFailed(f"{settings.bootstrap} did not answer: {exc.args[0]}") from exc
+            raise ReviewReadFailed(f"{settings.bootstrap} did not answer: {error_text(exc)}"
+                                   ) from exc
         tmeta = meta.topics.get(topic)
         if tmeta is None or tmeta.error is not None:
             raise ReviewReadFailed(f"topic {topic} is missing")
