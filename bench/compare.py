@@ -60,7 +60,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -484,16 +483,7 @@ class CpuSampler(threading.Thread):
 def child_stats(worker: WorkerProcess, processes: int) -> list[dict[str, Any] | None]:
     """/xwait/stats of each worker process (`xwait worker --processes N`: child i serves on
     the web port + i); None for one that does not answer."""
-    return [stats_at(f"http://127.0.0.1:{worker.web_port + i}") for i in range(processes)]
-
-
-def stats_at(url: str) -> dict[str, Any] | None:
-    try:
-        with urllib.request.urlopen(f"{url}/xwait/stats", timeout=2) as resp:  # noqa: S310
-            data: dict[str, Any] = json.loads(resp.read())
-            return data
-    except (OSError, ValueError):
-        return None
+    return [worker.stats(i) for i in range(processes)]
 
 
 RECORD_STAGES = ("taken", "released", "durable")

@@ -211,10 +211,12 @@ class WorkerProcess:
                 raise
         return self
 
-    def stats(self) -> dict[str, Any] | None:
+    def stats(self, child: int = 0) -> dict[str, Any] | None:
+        """/xwait/stats; of child `child` under `xwait worker --processes N` (its web port
+        is this one + child); None while it does not answer."""
         try:
             with urllib.request.urlopen(  # noqa: S310 - loopback test server
-                f"{self.url}/xwait/stats", timeout=2
+                f"http://127.0.0.1:{self.web_port + child}/xwait/stats", timeout=2
             ) as resp:
                 data: dict[str, Any] = json.loads(resp.read())
                 return data

@@ -182,10 +182,10 @@ def test_xwait_as_several_processes_is_read_from_each_childs_port() -> None:
     import json
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from types import SimpleNamespace
-    from typing import cast
+    from pathlib import Path
 
-    from streams.testing.workers import free_port
+    from streams.config import Settings
+    from streams.testing.workers import WorkerProcess, free_port
 
     answers = [{"counters": {"batches": 3, "decided": 10}, "ownedPartitions": [0, 1],
                 "loopLagMs": {"p99_5s": 4.0, "max_5s": 9.0},
@@ -216,7 +216,8 @@ def test_xwait_as_several_processes_is_read_from_each_childs_port() -> None:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
     try:
-        worker = cast(Any, SimpleNamespace(web_port=base))
+        worker = WorkerProcess(Settings(), Path("unused"), "xwait")
+        worker.web_port = base
         owned = [len(s["ownedPartitions"]) for s in compare.child_stats(worker, 2) if s]
         poller = compare.StatsPoller(worker, 2)
         poller.start()
