@@ -46,10 +46,11 @@ transactional.id `<app id>-<partition>`):
     see any of it, and the batch is decided again.  A transaction that
     fails without a crash is tried again in the worker, on a new producer
     for the partition (which fences the old one), when its abort was
-    acknowledged (`ExactlyOnce._transaction`), or refused because the
-    coordinator holds no open transaction while its commit was never sent
-    (`_abort`): then none of it is or will be visible, and producing the
-    same records again duplicates nothing.
+    acknowledged (`ExactlyOnce._transaction`), or, while its commit was
+    never sent, refused because the coordinator holds no open transaction or
+    not finished in time (`_abort`; the new producer's fence aborts it):
+    then none of it is or will be visible, and producing the same records
+    again duplicates nothing.
     (A producer of librdkafka's stood still after a broker restart, its
     partition's leader "not found in cache", until its records expired with
     the transaction; the worker used to stop on that.  Now records queued
@@ -410,16 +411,18 @@ def _commit_transaction(producer: Any, deliveries: _Deliveries) -> None:
 
 
 def _resumed(call: Callable[[float], None], what: str, timeout: float = TRANSACTION_TIMEOUT_S,
-             retrying: Callable[[KafkaError], None] | None = None) -> None:
+             retrying: Callable[[KafkaError], None] | None = None,
+             within: float | None = None) -> None:
     """`call` (a commit or an abort), called again while librdkafka says it goes on.
 
     A commit or abort that times out (its flush, its EndTxn) is retriable
     and carries on in the background; calling it again resumes it.  A commit
     whose records then expire with the transaction becomes abortable, which
-    the next call reports.  Two transaction timeouts in all, then the error.
-    `retrying` hears each retriable error before the next call.
+    the next call reports.  `within` seconds in all (two transaction
+    timeouts unless given), then the error.  `retrying` hears each retriable
+    error before the next call.
     """
-    deadline = time.monotonic() + 2 * TRANSACTION_TIMEOUT_S
+    deadline = time.monotonic() + (2 * TRANSACTION_TIMEOUT_S if within is None else within)
     while True:
         try:
             call(max(0.0, min(timeout, deadline - time.monotonic())))
@@ -444,19 +447,32 @@ def _abort(producer: Any, err: KafkaError | None, unsent: bool) -> bool:
     coordinator then can only have aborted it or never begun it.  (After a
     controller and transaction coordinator was killed, a worker's purged
     transaction got that answer and the worker stopped: librdkafka issues
-    3297, 4849.)  The same refusal after an EndTxn(commit) was sent may mean
+    3297, 4849.)  Also proven when the commit was never sent and the abort
+    does not finish within 2 x STALL_S: the new producer's init_transactions
+    fences this one, and the coordinator aborts the transaction it holds
+    open before it answers.  (After a broker restart, a producer that had
+    lost its partitions' leader went on not reaching the coordinator; its
+    abort timed out after 60 s, and again, and the worker stood still.)
+    The same refusal or timeout after an EndTxn(commit) was sent may mean
     the coordinator is committing it, so that stops the worker, as does a
     fatal commit error (a fence among them), which leaves nothing to abort.
     """
     if err is not None and err.fatal():
         return False
     try:
-        _resumed(producer.abort_transaction, "aborting")
+        if unsent:
+            _resumed(producer.abort_transaction, "aborting", STALL_S, within=2 * STALL_S)
+        else:
+            _resumed(producer.abort_transaction, "aborting")
     except KafkaException as exc:
         refused = kafka_error(exc)
         if unsent and refused is not None and refused.code() == KafkaError.INVALID_TXN_STATE:
             log.warning("the coordinator holds no open transaction to abort (%s); its "
                         "commit was never sent, so none of it is visible", refused)
+            return True
+        if unsent and refused is not None and refused.code() == _TIMED_OUT:
+            log.warning("the abort did not finish within %.0f s (%s); its commit was never "
+                        "sent, so the new producer's fence aborts it", 2 * STALL_S, refused)
             return True
         log.exception("aborting the transaction failed too")
         return False

@@ -324,3 +324,39 @@ def test_a_commit_whose_records_are_being_acknowledged_is_waited_for_not_purged(
     assert committer.counters["transactions.retried"] == 0
     assert ScriptedProducer.visible == [
         ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+
+
+ABORT_TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "Timed out waiting for operation to "
+                             "finish, retry call to resume", retriable=True)
+
+
+def test_a_transaction_whose_commit_was_never_sent_is_tried_again_when_its_abort_hangs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CI failure after a broker restart: a producer that lost its partition's leader
+    had its records purged, its commit failed before any EndTxn, and its abort timed out
+    again and again (the worker stood still, 567 of 600 waits never ended).  Now the
+    abort is given 2 x STALL_S; the new producer's init fences the old one, whose
+    transaction the coordinator aborts.  The batch is committed once."""
+    monkeypatch.setattr(commit, "STALL_S", 0.05)
+    committer = _committer_with([FLUSH_TIMED_OUT, DELIVERIES_FAILED],
+                                abort_error=ABORT_TIMED_OUT)
+    _commit(committer, _batch(1))
+    first, _second = ScriptedProducer.made
+    assert first.aborts >= 1
+    assert committer.counters["transactions.retried"] == 1
+    assert ScriptedProducer.visible == [
+        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+
+
+def test_an_abort_that_hangs_after_a_commit_may_have_been_sent_stops_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An EndTxn(commit) may be in the coordinator's hands: not tried again."""
+    monkeypatch.setattr(commit, "STALL_S", 0.05)
+    monkeypatch.setattr(commit, "TRANSACTION_TIMEOUT_S", 0.05)
+    committer = _committer_with([ABORTABLE_AT_END], abort_error=ABORT_TIMED_OUT)
+    with pytest.raises(CommitFailed):
+        _commit(committer, _batch(1))
+    assert len(ScriptedProducer.made) == 1
+    assert ScriptedProducer.visible == []
