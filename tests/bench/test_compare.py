@@ -219,6 +219,7 @@ def test_xwait_as_several_processes_is_read_from_each_childs_port() -> None:
         worker = WorkerProcess(Settings(), Path("unused"), "xwait")
         worker.web_port = base
         owned = [len(s["ownedPartitions"]) for s in compare.child_stats(worker, 2) if s]
+        owned_between_them = compare.owned(worker, 2)
         poller = compare.StatsPoller(worker, 2)
         poller.start()
         while poller.loop_lag_max_ms is None or None in poller.last:
@@ -230,6 +231,7 @@ def test_xwait_as_several_processes_is_read_from_each_childs_port() -> None:
             server.server_close()
 
     assert owned == [2, 1]
+    assert owned_between_them == 3  # what the start waits for: every partition
     assert counters == {"batches": 8, "decided": 17}
     assert (poller.loop_lag_p99_ms, poller.loop_lag_max_ms) == (12.0, 30.0)
     # The worst of any process per figure: a 1.9-s record of one child is not averaged away.
