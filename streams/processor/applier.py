@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from streams.codec import RegistryUnavailable
 from streams.processor.batch import Batch, decide_batch
-from streams.processor.commit import Committer
+from streams.processor.commit import Committed, Committer
 from streams.processor.intake import Intake
 from streams.processor.latency import Latencies
 from streams.processor.model import Handled, InputRecord
@@ -80,7 +80,8 @@ class Applier:
                  counters: Counter[str], latency: Latencies, observers: list[Observer],
                  lock: asyncio.Lock, wake: asyncio.Event, fail: Fail,
                  probe_soon: Callable[[], None], timers_topic: str,
-                 linger: float = 0.0) -> None:
+                 linger: float = 0.0,
+                 on_fenced: Callable[[frozenset[int]], None] = lambda _ps: None) -> None:
         self.handler = handler
         self.timers_topic = timers_topic  # named by the Rejected record of a timer refused
         self.sequencer = sequencer
@@ -97,6 +98,10 @@ class Applier:
         self.fail = fail
         self.probe_soon = probe_soon
         self.linger = linger  # least seconds between two batches' starts (`run`)
+        # Partitions a newer owner fenced (commit F5), until ownership has given them up:
+        # nothing more of theirs is decided or committed here.
+        self.fenced: set[int] = set()
+        self.on_fenced = on_fenced
         self.failure: BaseException | None = None
         self._staged: list[InputRecord] = []  # released, to be decided in the next batch
         self._pending_rows: dict[int, Mapping[bytes, bytes | None]] = {}
@@ -159,6 +164,8 @@ class Applier:
             records, self._staged = self._staged, []
             if self.failure is not None:
                 return
+            if self.fenced:
+                records = [r for r in records if r.partition not in self.fenced]
             timers = self._due()
             if not records and not timers:
                 return
@@ -167,7 +174,9 @@ class Applier:
             if batch is None:  # unreleased: staged again
                 await asyncio.sleep(REGISTRY_RETRY_S)
                 return
-            if self.failure is None:
+            if self.fenced:  # the batch just drained lost partitions this one decided
+                _drop(batch, self.fenced)
+            if self.failure is None and batch.parts:
                 for p, part in batch.parts.items():
                     self._pending_rows[p] = part.rows
                 self._committing = asyncio.ensure_future(self._commit(batch))
@@ -187,6 +196,8 @@ class Applier:
         scan = time.perf_counter()
         due = self.index.pop_due(self._due_by(), TIMERS_MAX)
         self.latency.add("scan_us", round((time.perf_counter() - scan) * 1e6))
+        if self.fenced:
+            due = [t for t in due if t.partition not in self.fenced]
         return due
 
     def _due_by(self) -> dict[int, int]:
@@ -236,6 +247,7 @@ class Applier:
             log.warning("schema registry unavailable, %d records wait: %s", len(records), exc)
             return None
         book = self.book
+        _drop(batch, self.fenced)  # partitions lost while it was decided: never committed
         for p, part in batch.parts.items():
             part.positions = replace(part.positions, stream_time=stream_times.get(p, 0))
             book.decided[p] = part.positions  # durable once the commit is done
@@ -255,15 +267,23 @@ class Applier:
         started = now_ms()
         self.committing_since = time.monotonic()
         try:
-            offsets = await self.committer.commit(batch)
+            committed: Committed = await self.committer.commit(batch)
             for p, part in batch.parts.items():
-                self.stores[p].write(part.rows, part.positions, offsets.get(p), part.index,
-                                     part.summary)
+                if p not in committed.fenced:  # commit F4: written only once committed
+                    self.stores[p].write(part.rows, part.positions, committed.offsets.get(p),
+                                         part.index, part.summary)
         except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
             await self.fail(exc, f"a batch of {len(batch)} records")
             return
         finally:
             self.committing_since = None
+        if committed.fenced:
+            # Commit F5: those partitions moved to another worker.  Nothing of theirs
+            # is stored; the next batch drops what it decided for them, and ownership
+            # gives them up.
+            self.fenced |= committed.fenced
+            _drop(batch, committed.fenced)
+            self.on_fenced(committed.fenced)
         done = now_ms()
         self.latency.add("commit", done - started)
         self.latency.add_all("durable", (done - rec.timestamp for rec, _, _ in batch.decided
@@ -297,6 +317,15 @@ class Applier:
     def forget(self, partitions: set[int]) -> None:
         """Drop what was staged for partitions given up (their next owner reads it again)."""
         self._staged = [r for r in self._staged if r.partition not in partitions]
+        self.fenced -= partitions
+
+
+def _drop(batch: Batch, partitions: set[int] | frozenset[int]) -> None:
+    """Take the parts of `partitions` out of a batch: their records are not committed here
+    (their owner decides them again), and nothing of them is remembered."""
+    for p in partitions & batch.parts.keys():
+        del batch.parts[p]
+    batch.decided = [d for d in batch.decided if d[0].partition not in partitions]
 
 
 __all__ = ["BATCH_MAX", "TIMERS_MAX", "YIELD_AFTER_S", "Applier"]

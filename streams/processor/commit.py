@@ -4,36 +4,39 @@ A batch (`streams.processor.batch`) holds, per partition, the rows it
 changes and the input positions after it, plus the records it produces.
 The positions are the worker's own input offsets: stored with the state,
 they are where the next owner of the partition starts (`positions`,
-`inputs`).  Two guarantees, one order of steps each.
+`inputs`).  Under both guarantees a partition's state reaches its changelog
+partition only through a transaction of that partition's own transactional
+producer (transactional.id `<app id>-<partition>`): that is what fences a
+worker that lost the partition (below).  The guarantees differ in where the
+outputs go.
 
-at_least_once (`AtLeastOnce`, one idempotent confluent-kafka producer):
+at_least_once (`AtLeastOnce`: one idempotent producer for the outputs, a
+transactional producer per partition for the state):
 
     1. produce the batch's output records (actions, outcomes, rejections,
-       forwards of misrouted input);
+       forwards of misrouted input) on the idempotent producer;
     2. wait until the broker has acknowledged every one of them;
-    3. produce the changelog: each partition's changed rows, then its
-       positions record, in that partition's changelog partition;
-    4. wait until every changelog record is acknowledged;
-    5. write each partition's rows, positions and the changelog offset of
-       its last record to RocksDB in one atomic write batch (`store`);
-    6. only then: timer index, census and stream time in memory, and the
+    3. per partition, in one transaction: its changed rows, then its
+       positions record, in its changelog partition; commit it;
+    4. write each committed partition's rows, positions and the changelog
+       offset of its last record to RocksDB in one atomic write batch
+       (`state.PartitionState.write`, called by the applier);
+    5. only then: timer index, census and stream time in memory, and the
        consumer group's offsets (informational: nobody starts from them).
 
     A crash, or a failed step, before 2 completes: the rows and positions are
     unchanged everywhere, so the inputs are decided again (the outputs that
     made it are duplicates with the same deterministic ids).  Between 2 and
-    5: the changelog holds some, all or none of the batch's records, in
-    order (the idempotent producer keeps a partition's order); a restart
-    restores what it holds from faust's persisted changelog offset on.  A
-    row that reflects an input (its `seen` offsets) skips it when it is read
-    again - its outputs were acknowledged in step 2 before the row existed
-    anywhere - and the positions record, last of its partition, means the
-    whole partition's batch is there.  After 5: nothing is read again.
-    So no input is ever skipped, and no state exists whose outputs are not
-    in Kafka.
+    the commit of 3: the transaction is aborted (by the coordinator, at the
+    latest when the partition's next owner fences it), restores read
+    committed records only, and the inputs are decided again: duplicates
+    again, nothing lost, since every output of the batch was acknowledged
+    before its state existed anywhere.  After 3, before 4: a restart restores
+    the committed transaction from the database's changelog offset on.
+    After 4: nothing is read again.  So no input is ever skipped, and no
+    state exists whose outputs are not in Kafka.
 
-exactly_once (`ExactlyOnce`, one transactional producer per partition,
-transactional.id `<app id>-<partition>`):
+exactly_once (`ExactlyOnce`: one transactional producer per partition):
 
     1. begin a transaction;
     2. produce the partition's outputs, changed rows and positions record;
@@ -43,31 +46,71 @@ transactional.id `<app id>-<partition>`):
 
     A crash before 3 completes aborts the transaction: read_committed
     consumers (downstream, and the workers restoring the changelog) never
-    see any of it, and the batch is decided again.  A transaction that
-    fails without a crash is tried again in the worker, on a new producer
-    for the partition (which fences the old one), when its abort was
-    acknowledged (`ExactlyOnce._transaction`), or, while its commit was
-    never sent, refused because the coordinator holds no open transaction or
-    not finished in time (`_abort`; the new producer's fence aborts it):
-    then none of it is or will be visible, and producing the same records
-    again duplicates nothing.
-    (A producer of librdkafka's stood still after a broker restart, its
-    partition's leader "not found in cache", until its records expired with
-    the transaction; the worker used to stop on that.  Now records queued
-    with no delivery report for STALL_S are purged, which fails the
-    transaction sooner: `_commit_transaction`.)  Otherwise the
-    transaction's fate is the coordinator's to settle and the worker stops,
-    as below.  After 3, outputs, state and positions are committed together,
-    so each outcome and action is seen once by a read_committed consumer.
-    A worker that takes a partition over initialises its transactional id
-    first, which fences the previous owner (a zombie paused past its session
-    timeout): its next produce or commit fails and it stops.  Transactional
-    ids stable per input partition are the classic fencing of KIP-98;
-    partitions are co-partitioned across the four input topics, so one id
-    covers a partition's requests, replies, commands and timers.
+    see any of it, and the batch is decided again.  After 3, outputs, state
+    and positions are committed together, so each outcome and action is seen
+    once by a read_committed consumer.
+
+A transaction that fails without a crash (both guarantees) is tried again
+in the worker, on a new producer for the partition (which fences the old
+one), when its abort was acknowledged (`_Transactions._transaction`), or,
+while its commit was never sent, refused because the coordinator holds no
+open transaction or not finished in time (`_abort`; the new producer's
+fence aborts it): then none of it is or will be visible, and producing the
+same records again duplicates nothing.  (A producer of librdkafka's stood
+still after a broker restart, its partition's leader "not found in cache",
+until its records expired with the transaction; the worker used to stop on
+that.  Now records queued with no delivery report for STALL_S are purged,
+which fails the transaction sooner: `_commit_transaction`.)  Otherwise the
+transaction's fate is the coordinator's to settle and the worker stops.
+
+Fencing: why a worker that lost a partition cannot corrupt it
+--------------------------------------------------------------
+
+A worker frozen past its session timeout (a GC pause, a VM or container
+freeze, SIGSTOP) is expelled from the group and its partitions given to
+another; when it wakes it still believes it owns them (a zombie) until its
+next heartbeat says otherwise, and whatever it had decided or queued goes
+on to Kafka.  The argument, step by step:
+
+    F1. A takeover's first step initialises the partition's transactional
+        id (`assign`, before the restore reads anything): the coordinator
+        aborts the transaction the previous owner left open and bumps the
+        id's epoch, so every later produce, commit or abort of the previous
+        owner's producer fails `_FENCED` (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH
+        at the broker).
+    F2. So in the changelog partition every committed transaction of the old
+        owner comes before the fence, and every one of the new owner after
+        it: read_committed, the log is the old owner's prefix then the new
+        owner's writes, never interleaved (the log cleaner drops aborted
+        records, so compaction keeps no zombie row either).
+    F3. The new owner restores up to the last stable offset read after the
+        fence (`takeover`): everything the old owner ever committed.
+    F4. A database is written only after its partition's transaction
+        committed (step 4 above), with the offset of that transaction's last
+        record.  A zombie's commit after the fence fails, so it writes
+        nothing: its database stays a prefix of the log (rows and offset of
+        what it committed before the fence), and a later restore from its
+        offset reads exactly the records that follow, the new owner's.  A
+        restore never starts past another owner's writes.
+    F5. A fenced commit is not a failure of the worker (`Committed.fenced`):
+        nothing of that partition's batch is stored, the partition is given
+        up (`takeover.Ownership.lose`), its inputs are read again by its
+        owner, and the worker goes on deciding its other partitions and
+        whatever the group gives it next.
+    F6. Outputs.  Under exactly_once a zombie's outputs are in its fenced
+        transaction: aborted, never seen by a read_committed consumer.  Under
+        at_least_once they are produced before the state's transaction
+        (steps 1-2) and may be seen: decided from the zombie's state, which
+        is a prefix of the log (F4), on the same inputs in the same order
+        (positions, the sequencer's broker-time order), by the same pure
+        rules, they are the records the owner produces again for those
+        inputs, with the same deterministic ids: duplicates, not different
+        outcomes.  (As after any redecision under at_least_once, a reply
+        whose commit took longer than the commit grace across its deadline
+        may be decided either way: `XWAIT_COMMIT_GRACE`.)
 
 Any other failure to create a producer, produce, or get an acknowledgement
-raises `CommitFailed` before step 5: the worker stops with the error, and its
+raises `CommitFailed` before step 4: the worker stops with the error, and its
 inputs are read again from the stored positions when it is fixed.
 """
 
@@ -79,6 +122,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -111,6 +155,11 @@ TRANSACTION_ATTEMPTS = 3
 _TIMED_OUT = KafkaError._TIMED_OUT  # noqa: SLF001 - librdkafka's public code
 # What a commit raises when records failed while it flushed, before its EndTxn.
 _UNDELIVERED = KafkaError._INCONSISTENT  # noqa: SLF001 - librdkafka's public code
+# What a producer whose transactional id a newer one took says (F1): librdkafka's own
+# code, or the broker's; a produce on it says only _FATAL (`_fenced`).
+_FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,  # noqa: SLF001
+                           KafkaError.INVALID_PRODUCER_EPOCH})
+_FATAL = KafkaError._FATAL  # noqa: SLF001 - librdkafka's public code
 # A commit or abort refused at once as retriable is called again after this long.
 _RETRY_WAIT_S = 0.1
 # Records produced while librdkafka's queue is full wait this long between tries.
@@ -123,6 +172,23 @@ class CommitFailed(XwaitError):
 
 class _Aborted(Exception):
     """A transaction failed and its abort was acknowledged: nothing of it is visible."""
+
+
+class _Fenced(Exception):
+    """A newer producer holds the partition's transactional id: it moved to another owner."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a commit made durable: per partition, the changelog offset of its last record.
+
+    `fenced`: partitions whose transaction a newer owner fenced (F5 of the
+    module docstring).  Nothing of their part of the batch is visible to a
+    read_committed consumer or may be stored; the worker gives them up.
+    """
+
+    offsets: dict[int, int]
+    fenced: frozenset[int] = frozenset()
 
 
 ProducerFactory = Callable[[dict[str, Any]], Any]
@@ -164,90 +230,23 @@ def _produce(producer: Any, topic: str, key: bytes, value: bytes | None,
             producer.poll(_QUEUE_FULL_WAIT_S)
 
 
-class AtLeastOnce:
-    """Steps 1-4 of at_least_once (see the module docstring) with one idempotent producer."""
+class _Transactions:
+    """A transactional producer per owned partition: its state, and with `outputs` its
+    output records too, one transaction per partition and batch (F1-F5)."""
 
     def __init__(self, conf: dict[str, Any], topics: dict[Role, str], changelog: str,
-                 make_producer: ProducerFactory = Producer) -> None:
-        self._conf = {**conf, "enable.idempotence": True, "acks": "all",
-                      "message.timeout.ms": MESSAGE_TIMEOUT_MS}
-        self._topics = topics
-        self._changelog = changelog
-        self._make_producer = make_producer
-        self._producer: Any = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="xwait-commit")
-
-    def _ensure_producer(self) -> Any:
-        if self._producer is None:
-            try:
-                self._producer = self._make_producer(self._conf)
-            except KafkaException as exc:
-                raise CommitFailed(f"cannot create the output producer: {exc}") from exc
-        return self._producer
-
-    async def assign(self, partitions: Iterable[int]) -> None:
-        self._ensure_producer()  # fail at assignment, before any record is decided
-
-    async def revoke(self, partitions: Iterable[int]) -> None:
-        return None
-
-    async def commit(self, batch: Batch) -> dict[int, int]:
-        """Steps 1-4; the changelog offset of each partition's last record."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._commit, batch)
-
-    def _commit(self, batch: Batch) -> dict[int, int]:
-        producer = self._ensure_producer()
-        outputs = _Deliveries()
-        for part in batch.parts.values():
-            for out in part.out:
-                _produce(producer, self._topics[out.role], out.key, out.value, out.partition,
-                         outputs.output)
-        if outputs.errors or any(p.out for p in batch.parts.values()):
-            self._flush(producer, outputs, "output")
-        changelog = _Deliveries()
-        for part in batch.parts.values():
-            for key, value in _changelog_records(part):
-                _produce(producer, self._changelog, key, value, part.partition,
-                         changelog.changelog)
-        self._flush(producer, changelog, "changelog")
-        return changelog.changelog_offsets
-
-    @staticmethod
-    def _flush(producer: Any, deliveries: _Deliveries, what: str) -> None:
-        try:
-            remaining = producer.flush(FLUSH_TIMEOUT_S)
-        except KafkaException as exc:
-            raise CommitFailed(f"{what} records: {exc}") from exc
-        if deliveries.errors:
-            raise CommitFailed(f"{len(deliveries.errors)} {what} records were refused by Kafka "
-                               f"(first: {deliveries.errors[0]}); nothing of the batch is "
-                               "stored and its inputs will be decided again")
-        if remaining:
-            raise CommitFailed(f"{remaining} {what} records were not acknowledged within "
-                               f"{FLUSH_TIMEOUT_S:.0f}s; nothing of the batch is stored")
-
-    async def close(self) -> None:
-        if self._producer is not None:
-            await asyncio.get_running_loop().run_in_executor(self._executor,
-                                                             self._producer.flush, 10.0)
-        self._executor.shutdown(wait=False)
-
-
-class ExactlyOnce:
-    """Steps 1-3 of exactly_once: a transaction per partition and batch."""
-
-    def __init__(self, conf: dict[str, Any], topics: dict[Role, str], changelog: str,
-                 app_id: str, partitions: int, make_producer: ProducerFactory = Producer,
-                 counters: Counter[str] | None = None) -> None:
+                 app_id: str, partitions: int, make_producer: ProducerFactory,
+                 counters: Counter[str] | None, *, outputs: bool) -> None:
         self._conf = {**conf, "enable.idempotence": True, "acks": "all",
                       "transaction.timeout.ms": int(TRANSACTION_TIMEOUT_S * 1000)}
         self._topics = topics
         self._changelog = changelog
         self._app_id = app_id
+        self._outputs = outputs
         self._make_producer = make_producer
         self._producers: dict[int, Any] = {}
-        # "transactions.retried": tries after one proven never committed (`_commit_one`).
+        # "transactions.retried": tries after one proven never committed (`_commit_one`);
+        # "transactions.fenced": partitions whose commit a newer owner fenced.
         self.counters: Counter[str] = counters if counters is not None else Counter()
         # Transactional ids being taken: the inits of an assignment cut short (a
         # revocation cancelled its takeover) go on in their threads; see `_settle`.
@@ -258,7 +257,7 @@ class ExactlyOnce:
         return f"{self._app_id}-{partition}"
 
     async def assign(self, partitions: Iterable[int]) -> None:
-        """Take the partitions' transactional ids, fencing whoever held them."""
+        """Take the partitions' transactional ids, fencing whoever held them (F1)."""
         await self._settle()
         new = [p for p in partitions if p not in self._producers]
         started = {p: self._executor.submit(self._init, p) for p in new}
@@ -273,11 +272,11 @@ class ExactlyOnce:
 
         Cancelling a takeover does not stop `init_transactions` in its thread.
         Left running, it took the transactional id after the partition's next
-        owner had (that owner's first commit failed _FENCED and the worker
-        stopped), or after this worker's own next takeover of the partition
-        had: two workers starting together both stopped that way.  So a
-        revocation, and any later assignment, waits for them first: the
-        partition's next owner then fences what they made.
+        owner had (that owner's first commit failed _FENCED), or after this
+        worker's own next takeover of the partition had: two workers starting
+        together both lost partitions that way.  So a revocation, and any later
+        assignment, waits for them first: the partition's next owner then
+        fences what they made.
         """
         pending = list(self._initing.values())
         self._initing.clear()
@@ -300,7 +299,7 @@ class ExactlyOnce:
         for p in partitions:
             self._producers.pop(p, None)  # its open transaction, if any, was committed
 
-    async def commit(self, batch: Batch) -> dict[int, int]:
+    async def commit(self, batch: Batch) -> Committed:
         loop = asyncio.get_running_loop()
         parts = list(batch.parts.values())
         for part in parts:
@@ -310,21 +309,35 @@ class ExactlyOnce:
             loop.run_in_executor(self._executor, self._commit_one,
                                  self._producers[part.partition], part)
             for part in parts))
-        for part, (_offsets, producer, attempt) in zip(parts, results, strict=True):
-            self._producers[part.partition] = producer  # a new one if the first was aborted
+        offsets: dict[int, int] = {}
+        fenced: set[int] = set()
+        for part, (got, producer, attempt) in zip(parts, results, strict=True):
             self.counters["transactions.retried"] += attempt - 1
-        return {p: o for offsets, _producer, _attempt in results for p, o in offsets.items()}
+            if got is None:
+                fenced.add(part.partition)
+                self._producers.pop(part.partition, None)  # fenced for good
+                continue
+            self._producers[part.partition] = producer  # a new one if the first was aborted
+            offsets.update(got)
+        self.counters["transactions.fenced"] += len(fenced)
+        return Committed(offsets, frozenset(fenced))
 
     def _commit_one(self, producer: Any, part: PartitionBatch
-                    ) -> tuple[dict[int, int], Any, int]:
+                    ) -> tuple[dict[int, int] | None, Any, int]:
         """The partition's transaction, tried again after one proven never committed.
 
         The producer that committed it is returned (the next batch uses it),
-        with the try that did.
+        with the try that did; no offsets when a newer owner fenced it.
         """
         for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
             try:
                 return self._transaction(producer, part), producer, attempt
+            except _Fenced as fenced:
+                producer.purge(in_queue=True, in_flight=True, blocking=False)  # never sent
+                log.warning("partition %d moved to another worker: its transaction was "
+                            "fenced (%s); nothing of its batch is stored, and its owner "
+                            "decides its inputs", part.partition, fenced)
+                return None, producer, attempt
             except _Aborted as aborted:
                 if attempt == TRANSACTION_ATTEMPTS:
                     raise CommitFailed(
@@ -338,24 +351,26 @@ class ExactlyOnce:
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _transaction(self, producer: Any, part: PartitionBatch) -> dict[int, int]:
-        """One try; `_Aborted` when it failed and is proven never committed (`_abort`).
+        """One try; `_Aborted` when it failed and is proven never committed (`_abort`),
+        `_Fenced` when a newer producer took the transactional id.
 
         An acknowledged abort means the transaction was not committed:
         librdkafka takes an abort only in a transaction that has not begun
         to commit or whose commit failed before the coordinator committed it
         (`txn_requires_abort`), refuses one while a commit is in flight, and
         makes an EndTxn(commit) that succeeds after a local failure a fatal
-        error.  A commit still in flight when its time is up, or a fatal
-        error (a fence), stops the worker instead: its restart restores
-        whatever the coordinator committed.
+        error.  A commit still in flight when its time is up, or any other
+        fatal error, stops the worker instead: its restart restores whatever
+        the coordinator committed.
         """
         deliveries = _Deliveries()
         committing = False
         try:
             producer.begin_transaction()
-            for out in part.out:
-                _produce(producer, self._topics[out.role], out.key, out.value, out.partition,
-                         deliveries.output)
+            if self._outputs:
+                for out in part.out:
+                    _produce(producer, self._topics[out.role], out.key, out.value,
+                             out.partition, deliveries.output)
             for key, value in _changelog_records(part):
                 _produce(producer, self._changelog, key, value, part.partition,
                          deliveries.changelog)
@@ -363,6 +378,8 @@ class ExactlyOnce:
             _commit_transaction(producer, deliveries)
         except KafkaException as exc:
             err = kafka_error(exc)
+            if _fenced(producer, err):
+                raise _Fenced(str(exc)) from exc
             may_abort = not committing or (err is not None and err.txn_requires_abort())
             # Its EndTxn(commit) was never sent: it failed before the commit began,
             # or librdkafka found records failed at the commit's flush, which comes
@@ -380,6 +397,83 @@ class ExactlyOnce:
     async def close(self) -> None:
         self._producers.clear()
         self._executor.shutdown(wait=False)
+
+
+class AtLeastOnce:
+    """at_least_once (see the module docstring): the outputs on one idempotent producer,
+    acknowledged first; then each partition's state in a transaction of its own."""
+
+    def __init__(self, conf: dict[str, Any], topics: dict[Role, str], changelog: str,
+                 app_id: str, partitions: int, make_producer: ProducerFactory = Producer,
+                 counters: Counter[str] | None = None,
+                 make_output_producer: ProducerFactory = Producer) -> None:
+        self._conf = {**conf, "enable.idempotence": True, "acks": "all",
+                      "message.timeout.ms": MESSAGE_TIMEOUT_MS}
+        self._topics = topics
+        self._make_producer = make_output_producer
+        self._producer: Any = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="xwait-commit")
+        self.state = _Transactions(conf, topics, changelog, app_id, partitions, make_producer,
+                                   counters, outputs=False)
+        self.counters = self.state.counters
+
+    def _ensure_producer(self) -> Any:
+        if self._producer is None:
+            try:
+                self._producer = self._make_producer(self._conf)
+            except KafkaException as exc:
+                raise CommitFailed(f"cannot create the output producer: {exc}") from exc
+        return self._producer
+
+    async def assign(self, partitions: Iterable[int]) -> None:
+        self._ensure_producer()  # fail at assignment, before any record is decided
+        await self.state.assign(partitions)
+
+    async def revoke(self, partitions: Iterable[int]) -> None:
+        await self.state.revoke(partitions)
+
+    async def commit(self, batch: Batch) -> Committed:
+        """Steps 1-3: the outputs acknowledged, then the partitions' transactions."""
+        if any(part.out for part in batch.parts.values()):
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, self._produce_outputs, batch)
+        return await self.state.commit(batch)
+
+    def _produce_outputs(self, batch: Batch) -> None:
+        producer = self._ensure_producer()
+        outputs = _Deliveries()
+        for part in batch.parts.values():
+            for out in part.out:
+                _produce(producer, self._topics[out.role], out.key, out.value, out.partition,
+                         outputs.output)
+        try:
+            remaining = producer.flush(FLUSH_TIMEOUT_S)
+        except KafkaException as exc:
+            raise CommitFailed(f"output records: {exc}") from exc
+        if outputs.errors:
+            raise CommitFailed(f"{len(outputs.errors)} output records were refused by Kafka "
+                               f"(first: {outputs.errors[0]}); nothing of the batch is "
+                               "stored and its inputs will be decided again")
+        if remaining:
+            raise CommitFailed(f"{remaining} output records were not acknowledged within "
+                               f"{FLUSH_TIMEOUT_S:.0f}s; nothing of the batch is stored")
+
+    async def close(self) -> None:
+        if self._producer is not None:
+            await asyncio.get_running_loop().run_in_executor(self._executor,
+                                                             self._producer.flush, 10.0)
+        self._executor.shutdown(wait=False)
+        await self.state.close()
+
+
+class ExactlyOnce(_Transactions):
+    """exactly_once: outputs, rows and positions in one transaction per partition and batch."""
+
+    def __init__(self, conf: dict[str, Any], topics: dict[Role, str], changelog: str,
+                 app_id: str, partitions: int, make_producer: ProducerFactory = Producer,
+                 counters: Counter[str] | None = None) -> None:
+        super().__init__(conf, topics, changelog, app_id, partitions, make_producer, counters,
+                         outputs=True)
 
 
 def _commit_transaction(producer: Any, deliveries: _Deliveries) -> None:
@@ -455,7 +549,9 @@ def _abort(producer: Any, err: KafkaError | None, unsent: bool) -> bool:
     abort timed out after 60 s, and again, and the worker stood still.)
     The same refusal or timeout after an EndTxn(commit) was sent may mean
     the coordinator is committing it, so that stops the worker, as does a
-    fatal commit error (a fence among them), which leaves nothing to abort.
+    fatal commit error, which leaves nothing to abort.  An abort refused
+    because a newer producer took the transactional id raises `_Fenced`: the
+    partition moved (F5), and the new owner's fence aborted the transaction.
     """
     if err is not None and err.fatal():
         return False
@@ -466,6 +562,8 @@ def _abort(producer: Any, err: KafkaError | None, unsent: bool) -> bool:
             _resumed(producer.abort_transaction, "aborting")
     except KafkaException as exc:
         refused = kafka_error(exc)
+        if refused is not None and refused.code() in _FENCED_CODES:
+            raise _Fenced(str(exc)) from exc
         if unsent and refused is not None and refused.code() == KafkaError.INVALID_TXN_STATE:
             log.warning("the coordinator holds no open transaction to abort (%s); its "
                         "commit was never sent, so none of it is visible", refused)
@@ -479,6 +577,27 @@ def _abort(producer: Any, err: KafkaError | None, unsent: bool) -> bool:
     return True
 
 
+def _fenced(producer: Any, err: KafkaError | None) -> bool:
+    """Whether a transaction failed because a newer producer took its transactional id.
+
+    librdkafka raises the fence as a fatal `_FENCED` from the transactional
+    calls; a produce on the fenced producer says only `_FATAL`, and the next
+    transactional call tells the cause.
+    """
+    if err is None:
+        return False
+    if err.code() in _FENCED_CODES:
+        return True
+    if err.code() != _FATAL:
+        return False
+    try:
+        producer.abort_transaction(0)
+    except KafkaException as exc:
+        cause = kafka_error(exc)
+        return cause is not None and cause.code() in _FENCED_CODES
+    return False
+
+
 def _changelog_records(part: PartitionBatch) -> list[tuple[bytes, bytes | None]]:
     """The partition's changed rows (None: a tombstone), then its positions record, last."""
     return [*part.rows.items(), (POSITIONS_KEY, encode_positions(part.positions))]
@@ -487,4 +606,4 @@ def _changelog_records(part: PartitionBatch) -> list[tuple[bytes, bytes | None]]
 Committer = AtLeastOnce | ExactlyOnce
 
 __all__ = ["FLUSH_TIMEOUT_S", "MESSAGE_TIMEOUT_MS", "TRANSACTION_ATTEMPTS", "AtLeastOnce",
-           "CommitFailed", "Committer", "ExactlyOnce"]
+           "CommitFailed", "Committed", "Committer", "ExactlyOnce"]

@@ -4,10 +4,10 @@ faust's group membership says which partitions this worker owns (actives)
 and which it keeps a copy of for another worker (standbys); this room does
 the rest, per partition, in the order Kafka Streams uses:
 
-1. **fence** the previous owner: under exactly_once, the partition's
-   transactional producer is initialised (`commit.ExactlyOnce.assign`), which
-   aborts whatever transaction the old owner left open and makes any later
-   produce or commit of its fail;
+1. **fence** the previous owner: the partition's transactional producer is
+   initialised (`commit` F1, under both guarantees), which aborts whatever
+   transaction the old owner left open and makes any later produce or commit
+   of its fail;
 2. **restore** the partition's database from its changelog up to the last
    stable offset read after the fence (`restore.ChangelogReader`): from the
    offset after the last record the database holds, so a restart on its own
@@ -22,6 +22,15 @@ the batch in flight (`Applier.drain`), then forgets the partitions
 everywhere; their databases stay open, since the next assignment usually
 gives them back.  Databases of partitions neither owned nor kept as standbys
 are closed (their files stay for the next time).
+
+A partition can also be **lost** without faust saying so first: this worker
+was frozen past its session timeout, the group gave the partition to
+another worker, and the commit that followed the thaw came back fenced
+(`commit` F5).  The partition is then given up here at once (`lost`), and
+the group's next assignment, which the worker's next heartbeat brings,
+decides whether it comes back.  If no rebalance comes within the session
+timeout (the fence came from a takeover cut short, not from a new owner),
+the worker takes it over again itself.
 """
 
 from __future__ import annotations
@@ -80,7 +89,8 @@ class Ownership:
                  intake: Intake, applier: Applier, sequencer: Sequencer, book: PartitionBook,
                  index: DueTimers, punctuator: Punctuator, topics: Mapping[Role, str],
                  changelog: str, counters: Counter[str], lock: asyncio.Lock,
-                 wake: asyncio.Event, ready: asyncio.Event, fail: Fail) -> None:
+                 wake: asyncio.Event, ready: asyncio.Event, fail: Fail,
+                 retake_after: float = 20.0) -> None:
         self.stores = stores
         self.restorer = restorer
         self.committer = committer
@@ -101,8 +111,10 @@ class Ownership:
         self.assigned: set[int] = set()  # to decide: active, or being taken over
         self.standbys: set[int] = set()
         self.restores: dict[int, Restored] = {}  # the last restore of each partition
+        self.retake_after = retake_after  # see `lost`
         self._takeover: asyncio.Task[None] | None = None
         self._stopping = False
+        self._generation = 0  # one more at every assignment and revocation faust makes
 
     # -- faust's assignment ------------------------------------------------------------
     def assign(self, actives: set[int], standbys: set[int]) -> None:
@@ -113,6 +125,7 @@ class Ownership:
         """
         if self._stopping:
             return
+        self._generation += 1
         standbys = standbys - actives
         for p in sorted(standbys - self.standbys - self.active):
             self.restorer.follow(p)
@@ -217,7 +230,47 @@ class Ownership:
     # -- giving partitions up ------------------------------------------------------------
     async def revoke(self, partitions: set[int]) -> None:
         """faust revokes partitions: wait for the batch in flight, then let them go."""
+        self._generation += 1
         await self._give_up(partitions)
+
+    def lost(self, partitions: frozenset[int]) -> None:
+        """A commit of these partitions was fenced: another worker owns them now (commit F5).
+
+        Given up here under the lock, unless faust moved the group meanwhile
+        (its revocation gave them up already, and its assignment may have given
+        them back).  Called by the applier, which decides nothing more of them.
+        """
+        asyncio.ensure_future(self._lose(partitions, self._generation))
+
+    async def _lose(self, partitions: frozenset[int], generation: int) -> None:
+        async with self.lock:
+            if generation != self._generation or self._stopping:
+                return
+            gone = set(partitions) & self.active
+            self.forget(set(partitions))
+            await self.committer.revoke(partitions)
+            if self.assigned - self.active:
+                self.ready.clear()
+            self.counters["partitions.lost"] += len(gone)
+        log.warning("partitions lost to another worker partitions=%s: given up without "
+                    "storing their last batch; the group's next assignment decides whether "
+                    "they come back (taken over again in %.0f s if none comes)",
+                    sorted(partitions), self.retake_after)
+        asyncio.get_running_loop().call_later(self.retake_after, self._retake, generation,
+                                              partitions)
+
+    def _retake(self, generation: int, partitions: frozenset[int]) -> None:
+        """No rebalance came since partitions were lost: faust still says this worker owns
+        them, so it takes them over again (which fences whoever fenced it)."""
+        if generation != self._generation or self._stopping:
+            return
+        missing = (set(partitions) & self.assigned) - self.active
+        if not missing or (self._takeover is not None and not self._takeover.done()):
+            return
+        log.warning("no rebalance within %.0f s of losing partitions %s, which the group "
+                    "still gives this worker: taking them over again", self.retake_after,
+                    sorted(missing))
+        self.assign(set(self.assigned), set(self.standbys))
 
     async def _give_up(self, partitions: set[int]) -> None:
         takeover, self._takeover = self._takeover, None

@@ -6,7 +6,7 @@ One input record's path, and where each guarantee is kept:
       -> intake                   takes each offset once, reads gaps      intake.py, inputs.py
       -> sequencer                releases in the broker's time order     sequencer.py
       -> applier                  decides a batch (core.decide)           applier.py, batch.py
-      -> committer                outputs, then changelog (or one txn)    commit.py
+      -> committer                outputs, then a txn per partition       commit.py
       -> state                    one RocksDB write per partition         state.py
     punctuator (punctuator.py)    probes end offsets: stream time for quiet partitions;
     applier again                 decides the timers due by stream time   applier.py, timers/due.py
@@ -105,7 +105,8 @@ class Worker:
             ExactlyOnce(conf, self.topics, self.changelog, settings.app_id, settings.partitions,
                         counters=self.counters)
             if settings.guarantee is Guarantee.EXACTLY_ONCE
-            else AtLeastOnce(conf, self.topics, self.changelog))
+            else AtLeastOnce(conf, self.topics, self.changelog, settings.app_id,
+                             settings.partitions, counters=self.counters))
         self.reader = InputReader(settings.confluent(**{"group.id": f"{settings.app_id}-inputs"}),
                                   {self.topics[r]: r for r in INPUT_ROLES},
                                   linger=settings.batch_linger)
@@ -124,7 +125,8 @@ class Worker:
             intake=self.intake, counters=self.counters, latency=self.latency,
             observers=self.observers, lock=lock, wake=wake, fail=self.fail,
             probe_soon=self.punctuator.probe_soon, timers_topic=self.topics[Role.TIMERS],
-            linger=settings.batch_linger)
+            linger=settings.batch_linger,
+            on_fenced=lambda partitions: self.ownership.lost(partitions))
         self.restorer = ChangelogReader(
             settings.confluent(**{"group.id": f"{settings.app_id}-restore"}), self.changelog,
             self.stores)
@@ -133,7 +135,7 @@ class Worker:
             intake=self.intake, applier=self.applier, sequencer=self.sequencer, book=self.book,
             index=self.index, punctuator=self.punctuator, topics=self.topics,
             changelog=self.changelog, counters=self.counters, lock=lock, wake=wake,
-            ready=self.ready, fail=self.fail)
+            ready=self.ready, fail=self.fail, retake_after=settings.session_timeout)
 
     # -- the failure policy ----------------------------------------------------------
     async def fail(self, exc: BaseException, what: str) -> None:

@@ -23,6 +23,7 @@ from streams.partitioning import partition_for
 from streams.processor import applier as applier_module
 from streams.processor.applier import BATCH_MAX, TIMERS_MAX, Applier, now_ms
 from streams.processor.batch import Batch
+from streams.processor.commit import Committed
 from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.partitions import PartitionBook
@@ -38,20 +39,22 @@ DAY_MS = 86_400_000
 
 
 class FakeCommitter:
-    """Acknowledges a batch when the test says so (or fails it)."""
+    """Acknowledges a batch when the test says so (or fails it, or says which of its
+    partitions a newer owner fenced: the gate's result)."""
 
     def __init__(self) -> None:
         self.batches: list[Batch] = []
-        self.gates: list[asyncio.Future[None]] = []
+        self.gates: list[asyncio.Future[frozenset[int] | None]] = []
         self.offset = 0
 
-    async def commit(self, batch: Batch) -> dict[int, int]:
-        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    async def commit(self, batch: Batch) -> Committed:
+        gate: asyncio.Future[frozenset[int] | None] = \
+            asyncio.get_running_loop().create_future()
         self.batches.append(batch)
         self.gates.append(gate)
-        await gate
+        fenced = await gate or frozenset()
         self.offset += 10
-        return {p: self.offset for p in batch.parts}
+        return Committed({p: self.offset for p in batch.parts if p not in fenced}, fenced)
 
 
 class FakeIntake:
@@ -76,6 +79,7 @@ class World:
             self.book.decided[p] = self.book.durable[p] = Positions(start, 0)
         self.committer = FakeCommitter()
         self.failures: list[str] = []
+        self.lost: list[frozenset[int]] = []
         self.index = DueTimers(self.stores.db)
         for p in partitions:
             self.index.take(p, 0)
@@ -88,7 +92,7 @@ class World:
             committer=port(self.committer), book=self.book, index=self.index,
             intake=port(FakeIntake()), counters=Counter(), latency=Latencies(),
             observers=[], lock=asyncio.Lock(), wake=asyncio.Event(), fail=fail,
-            probe_soon=lambda: None, timers_topic="xwait.timers")
+            probe_soon=lambda: None, timers_topic="xwait.timers", on_fenced=self.lost.append)
 
     def stage(self, *records: Any) -> None:
         self.applier._staged += list(records)
@@ -148,6 +152,35 @@ def test_a_commit_that_fails_stores_nothing_and_stops_the_worker(tmp_path: Path)
         assert w.stores.get(PART, KEY.encode()) is None
         assert w.stores[PART].positions() is None
         assert w.book.durable[PART].next_offset[Role.REQUESTS] == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_fenced_partition_stores_nothing_and_the_worker_goes_on(tmp_path: Path) -> None:
+    """Commit F4/F5: a newer owner fenced the partition's transaction.  Nothing of the
+    batch is stored (the database stays a prefix of the log), the worker does not stop,
+    the batch decided meanwhile on the fenced rows is not committed for that partition,
+    and ownership hears which partitions were lost."""
+    async def scenario() -> None:
+        w = World(tmp_path)
+        w.stage(request(0))
+        await w.applier.run_batch()
+        w.stage(reply(0, {"decision": "approved"}))  # decided on the first batch's rows
+        second = asyncio.ensure_future(w.applier.run_batch())
+        await w.settle()
+        w.committer.gates[0].set_result(frozenset({PART}))
+        await second
+        await w.applier.drain()
+        assert w.failures == []
+        assert w.lost == [frozenset({PART})]
+        assert w.stores.get(PART, KEY.encode()) is None
+        assert w.stores[PART].positions() is None
+        assert w.stores[PART].changelog_offset() is None
+        assert w.book.durable[PART].next_offset[Role.REQUESTS] == 0
+        assert len(w.committer.batches) == 1  # the reply's batch held nothing else
+        w.stage(reply(1, {"decision": "approved"}))  # fetched before ownership gave it up
+        await w.applier.run_batch()
+        assert len(w.committer.batches) == 1
 
     asyncio.run(scenario())
 

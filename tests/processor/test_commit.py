@@ -26,7 +26,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from streams.processor import commit
 from streams.processor.batch import Batch, PartitionBatch
-from streams.processor.commit import TRANSACTION_ATTEMPTS, CommitFailed, ExactlyOnce
+from streams.processor.commit import TRANSACTION_ATTEMPTS, CommitFailed, Committed, ExactlyOnce
 from streams.processor.model import OutRecord, Role
 from streams.processor.positions import POSITIONS_KEY, Positions
 
@@ -136,7 +136,8 @@ class ScriptedProducer:
             raise KafkaException(ScriptedProducer.abort_error)
         self.pending = []
 
-    def purge(self) -> None:
+    def purge(self, in_queue: bool = True, in_flight: bool = True,
+              blocking: bool = True) -> None:
         self.pending = []
 
 
@@ -213,8 +214,29 @@ def test_a_commit_still_in_flight_when_its_time_is_up_stops_the_worker_unaborted
 
 @pytest.mark.parametrize(("script", "abort_error"), [
     ([FENCED], None),  # a newer owner took the partition: this worker is a zombie
-    ([DELIVERIES_FAILED], ABORT_NOT_ACKNOWLEDGED),  # the abort was not acknowledged
     ([DELIVERIES_FAILED], FENCED),  # the abort found a newer owner
+])
+def test_a_fenced_transaction_reports_its_partition_lost_and_is_not_tried_again(
+    script: list[KafkaError], abort_error: KafkaError | None
+) -> None:
+    """Commit F5: being fenced is an ownership change, not a failure of the worker."""
+    committer = _committer_with(script, abort_error=abort_error)
+
+    async def scenario() -> Committed:
+        await committer.assign([0])
+        try:
+            return await committer.commit(_batch(1))
+        finally:
+            await committer.close()
+
+    assert asyncio.run(scenario()) == Committed({}, frozenset({0}))
+    assert len(ScriptedProducer.made) == 1, "a fenced partition is never taken back here"
+    assert ScriptedProducer.visible == []
+    assert committer.counters["transactions.fenced"] == 1
+
+
+@pytest.mark.parametrize(("script", "abort_error"), [
+    ([DELIVERIES_FAILED], ABORT_NOT_ACKNOWLEDGED),  # the abort was not acknowledged
     # An error that needs an abort but may come after the EndTxn(commit) was sent:
     # "no open transaction" may then mean the coordinator is committing it.
     ([ABORTABLE_AT_END], NO_OPEN_TRANSACTION),

@@ -131,8 +131,8 @@ def port(fake: object) -> Any:
 
 
 class World:
-    def __init__(self, tmp_path: Path, earliest: dict[tuple[str, int], int] | None = None
-                 ) -> None:
+    def __init__(self, tmp_path: Path, earliest: dict[tuple[str, int], int] | None = None,
+                 retake_after: float = 20.0) -> None:
         self.log = Log()
         self.stores = StateStores(tmp_path)
         self.restorer = FakeRestorer(self.log, self.stores)
@@ -152,7 +152,8 @@ class World:
             applier=port(self.applier), sequencer=self.sequencer, book=self.book,
             index=DueTimers(self.stores.db), punctuator=port(FakePunctuator(self.log, earliest)),
             topics=TOPICS, changelog=CHANGELOG, counters=Counter(),
-            lock=asyncio.Lock(), wake=asyncio.Event(), ready=self.ready, fail=fail)
+            lock=asyncio.Lock(), wake=asyncio.Event(), ready=self.ready, fail=fail,
+            retake_after=retake_after)
 
     async def settle(self) -> None:
         for _ in range(20):
@@ -314,5 +315,55 @@ def test_a_stopping_worker_gives_every_partition_up_unless_it_failed(
             assert w.stores.partitions() == set()
             w.ownership.assign({0}, set())  # a rebalance while stopping takes nothing
             assert w.ownership.assigned == set()
+
+    run(scenario())
+
+
+def test_a_fenced_partition_is_given_up_and_the_groups_next_assignment_decides(
+    tmp_path: Path
+) -> None:
+    """Commit F5: a zombie's fenced commit gives the partition up at once; the rebalance
+    its next heartbeat brings then revokes and assigns as usual, and no retake follows."""
+    async def scenario() -> None:
+        w = World(tmp_path, retake_after=0.05)
+        w.ownership.assign({0, 1}, set())
+        await w.settle()
+        w.restorer.finish(0)
+        w.restorer.finish(1)
+        await w.settle()
+        w.ownership.lost(frozenset({1}))
+        await w.settle()
+        assert w.ownership.active == {0} and "unfence [1]" in w.log.calls
+        assert not w.ready.is_set(), "not every partition faust gave it is decided"
+        await w.ownership.revoke({0, 1})  # the rebalance: the group moved it elsewhere
+        w.ownership.assign({0}, set())
+        await w.settle()
+        w.restorer.finish(0)
+        await asyncio.sleep(0.2)  # past retake_after: nothing of the lost partition comes back
+        await w.settle()
+        assert w.ownership.active == {0} and w.ready.is_set()
+        assert [c for c in w.log.calls if c.startswith("fence")] == ["fence [0, 1]", "fence [0]"]
+
+    run(scenario())
+
+
+def test_a_partition_lost_without_a_rebalance_is_taken_over_again(tmp_path: Path) -> None:
+    """The fence came from a takeover cut short, not from a new owner of the group: faust
+    still gives the partition to this worker, so it takes it back after `retake_after`."""
+    async def scenario() -> None:
+        w = World(tmp_path, retake_after=0.05)
+        w.ownership.assign({0}, set())
+        await w.settle()
+        w.restorer.finish(0)
+        await w.settle()
+        w.ownership.lost(frozenset({0}))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if 0 in w.restorer.pending:
+                break
+        w.restorer.finish(0)
+        await w.settle()
+        assert w.ownership.active == {0} and w.ready.is_set()
+        assert [c for c in w.log.calls if c.startswith("fence")] == ["fence [0]", "fence [0]"]
 
     run(scenario())

@@ -51,7 +51,7 @@ def _commit(committer: ExactlyOnce, batch: Batch) -> dict[int, int]:
     async def scenario() -> dict[int, int]:
         await committer.assign([0])
         try:
-            return await committer.commit(batch)
+            return (await committer.commit(batch)).offsets
         finally:
             await committer.close()
 
