@@ -5,8 +5,10 @@
 with reply delays spread across the deadline, so replies race their
 deadlines; meanwhile it kills the worker with SIGKILL while it is behind
 (restarting it on its own disk or on an empty one), lets a second worker
-join and leave, and restarts the broker.  Then it waits for every wait to
-end and judges each against the broker's clock:
+join and leave, freezes the worker past its session timeout beside a second
+worker and wakes it as a zombie (`zombie`), and restarts or freezes the
+broker.  Then it waits for every wait to end and judges each against the
+broker's clock:
 
 * expected: a valid or invalid reply appended before the wait's deadline
   (requestedAt + the definition's deadline) and committed no later than the
@@ -91,6 +93,19 @@ class Plan:
     empty_disk: int = 1  # how many of those restarts start on an empty disk
     joins: int = 1  # a second worker joins, then leaves (SIGTERM)
     broker_restarts: int = 0  # needs `broker` callbacks
+    # The worker frozen (SIGSTOP) past its session timeout while behind, beside a second
+    # worker that takes every partition meanwhile, then woken: a zombie that believes it
+    # still owns them.  With `zombie_keeps_peer` False the second worker is stopped a
+    # few seconds later, so that the woken worker takes every partition back.
+    zombies: int = 0
+    zombie_keeps_peer: bool = False
+    zombie_frozen_s: float | None = None  # None: the session timeout + ZOMBIE_PAST_S
+    broker_freezes: int = 0  # the broker SIGSTOPped for `broker_frozen_s`; needs `broker`
+    broker_frozen_s: float = 30.0
+    # Instead of the actions above at random moments: (seconds from the start, action),
+    # actions as above ("kill", "join", "broker", "zombie", "broker freeze") or "peer
+    # joins" / "peer leaves" (the second worker started and kept / stopped).
+    schedule: list[tuple[float, str]] | None = None
     down_s: tuple[float, float] = (1.0, 4.0)  # how long a killed worker stays down
     kill_backlog: int = 300  # each kill finds the worker at least this far behind
     # (kills come right after a restart too, while the worker catches up)
@@ -100,10 +115,17 @@ class Plan:
 
 @dataclass
 class Broker:
-    """How to stop and start the broker the run uses."""
+    """How to stop and start (and freeze with SIGSTOP, and thaw) the broker the run uses."""
 
     stop: Callable[[], None]
     start: Callable[[], None]
+    freeze: Callable[[], None] | None = None
+    thaw: Callable[[], None] | None = None
+
+
+# How much longer than its session timeout a zombie is frozen: the group expels it and
+# the second worker takes its partitions over (and writes to them) before it wakes.
+ZOMBIE_PAST_S = 5.0
 
 
 @dataclass
@@ -143,6 +165,9 @@ class Report:
     seconds: float = 0.0
     # Per failover of a cluster run (streams.testing.cluster_chaos): reply->outcome.
     failovers: list[dict[str, Any]] = field(default_factory=list)
+    # Transactions of the workers still running at the end that a newer owner fenced
+    # (what a zombie's commits came to).
+    fenced: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -542,6 +567,81 @@ def _behind(load: Load, worker: WorkerProcess, wanted: int, rng: random.Random,
     return _backlog(load, worker)
 
 
+def _zombie(load: Load, w1: WorkerProcess, w2: WorkerProcess, plan: Plan,
+            rng: random.Random, event: Callable[..., None]) -> None:
+    """Freeze `w1` past its session timeout while behind, beside `w2`; wake it (a zombie).
+
+    w2 takes every partition over while w1 is frozen (if w2 is not running
+    yet, it joins at the moment of the freeze: the rebalance its join starts
+    expels w1).  w1 wakes believing it owns its partitions, with a backlog
+    fetched and decided before the freeze: whatever it commits now is fenced
+    (`streams.processor.commit` F1-F5), and the group's next assignment
+    splits the partitions again, w1 keeping standby copies of w2's.  Unless
+    the plan keeps the peer, w2 is then stopped, so that w1 takes every
+    partition back, restoring from its own changelog offsets: the restores
+    the fencing must keep honest.
+    """
+    partitions = w1.settings.partitions
+    frozen_s = plan.zombie_frozen_s or w1.settings.session_timeout + ZOMBIE_PAST_S
+    takeovers = w1.counter("takeovers")
+    backlog = _behind_for_zombie(load, w1, plan.kill_backlog)
+    joining = not w2.running
+    if joining:
+        w2.start(wait_owned=False)
+    w1.freeze()
+    event("worker frozen past its session timeout", backlog=backlog, seconds=frozen_s,
+          peer_joins=joining)
+    frozen_at = time.monotonic()
+    try:
+        def peer_owns_all() -> bool:
+            owned = (w2.stats() or {}).get("ownedPartitions") or []
+            return len(owned) == partitions and time.monotonic() - frozen_at >= frozen_s
+        _wait_for(load, peer_owns_all, frozen_s + 120)
+        owned = (w2.stats() or {}).get("ownedPartitions", [])
+    finally:
+        w1.thaw()
+    event("frozen worker woken", peer_owns=owned, of=partitions,
+          frozen_s=round(time.monotonic() - frozen_at, 1))
+    # The zombie hears from the group at its next heartbeat and rejoins: a takeover of its
+    # own again (not the stale stats of before the freeze).
+    rejoined = _wait_for(load, lambda: w1.counter("takeovers") > takeovers and bool(
+        (w1.stats() or {}).get("ready")), 120)
+    event("woken worker rejoined" if rejoined else "woken worker did not rejoin",
+          owns=(w1.stats() or {}).get("ownedPartitions"),
+          peer_owns=(w2.stats() or {}).get("ownedPartitions"),
+          fenced=w1.counter("transactions.fenced"), lost=w1.counter("partitions.lost"))
+    if not plan.zombie_keeps_peer:
+        pause = rng.uniform(2.0, 5.0)
+        load.pump(pause) if load.requests_done.is_set() else time.sleep(pause)
+        w2.stop()
+        event("second worker left")
+
+
+def _behind_for_zombie(load: Load, worker: WorkerProcess, wanted: int) -> int | None:
+    """Let input pile up in front of `worker` (a short freeze, under the session timeout),
+    then thaw it: it is fetching and deciding that backlog when the long freeze comes."""
+    applied = _applied(worker.stats() or {})
+    worker.freeze()
+    try:
+        thaw_at = time.monotonic() + 3.0
+        while time.monotonic() < thaw_at and sum(load.produced.values()) - applied < wanted:
+            load.pump(0.05) if load.requests_done.is_set() else time.sleep(0.05)
+    finally:
+        worker.thaw()
+    time.sleep(0.3)  # it fetches and starts deciding and committing the backlog
+    return _backlog(load, worker)
+
+
+def _wait_for(load: Load, condition: Callable[[], bool], timeout: float) -> bool:
+    """Until `condition` holds (the load goes on meanwhile); whether it did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        load.pump(0.3) if load.requests_done.is_set() else time.sleep(0.3)
+    return False
+
+
 def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | None = None,
               log: Callable[[str], None] = print) -> Report:
     """Run the plan against workers of `settings` (topics and topology made by the caller)."""
@@ -560,7 +660,10 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
         log(json.dumps(entry))
 
     actions: list[str] = (["kill"] * plan.kills + ["join"] * plan.joins
-                          + ["broker"] * (plan.broker_restarts if broker else 0))
+                          + ["broker"] * (plan.broker_restarts if broker else 0)
+                          + ["zombie"] * plan.zombies
+                          + ["broker freeze"] * (plan.broker_freezes
+                                                 if broker and broker.freeze else 0))
     rng.shuffle(actions)
     empty_left = plan.empty_disk
     w1.start()
@@ -570,8 +673,16 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
         produce_s = plan.waits / plan.rate
         gap = produce_s / (len(actions) + 1)
         just_restarted = False
-        for action in actions:
-            if action == "kill" and just_restarted:
+        schedule = sorted(plan.schedule or [])
+        if schedule:
+            actions = [action for _, action in schedule]
+        for i, action in enumerate(actions):
+            if schedule:
+                at = started + schedule[i][0]
+                while time.monotonic() < at:
+                    load.pump(min(0.5, at - time.monotonic())) if load.requests_done.is_set() \
+                        else time.sleep(min(0.5, max(0.0, at - time.monotonic())))
+            elif action == "kill" and just_restarted:
                 # The restarted worker has the backlog of its downtime: kill it while
                 # it catches up, a moment after it took its partitions back.
                 time.sleep(rng.uniform(0.2, 1.0))
@@ -602,6 +713,24 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
                 time.sleep(rng.uniform(1.0, 3.0))
                 broker.start()
                 event("broker started")
+            elif action == "zombie":
+                _zombie(load, w1, w2, plan, rng, event)
+            elif action == "peer joins":
+                w2.start(timeout=180)
+                event("second worker joined", owns=(w2.stats() or {}).get("ownedPartitions"))
+            elif action == "peer leaves":
+                w2.stop()
+                event("second worker left")
+            elif action == "broker freeze" and broker is not None and broker.freeze \
+                    and broker.thaw:
+                event("broker frozen", backlog=_backlog(load, w1), seconds=plan.broker_frozen_s)
+                broker.freeze()
+                try:
+                    pause = plan.broker_frozen_s
+                    load.pump(pause) if load.requests_done.is_set() else time.sleep(pause)
+                finally:
+                    broker.thaw()
+                event("broker thawed")
         load.join()
         # Replies and reviews still scheduled; then every wait must end.
         settle_until = time.monotonic() + plan.settle_s
@@ -611,6 +740,7 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
                 event("worker exited", log=w1.log_tail(20))
                 break
         load.pump(2.0)  # late duplicates, if any, arrive too
+        report.fenced = sum(w.counter("transactions.fenced") for w in (w1, w2) if w.running)
         if watch.ended() < plan.waits and w1.running:
             # For the report: where the worker stood, and its threads' stacks in its log.
             event("waits still open", stats=_standing(w1.stats()))

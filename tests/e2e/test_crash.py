@@ -87,6 +87,34 @@ def test_kill_9_while_behind_and_a_worker_joining_and_leaving_lose_nothing(
         assert report.duplicate_actions == 0, "read_committed sees each action once"
 
 
+@pytest.mark.parametrize("guarantee", list(Guarantee))
+def test_a_worker_frozen_past_its_session_timeout_wakes_fenced_and_corrupts_nothing(
+    kafka_bootstrap: str, tmp_path: Path, guarantee: Guarantee
+) -> None:
+    """Issue 48: w1 frozen (SIGSTOP) while behind, past its session timeout, as w2 joins
+    and takes every partition over; w1 wakes a zombie, is fenced, rejoins (keeping
+    standby copies of w2's partitions); then w2 leaves and w1 takes every partition
+    back, restoring from its own changelog offsets.  Nothing lost or decided twice,
+    and the woken worker never stops itself."""
+    settings = _settings(kafka_bootstrap, tmp_path, guarantee)
+    plan = Plan(waits=3_000, rate=150.0, kills=0, empty_disk=0, joins=0, zombies=1)
+    report = run_chaos(settings, tmp_path, plan)
+    _save(f"zombie-{guarantee.value}", report)
+
+    _assert_clean(report)
+    events = {e["event"]: e for e in report.events}
+    assert "worker exited" not in events, "being fenced must not stop the worker"
+    woken = events["frozen worker woken"]
+    assert woken["peer_owns"] == list(range(settings.partitions)), (
+        f"the second worker took every partition while w1 was frozen: {woken}")
+    assert "woken worker rejoined" in events, report.events
+    assert report.fenced >= 1, "the woken worker's commits were fenced (what the run is for)"
+    assert "second worker left" in events
+    if guarantee is Guarantee.EXACTLY_ONCE:
+        assert report.duplicate_outcomes == 0, "read_committed sees each outcome once"
+        assert report.duplicate_actions == 0, "read_committed sees each action once"
+
+
 @pytest.fixture
 def own_broker() -> Iterator[tuple[str, Broker]]:
     """A broker of this test's own (scripts/kafka on a free port), free to be restarted.
@@ -111,7 +139,9 @@ def own_broker() -> Iterator[tuple[str, Broker]]:
     kafka("start")
     try:
         yield f"127.0.0.1:{port}", Broker(stop=lambda: kafka("stop"),
-                                          start=lambda: kafka("start"))
+                                          start=lambda: kafka("start"),
+                                          freeze=lambda: kafka("freeze"),
+                                          thaw=lambda: kafka("thaw"))
     finally:
         gc.collect()  # here, in the main thread, while the broker still answers
         kafka("reset")  # stops it and deletes its data
@@ -174,6 +204,24 @@ def test_broker_restarts_mid_run_lose_nothing(
     assert [e["event"] for e in report.events].count("broker started") == 2
 
 
+@pytest.mark.parametrize("guarantee", list(Guarantee))
+def test_a_broker_frozen_mid_run_loses_nothing(
+    own_broker: tuple[str, Broker], tmp_path: Path, guarantee: Guarantee
+) -> None:
+    """SIGSTOP, not a kill: the broker's sockets stay open and nothing answers, longer
+    than the workers' session timeout; then it wakes and the run goes on."""
+    bootstrap, broker = own_broker
+    settings = _settings(bootstrap, tmp_path, guarantee)
+    plan = Plan(waits=1_000, rate=100.0, kills=0, empty_disk=0, joins=0, broker_freezes=1,
+                broker_frozen_s=15.0, settle_s=120.0)
+    report = run_chaos(settings, tmp_path, plan, broker=broker)
+    _save(f"broker-freeze-{guarantee.value}", report)
+
+    _assert_clean(report)
+    assert [e["event"] for e in report.events].count("broker thawed") == 1
+    assert "worker exited" not in [e["event"] for e in report.events]
+
+
 class _Watched:
     """A real transactional producer that tells the test when the committer purges it."""
 
@@ -230,7 +278,7 @@ def test_an_exactly_once_commit_held_by_a_frozen_broker_is_purged_and_committed_
         finally:
             os.kill(pid, signal.SIGCONT)
         try:
-            return await asyncio.wait_for(committing, 240)
+            return (await asyncio.wait_for(committing, 240)).offsets
         finally:
             await committer.close()
 
