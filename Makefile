@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 # Debian's chromium, which the console's browser tests drive (tests/console/test_browser.py).
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test lint docs docs-serve venv lock kafka kafka-stop cluster cluster-stop registry registry-stop topics worker bench compare scale flood clean browser browser-check
+.PHONY: demo test lint docs docs-serve reference dist venv lock kafka kafka-stop cluster cluster-stop registry registry-stop topics worker bench compare scale flood clean browser browser-check
 
 # The virtualenv holds exactly the versions of requirements-dev.lock (hashes
 # checked), then xwait itself from the checkout.  uv installs them (its version
@@ -84,6 +84,13 @@ docs: $(STAMP)
 
 docs-serve: $(STAMP)
 	$(MKDOCS) serve --strict
+
+# The reference pages (docs/reference/) are written from the code: the settings
+# class, the CLI's parser, the schemas, the reason enums, the web routes and the
+# metrics registries.  tests/test_reference.py fails while a checked-in page
+# differs from what this writes.
+reference: $(STAMP)
+	$(BIN)/python scripts/reference.py
 
 # The console's browser test drives Debian's chromium through Playwright; no
 # browser is ever downloaded by Playwright itself (no `playwright install`).

@@ -174,6 +174,8 @@ def build(worker: Worker) -> faust.App:
     app.on_partitions_revoked.connect(revoked)  # type: ignore[arg-type]
 
     async def stats(view: View, request: Request) -> Response:
+        """The worker's counters, owned partitions, armed timers, waits by state, and
+        the latency of its stages (counts only, no token needed)."""
         return view.json(worker.stats())
 
     app.page("/xwait/stats")(stats)
