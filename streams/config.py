@@ -56,7 +56,7 @@ of its own) and a worker shows them with its other log lines."""
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_SASL_MECHANISM = "PLAIN"
-"""What the README promises and the worker's aiokafka side uses when none is set;
+"""What the configuration reference promises and the worker's aiokafka side uses when none is set;
 librdkafka's own default (GSSAPI) needs Kerberos, which no xwait install has."""
 
 DEFAULT_CONSOLE_URL = "http://127.0.0.1:6066"
@@ -216,7 +216,7 @@ class Settings:
     # made many small batches dear: at 0.05 against 0, interleaved open runs
     # took 35% less CPU per event at 500 waits/s (564-620 against 917-940 us)
     # and 42-50% less at 100 waits/s, for reply p99 163-178 ms against 89-350
-    # (README "Speed").
+    # (docs/speed.md, "CPU by load, and the batch linger").
     batch_linger: float = 0.05
     """Least seconds between the starts of two batches; the input fetch and the
     worker's end-offset probes keep the same pace. What comes meanwhile waits for

@@ -1,4 +1,4 @@
-"""The versions of the wait definitions, and how many waits follow each (DESIGN rule 13).
+"""The versions of the wait definitions, and how many waits follow each (rule 13, docs/rules.md).
 
     GET /xwait/api/versions[?local=1]
 

@@ -213,10 +213,11 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
 
     Without `definitions`, the files of the topology are the newest and every
     version the deployment's workers published is kept (`DefinitionStore.sync`,
-    before any partition is taken; DESIGN rule 13)."""
-    # `kill -USR1 <pid>`: every thread's stack into the worker's log (README, "Health
-    # endpoints").  Once faust runs, its frame (mode) answers SIGUSR1 the same way; this
-    # covers what comes first and can wait on a broker (topics, fleet check, definitions).
+    before any partition is taken; rule 13 of docs/rules.md)."""
+    # `kill -USR1 <pid>`: every thread's stack into the worker's log
+    # (docs/guides/operations.md, "Health endpoints").  Once faust runs, its frame
+    # (mode) answers SIGUSR1 the same way; this covers what comes first and can wait
+    # on a broker (topics, fleet check, definitions).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     versions.check()
     documents = load_documents(settings.topology / "waits") if definitions is None else None
