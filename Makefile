@@ -92,6 +92,30 @@ docs-serve: $(STAMP)
 reference: $(STAMP)
 	$(BIN)/python scripts/reference.py
 
+# What users install (RELEASING.md): the sdist and the wheel in dist/, built by
+# PyPA's build in an isolated environment (uv installs its setuptools).  The
+# wheel is then installed into a fresh virtualenv with the locked dependencies
+# (requirements.lock) and run from outside the checkout: `xwait --version` must
+# say this version and `xwait definitions` must list the shipped examples.  The
+# image is built where a Docker engine answers.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+SMOKE := .xwait/dist-check
+dist: $(STAMP)
+	rm -rf dist build $(SMOKE)
+	$(BIN)/python -m build --installer uv --outdir dist .
+	$(BIN)/uv venv --quiet --python $(PYTHON) $(SMOKE)/venv
+	$(BIN)/uv pip install --quiet --python $(SMOKE)/venv/bin/python --require-hashes \
+		-r requirements.lock
+	$(BIN)/uv pip install --quiet --python $(SMOKE)/venv/bin/python --no-deps \
+		dist/xwait-$(VERSION)-py3-none-any.whl
+	cd $(SMOKE) && test "$$(venv/bin/xwait --version)" = "xwait $(VERSION)"
+	cd $(SMOKE) && XWAIT_CONSOLE_URL=http://127.0.0.1:9 venv/bin/xwait definitions \
+		| grep -q '^expense-approval '
+	@echo "dist: $$(ls dist | tr '\n' ' ')- the wheel installs and runs (xwait $(VERSION))"
+	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
+		docker build -t xwait:$(VERSION) .; \
+	else echo "dist: no Docker engine answers here: the image xwait:$(VERSION) is not built"; fi
+
 # The console's browser test drives Debian's chromium through Playwright; no
 # browser is ever downloaded by Playwright itself (no `playwright install`).
 # `make browser` installs it (as root, or through sudo).
