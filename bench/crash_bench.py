@@ -2,17 +2,18 @@
 
 Run: ``.venv/bin/python bench/crash_bench.py [--waits 100000] [--rate 400] [--kills 20]
 [--empty-disk 4] [--joins 5] [--broker-restarts 3] [--guarantee at_least_once|exactly_once|both]
-[--port 19092] [--out bench/results/crash-<ts>.json] [--keep-logs DIR] [--publish README.md]``
-or ``bench/crash_bench.py --render bench/results/crash-<ts>.json --publish README.md``
+[--port 19092] [--out bench/results/crash-<ts>.json] [--keep-logs DIR]
+[--publish docs/guarantees.md]``
+or ``bench/crash_bench.py --render bench/results/crash-<ts>.json --publish docs/guarantees.md``
 
 It starts a broker of its own (``scripts/kafka start --port``; it restarts it
 mid-run, so it must not be a broker anything else uses) and runs
 `streams.testing.chaos.run_chaos` once per guarantee: every wait judged
 against the broker's clock (lost, conflicting, wrong), duplicate outcome and
 action ids counted.  It writes the JSON, and ``bench/results/crash-latest.md``
-with the table; ``--publish`` puts its counts in the README's "Processing
-guarantees" table (the rows that start "| long run"), so the README shows the
-last long run as it was measured, never a tally copied by hand.  Exit status 1 if
+with the table; ``--publish`` puts its counts in the crash table of docs/guarantees.md
+("Processing guarantees, as measured": the rows that start "| long run"), so the
+page shows the last long run as it was measured, never a tally copied by hand.  Exit status 1 if
 any wait was lost, conflicting or wrong (or duplicated under exactly_once).
 """
 
@@ -94,7 +95,8 @@ def readme_rows(reports: list[dict[str, Any]], day: str) -> list[str]:
 
 
 def publish(readme: Path, rows: list[str]) -> None:
-    """Replace the long-run rows of the README's guarantees table with `rows`."""
+    """Replace the long-run rows of the page's crash table (its first table headed
+    "| run | guarantee |") with `rows`."""
     lines = [line for line in readme.read_text().splitlines()
              if not line.startswith(LONG_RUN)]
     header = next((i for i, line in enumerate(lines) if line.startswith(GUARANTEES_HEADER)),
@@ -122,8 +124,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="copy the workers' logs of each run there (<guarantee>-worker-w1.log)")
     p.add_argument("--out", type=Path,
                    default=RESULTS / f"crash-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json")
-    p.add_argument("--publish", type=Path, metavar="README",
-                   help="put the run's counts in this README's guarantees table")
+    p.add_argument("--publish", type=Path, metavar="PAGE",
+                   help="put the run's counts in this page's crash table (docs/guarantees.md)")
     p.add_argument("--render", type=Path, metavar="JSON",
                    help="run nothing: print (and --publish) the table of an earlier run")
     return p.parse_args(argv)

@@ -2,10 +2,11 @@
 
 Run: ``.venv/bin/python bench/upgrade_bench.py [--waits 40000] [--rate 250] [--old-workers 2]
 [--new-workers 2] [--warmup 40] [--partitions 8] [--guarantee at_least_once|exactly_once|both]
-[--from 0.1.0:<commit>] [--out bench/results/upgrade-<ts>.json] [--keep-logs DIR]``
+[--from 0.1.0] [--out bench/results/upgrade-<ts>.json] [--keep-logs DIR]``
 
-The previous release (default: 0.1.0, CHANGELOG.md) is installed once into
-``.xwait/releases/`` (`streams.testing.releases`: ``git archive`` of its commit,
+The previous release (default: 0.1.0, CHANGELOG.md; its commit is found from the
+CHANGELOG, `streams.testing.releases.release_commit`) is installed once into the
+user's cache (`streams.testing.releases`: ``git archive`` of its commit,
 a virtualenv of its own).  Per guarantee, on the broker at XWAIT_BOOTSTRAP
 (default 127.0.0.1:9092), `streams.testing.upgrade` makes the topics with the
 old release's ``xwait topics create``, runs the old fleet under the W1 load,
@@ -93,8 +94,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--partitions", type=int, default=8)
     p.add_argument("--guarantee", choices=["at_least_once", "exactly_once", "both"],
                    default="both")
-    p.add_argument("--from", dest="previous", default=":".join(PREVIOUS),
-                   help="VERSION:COMMIT of the release to upgrade from")
+    p.add_argument("--from", dest="previous", default=PREVIOUS,
+                   help="VERSION of the release to upgrade from (CHANGELOG.md), or "
+                        "VERSION:COMMIT for a build the CHANGELOG does not name")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep-logs", type=Path, metavar="DIR")
     p.add_argument("--out", type=Path,
@@ -105,9 +107,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     guarantees = list(Guarantee) if args.guarantee == "both" else [Guarantee(args.guarantee)]
-    version, old_commit = args.previous.split(":", 1)
+    version, _, old_commit = args.previous.partition(":")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    release = install_release(version, old_commit)
+    release = install_release(version, old_commit or None)
     bootstrap = os.environ.get("XWAIT_BOOTSTRAP", "127.0.0.1:9092")
     reports: list[dict[str, Any]] = []
     started = machine()

@@ -56,7 +56,7 @@ of its own) and a worker shows them with its other log lines."""
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_SASL_MECHANISM = "PLAIN"
-"""What the README promises and the worker's aiokafka side uses when none is set;
+"""What the configuration reference promises and the worker's aiokafka side uses when none is set;
 librdkafka's own default (GSSAPI) needs Kerberos, which no xwait install has."""
 
 DEFAULT_CONSOLE_URL = "http://127.0.0.1:6066"
@@ -74,12 +74,34 @@ class Security:
     """Kafka client security; empty means PLAINTEXT (the local broker)."""
 
     protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    """`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`: how every Kafka client of
+    xwait (the worker's, the CLI's, the SDK's) connects."""
     sasl_mechanism: str | None = None  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    """`PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
+
+    Default: `PLAIN` (with a SASL protocol)"""
     sasl_username: str | None = None
+    """The SASL user; required with a SASL protocol.
+
+    Default: unset"""
     sasl_password: str | None = field(default=None, repr=False)
+    """The SASL password: only from the environment (a flag would show in the
+    process list); required with a SASL protocol.
+
+    Default: unset"""
     ssl_cafile: str | None = None
+    """The CA certificate(s) to trust (PEM). A file that cannot be read, or that
+    librdkafka refuses, is a configuration error.
+
+    Default: the system's"""
     ssl_certfile: str | None = None
+    """The client certificate (PEM), for brokers that authenticate clients by TLS.
+
+    Default: unset"""
     ssl_keyfile: str | None = None
+    """The client certificate's private key (PEM).
+
+    Default: unset"""
 
     def confluent(self) -> dict[str, str]:
         """The same settings in librdkafka's vocabulary.
@@ -116,19 +138,49 @@ def default_app_id(topic_prefix: str) -> str:
 @dataclass(frozen=True)
 class Settings:
     bootstrap: str = "127.0.0.1:9092"
+    """Kafka bootstrap servers, `host:port[,host:port...]`."""
     topic_prefix: str = "xwait"
+    """Prefix of every topic name (`<prefix>.requests`, ...): two deployments on one
+    cluster use two prefixes."""
     # Empty means default_app_id(topic_prefix); XWAIT_APP_ID overrides it.
     app_id: str = ""
+    """Consumer group of the workers, and prefix of their changelog and assignment
+    topics; derived from the topic prefix, so two deployments on one cluster never
+    share a group.
+
+    Default: `<prefix>-processor`"""
     partitions: int = 8
+    """Partitions of every topic (the same for all: a wait's records meet in one
+    partition). Fixed when the topics are made: make it the most workers you will
+    ever run."""
     # Replicas of every topic `xwait topics create` makes, and how many of them
     # must hold a write before Kafka acknowledges it.  None: topics.yaml's
     # (1 in the example: one broker); with min ISR unset, 2 from 3 replicas
     # up, else 1 (see streams.topics.default_min_insync).
     replication_factor: int | None = None
+    """Replicas of every topic `xwait topics create` makes; refused when the cluster
+    has fewer brokers. Production: 3.
+
+    Default: `replication_factor` of `topics.yaml` (1 in the example)"""
     min_insync_replicas: int | None = None
+    """The topics' `min.insync.replicas`: replicas that must hold a write before
+    Kafka acknowledges it (every producer of xwait writes with `acks=all`); above
+    the replication factor is refused.
+
+    Default: 2 from 3 replicas up, else 1"""
     topology: Path = PACKAGED_TOPOLOGY
+    """Folder with `topics.yaml` and `waits/*.yaml`: point it at your own
+    definitions.
+
+    Default: the examples shipped in the package (`topology/` in a checkout)"""
     data_dir: Path = DEFAULT_DATA_DIR
+    """The worker's RocksDB folder (one database a partition, in
+    `<app id>/waits-<p>`); losing it costs a restore from the changelog.
+
+    Default: `.xwait/worker` of the checkout; of the working directory when installed"""
     guarantee: Guarantee = Guarantee.AT_LEAST_ONCE
+    """`at_least_once` or `exactly_once`: what a consumer of outcomes and actions
+    sees after a crash (docs/concepts/guarantees.md)."""
     # How often the punctuator probes the inputs' end offsets: the stream time
     # of a quiet partition, whose due timers the applier then fires.  A quiet
     # partition's deadline lateness is about one tick; each tick costs one
@@ -136,15 +188,24 @@ class Settings:
     # worker (when timers still went through a topic), interleaved runs:
     # lateness p99 410-576 ms at 0.1 s, 546-758 ms (once 4.4 s) at 0.2 s.
     timer_tick: float = 0.1
+    """Seconds between punctuator ticks: each probes the inputs' end offsets, the
+    stream time of a quiet partition, whose due timers then fire (their lateness
+    is about one tick)."""
     # How long the group waits for a silent worker before moving its
     # partitions: the time a kill -9 leaves them unprocessed.  Shorter fails
     # over faster but evicts a worker whose event loop stalls that long.
     session_timeout: float = 20.0
+    """Seconds before the group moves a silent worker's partitions: how long a
+    kill -9 leaves them undecided."""
     # Net allocations between passes of Python's young-generation garbage
     # collector (Python's default: 700).  Decisions allocate many short-lived,
     # acyclic objects; fewer passes were 6-23% more records per second on a
     # worker (streams.processor.collector).
     gc_threshold: int = 20_000
+    """Allocations between passes of Python's young-generation garbage collector
+    (Python's default is 700; deciding makes many short-lived objects).
+    `/xwait/stats` shows each pass's time (`latencyMs.gc_us`) and the passes per
+    generation (`gcPasses`)."""
     # Least seconds between the starts of two batches (0: a batch starts as
     # soon as the previous one is committed; a full batch always does); the
     # input fetch and the applier's end-offset probes keep to the same pace.
@@ -155,8 +216,14 @@ class Settings:
     # made many small batches dear: at 0.05 against 0, interleaved open runs
     # took 35% less CPU per event at 500 waits/s (564-620 against 917-940 us)
     # and 42-50% less at 100 waits/s, for reply p99 163-178 ms against 89-350
-    # (README "Speed").
+    # (docs/speed.md, "CPU by load, and the batch linger").
     batch_linger: float = 0.05
+    """Least seconds between the starts of two batches; the input fetch and the
+    worker's end-offset probes keep the same pace. What comes meanwhile waits for
+    the next batch (a full batch of 500 starts at once): fewer, larger batches, for
+    less CPU per record and more latency, since the fetch, the probe and the batch
+    may each wait up to this. At most 1 s; `0` for the lowest latency
+    (docs/speed.md measures both)."""
     # How long after its append an input record may still be invisible to
     # consumers: Kafka shows a record once it is committed (copied to the
     # in-sync replicas; a producer's transaction committed), and a worker
@@ -167,31 +234,65 @@ class Settings:
     # (auto): REPLICATED_COMMIT_GRACE when an input topic has more than one
     # replica, else 0 (one replica: a record is committed as it is appended).
     commit_grace: float | None = None
+    """Seconds after its append that an input record may still be uncommitted
+    (replication to the in-sync replicas, a producer's transaction) and keep its
+    place in the broker's order: a probe proves a quiet topic only up to its send
+    time minus this, so records and timers wait this long on it. `auto`: 0.2 on
+    input topics with more than one replica, 0 with one (looked at again every 5
+    minutes). At most 30; `/xwait/stats` shows it as `commitGraceMs`.
+
+    Default: `auto`"""
     # /readyz holds a worker back until every input partition it owns is at most
     # this many records behind (after each takeover): some 15 s of one input
     # partition's records at 500 waits/s over 8 partitions.  Far more lets a
     # rolling restart move on while replies wait behind a backlog; far less
     # keeps a worker out under any burst.
     ready_max_lag: int = 1000
+    """Records an owned input partition may be behind for `/readyz` to say ready
+    after a takeover."""
     web_port: int = 6066
+    """Port of the worker's web server: the console, the API, `/metrics`,
+    `/healthz`, `/readyz`."""
     web_host: str = "127.0.0.1"
+    """Address the web server binds (`0.0.0.0` for every interface)."""
     # The host other workers (and the console's forwarding) use to reach this
     # one; None means web_host, or this machine's host name when web_host is
     # a wildcard bind such as 0.0.0.0, which no peer can connect to.
     web_advertised_host: str | None = None
+    """Host name or address other workers use to forward console and API requests
+    to this one.
+
+    Default: `XWAIT_WEB_HOST`, or the host name when that is `0.0.0.0`"""
     # The console's API: the command token also reads; the read token only
     # reads.  With neither, reads are open and commands disabled (a worker
     # on a developer's loopback); with either, every read needs a token.
     console_token: str | None = field(default=None, repr=False)
+    """Token for commands and reads in the console and the API (`status`, `list`,
+    the key checks of `reply`, the operator commands, `result` and the SDK send
+    it too). Without either token, reads are open and commands answer 503.
+
+    Default: unset"""
     console_read_token: str | None = field(default=None, repr=False)
+    """A second token that only reads (lists, status, the review queue); with
+    either token set, every read needs one.
+
+    Default: unset"""
     security: Security = Security()
     log_level: str = "info"
+    """`debug`, `info`, `warning`, `error` or `critical`."""
     # The worker web API the CLI and the SDK ask (status, list, and the key
     # check before a reply or command).
     console_url: str = DEFAULT_CONSOLE_URL
+    """The worker `status` and `list` ask, and that `reply`, the operator commands,
+    `result` and the SDK ask whether a key exists."""
     # A Confluent-compatible Schema Registry; None means Avro single-object
     # encoding and no registry (see streams.codec.registry).
     schema_registry_url: str | None = None
+    """A Confluent-compatible Schema Registry (for Apicurio: `.../apis/ccompat/v7`):
+    outputs and the SDK's records in the Confluent wire format, Confluent-framed
+    input read by its schema id.
+
+    Default: unset: Avro single-object encoding"""
     # True when app_id was derived from the prefix, so a changed prefix
     # (`--prefix`) derives it again instead of keeping the old prefix's group.
     app_id_derived: bool = field(default=False, repr=False, compare=False)
@@ -293,7 +394,7 @@ MAX_COMMIT_GRACE = 30.0
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
-    """Build settings from `XWAIT_*` variables (see README "Configuration")."""
+    """Build settings from `XWAIT_*` variables (docs/reference/configuration.md)."""
     env = os.environ if env is None else env
     guarantee_raw = env.get("XWAIT_GUARANTEE", Guarantee.AT_LEAST_ONCE.value)
     try:

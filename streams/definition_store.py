@@ -4,7 +4,7 @@
         "document": the YAML mapping as read, "publishedAt": ms, "publishedBy": host/pid}
         (a null value, a tombstone: the version was removed by `xwait definitions remove`)
 
-A wait follows the version of its definition it parked on (DESIGN rule 13),
+A wait follows the version of its definition it parked on (rule 13, docs/rules.md),
 so a worker must be able to decide for any version some parked wait
 follows, including one no file on its disk still says: a fresh worker, a
 worker whose file was edited, a worker taking over the partitions of one

@@ -38,7 +38,7 @@ _VISIBLE_POLL_S = 0.1
 # Topic settings the service's guarantees rest on: a topic whose broker value
 # differs is unhealthy, not merely tuned.  `message.timestamp.type` of the
 # input topics is what lets the broker's clock decide a reply against its
-# deadline (README, "The race"); `cleanup.policy` keeps the changelog compacted
+# deadline (docs/concepts/race.md); `cleanup.policy` keeps the changelog compacted
 # and the event topics from being compacted away.
 REQUIRED_CONFIG = ("message.timestamp.type", "cleanup.policy", "min.insync.replicas")
 MIN_INSYNC = "min.insync.replicas"

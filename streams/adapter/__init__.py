@@ -2,7 +2,7 @@
 
 An adapter consumes ``<prefix>.actions`` in a consumer group of its own,
 carries each action out, and reports what became of it (an ``ActionResult``,
-DESIGN rule 12) before it commits the action's offset: at least once, so a
+rule 12 of docs/rules.md) before it commits the action's offset: at least once, so a
 crash sends an action again rather than never (actions carry a deterministic
 ``actionId`` for the receiving end to drop repeats).
 

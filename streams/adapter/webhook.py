@@ -67,7 +67,7 @@ from streams.polling import available
 log = logging.getLogger(__name__)
 
 REPORTED = frozenset({"SEND_REQUEST", "SEND_REMINDER", "RUN_ESCALATION"})
-"""The actions whose results a wait takes (DESIGN rule 12); the others are POSTed and
+"""The actions whose results a wait takes (rule 12, docs/rules.md); the others are POSTed and
 not reported (a result for them would be rejected as unmatched)."""
 DEFAULT_TIMEOUT_S = 10.0
 """Per POST: a webhook that has not answered in ten seconds is down for this

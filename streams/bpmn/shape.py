@@ -18,7 +18,7 @@ The shape is the seed's single-channel base (`start`, `compose`,
   (`manager_wait`, `finance_sla_deadline`, ...); a stage's accepted reply
   leads to the next stage's `send_request`.
 
-Escalation levels (DESIGN rule 6) are drawn as the waits they are: the
+Escalation levels (rule 6, docs/rules.md) are drawn as the waits they are: the
 deadline runs `run_escalation` (level 1; `run_escalation_2`, ... after it),
 which opens `escalation_1_wait` with its own replies, validation and
 deadline `escalation_1_deadline`; the last level's deadline ends the wait
@@ -114,7 +114,7 @@ class _Builder:
             "earlyReplyTtl": iso_duration(d.early_reply_ttl_ms),
             "retention": iso_duration(d.retention_ms),
         }
-        if d.on_send_failure is not None:  # what a failed send does (DESIGN rule 12)
+        if d.on_send_failure is not None:  # what a failed send does (rule 12, docs/rules.md)
             policy = d.on_send_failure
             g.settings.update(sendFailure=policy.then.value, sendRetries=str(policy.retries),
                               sendBackoff=iso_duration(policy.backoff_ms))

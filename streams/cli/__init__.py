@@ -2,8 +2,9 @@
 
 Exit codes scripts can trust: 0 success, 1 the operation failed (for
 `topics describe`: the topics are not healthy), 2 bad usage or configuration,
-3 Kafka (or the Schema Registry) unreachable (for `status` and `list`: no
-worker answered), 4 no such wait: a worker answered that no wait has the key
+3 Kafka (or the Schema Registry) unreachable, said in one line within 5 s of
+running the command, start-up included (for `worker`: of its start-up; for
+`status` and `list`: no worker answered), 4 no such wait: a worker answered that no wait has the key
 (`reply`, the operator commands, `status`, `result`). `result` also says how
 the wait ended: 0 RECEIVED, 5 ESCALATED, 6 CANCELLED, 7 no outcome within
 `--timeout`.
@@ -436,7 +437,7 @@ EXIT_MARGIN_S = 0.4
 
 def _process_started() -> float:
     """``time.monotonic()`` when this process started (from /proc), else when this module
-    was imported: the 5 s the README promises count from running the command."""
+    was imported: the 5 s the exit codes promise count from running the command."""
     try:
         with open("/proc/self/stat", encoding="ascii") as f:
             after_name = f.read().rsplit(")", 1)[1].split()

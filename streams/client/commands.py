@@ -79,7 +79,7 @@ class Commands(ABC):
                  record: Mapping[str, Any]) -> None:
         """Produce one record; the next flush waits for it."""
 
-    # -- action results (DESIGN rule 12) ---------------------------------------
+    # -- action results (rule 12, docs/rules.md) ---------------------------------------
 
     def report_delivered(self, correlation_key: str, action_id: str, *,
                          at: int | None = None, wait: bool = True) -> None:
@@ -171,7 +171,7 @@ class Commands(ABC):
     def reschedule(self, correlation_key: str, *, deadline: str | None = None,
                    move_by: str | None = None, reason: str | None = None,
                    operator: str | None = None, force: bool = False) -> None:
-        """Move the current deadline of a parked or suspended wait (DESIGN rule 11).
+        """Move the current deadline of a parked or suspended wait (rule 11, docs/rules.md).
 
         ``deadline`` is the new deadline as an ISO 8601 duration from now
         (``PT2H``); ``move_by`` shifts the current one (``PT30M`` later,
@@ -197,7 +197,7 @@ class Commands(ABC):
     def migrate(self, correlation_key: str, *, version: str | None = None,
                 reason: str | None = None, operator: str | None = None,
                 force: bool = False) -> None:
-        """Move a wait not yet done to another version of its definition (DESIGN rule 13).
+        """Move a wait not yet done to another version of its definition (rule 13, docs/rules.md).
 
         ``version`` names it (``xwait definitions`` lists them); None means the
         newest the deciding worker has.  Refused with a Rejected record when

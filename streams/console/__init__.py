@@ -86,22 +86,32 @@ def install(host: ConsoleHost) -> None:
 
     @app.page("/xwait/console")
     class ConsolePage(View):
+        """The ops console: one HTML page, no data in it (it reads the JSON API)."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             return self.html(PAGE)
 
     @app.page("/healthz")
     class Healthz(View):
+        """Liveness: 200 `{"status": "ok"}` while the worker's event loop turns; 503
+        `stuck` once it was held more than 30 s (`longestHoldS`: the longest it was
+        late). A worker that owns nothing, or waits for a rebalance, is alive."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             status, body = health.healthz()
             return self.json(body, status=status)
 
     @app.page("/readyz")
     class Readyz(View):
+        """Readiness: 200 once the worker has taken its assigned partitions over and
+        every input partition it owns is at most `XWAIT_READY_MAX_LAG` records behind
+        (it then stays ready until its partitions move again, so a burst does not
+        empty a Service); 503 with `reasons` before that. Body: `ready`, `reasons`,
+        `ownedPartitions`, `maxLag`, `maxLagAllowed`."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             status, body = health.readyz()
             return self.json(body, status=status)
 
     @app.page("/metrics")
     class MetricsPage(View):
+        """Prometheus text format 0.0.4 (counts only: no keys, tenants or payloads)."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             return self.bytes(metrics.render(), content_type=CONTENT_TYPE)

@@ -400,6 +400,13 @@ def register(host: ConsoleHost, console: Console) -> None:
 
     @app.page("/xwait/api/waits")
     class WaitList(View):
+        """Waits not done (or of the given `state`: `parked`, `in_review`, `suspended`,
+        `done`, `all`; an `outcome` implies done), filtered by key prefix (`key`),
+        `definition`, `tenant` and park time (`parkedFrom`, `parkedTo`: epoch ms or
+        ISO 8601), ordered by next due time, `limit` at a time, merged from every
+        worker. Each carries its `cursor`; `next` is the cursor to pass as `after`
+        for the next page (null on the last); `unavailable` names workers that did
+        not answer."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             req: Any = request
             try:
@@ -415,6 +422,11 @@ def register(host: ConsoleHost, console: Console) -> None:
 
     @app.page("/xwait/api/waits/{key}")
     class WaitStatus(View):
+        """One wait's status, finished waits included (outcome, response, operator,
+        trace, `purgeAt`). 404 for an unknown key (the body counts replies and
+        commands held for it before its request: `earlyReplies`, `earlyCommands`),
+        503 while its partition has no owner (a rebalance). A key another worker
+        owns is forwarded to it, with the caller's token."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             req: Any = request
             try:
@@ -429,6 +441,12 @@ def register(host: ConsoleHost, console: Console) -> None:
 
     @app.page("/xwait/api/waits/{key}/{action}")
     class WaitCommand(View):
+        """An operator's command (POST): `suspend`, `resume`, `cancel`, `deliver`,
+        `review`, `reschedule` or `migrate`, with a JSON body of `operator`
+        (required), `reason`, `responseData`, `outcome`, `note`, `deadline`,
+        `moveBy`, `version`. 202 once the Command record is produced, 400 for a bad
+        body, 401 without the command token, 503 when no command token is
+        configured. The token is checked before the body is read."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             # Only reached by a key with '/' in it (a command is a POST).
             try:
@@ -449,6 +467,8 @@ def register(host: ConsoleHost, console: Console) -> None:
 
     @app.page("/xwait/api/review")
     class ReviewQueue(View):
+        """The waits in review (`inReview`), merged from every worker, and the newest
+        records of the rejected topic (`rejected`)."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             req: Any = request
             try:

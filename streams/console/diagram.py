@@ -144,6 +144,7 @@ def register_diagram(host: ConsoleHost, console: Console, activity: Activity) ->
 
     @app.page("/xwait/api/definitions")
     class Definitions(View):
+        """The definitions the worker runs: name, variant, stages."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             req: Any = request
             try:
@@ -156,6 +157,9 @@ def register_diagram(host: ConsoleHost, console: Console, activity: Activity) ->
 
     @app.page("/xwait/api/definitions/{name}")
     class DefinitionDiagram(View):
+        """One definition as BPMN (`bpmn`), the census of its waits by state, and
+        `nodes`: node id -> counts (`label`, `count`, and the `list` query that lists
+        those waits), summed over every worker (`local=1`: this worker's own)."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             req: Any = request
             try:
@@ -181,6 +185,7 @@ def register_diagram(host: ConsoleHost, console: Console, activity: Activity) ->
 
     @app.page(f"{STATIC_PREFIX}/{{file}}")
     class Static(View):
+        """The vendored bpmn-js viewer the console draws with (nothing from a CDN)."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             found = files.get(str(kwargs.get("file", "")))
             if found is None:

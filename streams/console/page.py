@@ -5,8 +5,8 @@ edits and lints as such (`console.html`, `console.css`, `console.js`),
 shipped as package data; this module puts them together once, at import.
 Nothing is templated: the page is the same for every worker and every
 operator, and everything it shows comes from the JSON API of
-`streams.console.api` (so no template engine; see README, "Hand-written, on
-purpose").
+`streams.console.api` (so no template engine; see docs/architecture.md, "Libraries,
+and what is hand-written on purpose").
 
 The access token the operator types is kept in the tab's sessionStorage and
 sent as a Bearer header with every request (reads need it too when the

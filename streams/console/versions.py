@@ -1,4 +1,4 @@
-"""The versions of the wait definitions, and how many waits follow each (DESIGN rule 13).
+"""The versions of the wait definitions, and how many waits follow each (rule 13, docs/rules.md).
 
     GET /xwait/api/versions[?local=1]
 
@@ -72,6 +72,9 @@ def register(host: ConsoleHost, console: Console) -> None:
 
     @app.page("/xwait/api/versions")
     class Definitions(View):
+        """Every definition version this worker keeps (`newest`: it parks new waits on
+        it) and the waits not yet done that follow each, by state, merged from every
+        worker (`newestOn`: the workers parking on it; `local=1`: this worker's own)."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
             try:
                 console.authorize(request.headers.get("Authorization"), Access.READ)

@@ -92,6 +92,8 @@ class RejectReason(StrEnum):
     DUPLICATE = "duplicate"
     """A second request for a key that has a wait, or a reply id seen before."""
     UNDECODABLE = "undecodable"
+    """Neither readable Avro nor valid JSON of the record's fields (decided by the
+    codec in the processor; `detail` says what was wrong)."""
     TENANT_MISMATCH = "tenant_mismatch"
     """A reply from a tenant other than the wait's; it never ends the wait."""
     UNACCEPTABLE = "unacceptable"

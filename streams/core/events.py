@@ -1,6 +1,6 @@
 """The kinds of input record a wait reacts to, as the core sees them.
 
-Field names mirror the contract in DESIGN.md ("The contract users build on"),
+Field names mirror the contract (schemas/*.avsc, docs/concepts/contract.md),
 in snake_case; the codec maps camelCase wire names onto them. All times are
 integer epoch milliseconds. Events are frozen so that replaying a log yields
 the same decisions: nothing downstream can mutate what was decided upon.

@@ -1,24 +1,29 @@
-"""What the waits table stores per key: the slot, plus what makes replays safe.
+"""What a partition's database (and its changelog) stores per wait key: the slot,
+plus what makes replays safe.
 
-    waits: wait key (utf-8) -> Row = slot bytes | seen offsets | outbox
+    wait key (utf-8) -> Row = head | slot bytes | seen offsets | outbox
 
-A worker that dies re-reads every input after its last committed offset.
-The state those inputs changed may already be stored (RocksDB is written at
-once and its changelog record may have reached Kafka) while the records they
-produced were lost with the producer's buffer - re-deciding on the changed
-state would then answer "late" or "duplicate" and the outcome would never be
-sent.  So a row remembers, per input topic, the offset of the last input that
-changed it (`seen`), and keeps the records each uncommitted input produced
-(`outbox`).  An input at or below `seen` is a replay: its outbox entry is
-sent again instead of deciding again.  Entries of inputs whose offsets are
-committed are dropped at the next write of the row (faust flushes the
-producer before it commits, so they were delivered).
+A worker that dies reads its inputs again from the positions stored with its
+state (`streams.processor.positions`); a record the stored row already
+reflects must not be decided again (re-deciding on the changed state would
+answer "late" or "duplicate").  So a row remembers, per input topic, the
+offset of the last input that changed it (`seen`): an input at or below it is
+a replay, and is not decided again.  Its outputs are durable already: the
+commit protocol (`streams.processor.commit`) writes a row only after every
+record its batch produced was acknowledged.
+
+The `outbox` kept the records each input produced until its offset was
+committed, for the faust-table design of 0.1.0, whose commit could lose them;
+this release writes it empty and still sends again what a 0.1.0 row holds.
+Reading it, like reading version 1 rows, is to be removed in 0.3.0
+(CHANGELOG.md).
 
 A row starts with a head (`RowHead`: the wait's state, definition, tenant
-and armed timers) that is read without decoding the slot.  After a
-rebalance a worker rebuilds its timer index and its wait census from every
-row it owns; decoding each slot costs about 40 us, 40 s at a million waits
-with the event loop blocked, while the head takes about 4 us.
+and armed timers) that is read without decoding the slot.  A restore builds
+the partition's timer index and wait census from every row it reads
+(`raw_facts`), and the console lists waits by their heads; decoding each
+slot costs about 40 us, 40 s at a million waits, while the head takes about
+4 us.
 
 Binary layout (all integers big-endian):
     b"XR" version:u8 (2; version 1 rows have no head and are still read)
@@ -153,7 +158,7 @@ def raw_facts(data: bytes | None) -> RawFacts:
     """What a restore needs of a row, read without building objects: its state (0: no
     wait, else 1 + WaitStatus index), its definition's utf-8 bytes, and its timers as the
     17-byte records of the head (kind:u8 due_at:i64 generation:i64), which give the timer
-    index's keys and values directly (`streams.timers.stored.raw_index_key`).
+    index's keys and values directly (`streams.timers.stored.raw_index_entry`).
 
     A restore reads every changelog record this way (about twice as fast as `read_head`);
     a row of version 1, or one it cannot read, goes through `read_head` (no wait).

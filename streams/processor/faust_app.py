@@ -174,6 +174,8 @@ def build(worker: Worker) -> faust.App:
     app.on_partitions_revoked.connect(revoked)  # type: ignore[arg-type]
 
     async def stats(view: View, request: Request) -> Response:
+        """The worker's counters, owned partitions, armed timers, waits by state, and
+        the latency of its stages (counts only, no token needed)."""
         return view.json(worker.stats())
 
     app.page("/xwait/stats")(stats)
@@ -211,10 +213,11 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
 
     Without `definitions`, the files of the topology are the newest and every
     version the deployment's workers published is kept (`DefinitionStore.sync`,
-    before any partition is taken; DESIGN rule 13)."""
-    # `kill -USR1 <pid>`: every thread's stack into the worker's log (README, "Health
-    # endpoints").  Once faust runs, its frame (mode) answers SIGUSR1 the same way; this
-    # covers what comes first and can wait on a broker (topics, fleet check, definitions).
+    before any partition is taken; rule 13 of docs/rules.md)."""
+    # `kill -USR1 <pid>`: every thread's stack into the worker's log
+    # (docs/guides/operations.md, "Health endpoints").  Once faust runs, its frame
+    # (mode) answers SIGUSR1 the same way; this covers what comes first and can wait
+    # on a broker (topics, fleet check, definitions).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     versions.check()
     documents = load_documents(settings.topology / "waits") if definitions is None else None

@@ -60,7 +60,7 @@ def refusal(settings: Settings, found: dict[str, list[str]]) -> ConfigError:
     return ConfigError(
         f"Expected only workers of this version in group {settings.app_id!r}, but "
         f"workers of an earlier version are running ({who}): stop every worker of the "
-        "earlier version first, then start this one (README, Upgrading)")
+        "earlier version first, then start this one (CHANGELOG.md, Upgrading)")
 
 
 def check(settings: Settings, assignment_topic: str) -> None:

@@ -1,11 +1,12 @@
 """Asking the broker directly: input records the fetch passed over, and end offsets.
 
-When the agent receives a record above the next offset it expects
-(`streams.processor.inputs`), the offsets in between were either never
-records (transaction markers, aborted transactions, records removed by
-retention) or records the fetch skipped.  A plain confluent-kafka consumer,
-outside the group and committing nothing, reads exactly that range; the
-agent applies whatever it returns before the record that revealed the gap.
+When the intake (`streams.processor.intake`) takes a record above the next
+offset it expects (`streams.processor.inputs`), the offsets in between were
+either never records (transaction markers, aborted transactions, records
+removed by retention) or records the fetch skipped.  A plain confluent-kafka
+consumer, outside the group and committing nothing, reads exactly that
+range; the intake applies whatever it returns before the record that
+revealed the gap.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ assignment completes they are fetched again from the stored position.
 This is what makes "a record is never skipped" independent of the consumer
 library's bookkeeping: faust-streaming 0.15 and aiokafka 0.14, killed while
 behind, were seen resuming near the log end and committing offsets of
-records never applied (issue 8; `/work/notes` and the README say how).
+records never applied (issue 8; docs/guarantees.md, "The long crash runs").
 """
 
 from __future__ import annotations

@@ -35,12 +35,24 @@ class ProcessorReject(StrEnum):
     """Rejection reasons the processor adds to the core's `RejectReason`s."""
 
     UNDECODABLE = "undecodable"
+    """Or: a record key that is not UTF-8, or a value this build does not know."""
     NO_KEY = "no_key"
+    """The record has no key: every record is keyed by its wait key."""
     KEY_MISMATCH = "key_mismatch"
+    """The record's key is not the wait key of the correlation key it carries."""
     INVALID_COMMAND = "invalid_command"
+    """Or: a command record naming a command (or another value) this build does not
+    know."""
     INTERNAL_ERROR = "internal_error"
+    """A bug: deciding the record raised, or the wait's stored row could not be read
+    (written by a later release). The record is kept here, nothing changes, and the
+    worker goes on."""
     TOO_LARGE = "too_large"
+    """Deciding it would make the wait's stored row or one of its output records
+    larger than 900,000 bytes, which Kafka refuses with its default limits: the
+    input is refused whole and nothing changes."""
     INVALID_KEY = "invalid_key"
+    """The record key holds a NUL character, which no wait key can."""
 
 
 @fast_init

@@ -1,11 +1,12 @@
 """How far a partition's inputs have been applied, stored with the state they produced.
 
-    waits (partition p): POSITIONS_KEY -> Positions (next offset per input topic, stream time)
+    partition p's database: POSITIONS_KEY -> Positions (next offset per input topic,
+                                              stream time)
 
-The record lives in the waits table of its partition, next to the rows, so
-it is written in the same RocksDB write batch as the rows of the records it
-covers and travels in the same changelog partition after them (the producer
-keeps a partition's order).  Whoever restores the partition - the same
+The record lives in its partition's database (`streams.processor.state`),
+next to the rows, so it is written in the same RocksDB write batch as the
+rows of the records it covers and travels in the same changelog partition
+after them (the producer keeps a partition's order).  Whoever restores the partition - the same
 worker after a crash, another worker after a failover, a standby taking over
 - gets rows and positions that agree, and starts each input partition
 exactly where the state it restored leaves off, whatever offsets the
@@ -39,7 +40,7 @@ class Positions:
     """The next offset to apply per input topic of one partition, and its stream time.
 
     `stream_time` is the partition's stream time when these positions were
-    stored (see `streams.processor.streamtime`): timers due by then may fire
+    stored (see `streams.processor.sequencer`): timers due by then may fire
     at once after a restart, before the worker has caught up again.
     """
 

@@ -22,8 +22,10 @@ time.  So the worker holds what it has taken until it may apply it:
   handler ignores a timer record, an older worker's or forged, that comes
   earlier).
 
-The timers topic carries the worker's own records; they are released at
-once, in order (whether each is due is the handler's check).  Records of a
+The timers topic is no longer written by workers (they fire due timers from
+their own index); what it still carries, an older worker's records or
+forged ones, is released at once, in order (whether each is due is the
+handler's check).  Records of a
 topic stamped by producers (CreateTime) are ordered by the wall time they
 were taken: a producer's clock must not be able to hold a partition back.
 

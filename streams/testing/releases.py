@@ -1,6 +1,10 @@
 """An earlier release of xwait, installed beside this checkout, to upgrade from.
 
-`install_release` exports a commit of this repository (``git archive``, so
+A release is named by its version; `release_commit` finds its commit in this
+repository's history from CHANGELOG.md and pyproject.toml, never from a git
+tag (tags need not travel with a clone; RELEASING.md).
+
+`install_release` exports that commit of this repository (``git archive``, so
 the checkout's own worktree list is left alone) into a folder of its own and
 installs it in a virtualenv of its own, the way a user installed that
 release: the package built from its sources (a wheel), its dependencies
@@ -22,10 +26,12 @@ import fcntl
 import hashlib
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,9 +39,9 @@ from streams.config import REPO_ROOT
 
 RELEASES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xwait" / "releases"
 LOCK = REPO_ROOT / "requirements.lock"
-# The previous release (CHANGELOG.md: 0.1.0 = main at this commit, the worker on
-# faust's tables); the one an upgrade test starts from.
-PREVIOUS = ("0.1.0", "21e3c02a273bd15f8c694a31e2cdf6fbab69c4d3")
+# The release an upgrade test starts from: 0.1.0, the worker on faust's tables,
+# whose rows and consumer group 0.2.0 changed (CHANGELOG.md, 0.2.0: Row format).
+PREVIOUS = "0.1.0"
 
 
 class ReleaseUnavailable(RuntimeError):
@@ -62,6 +68,49 @@ class Release:
         return self.source / "topology"
 
 
+def release_commit(version: str, repo: Path = REPO_ROOT) -> str:
+    """The full hash of the commit that is release `version` of this repository.
+
+    The release's CHANGELOG section (`## VERSION — DATE`) must exist.  The
+    commit it names ("commit 21e3c02": 0.1.0 was named a release after the fact,
+    its version having been in pyproject.toml since the first commit) wins;
+    otherwise the release is the last commit whose pyproject.toml carries the
+    version, before a later commit moved it on (HEAD while it is the current one).
+    """
+    changelog = (repo / "CHANGELOG.md").read_text()
+    section = re.search(rf"^## {re.escape(version)} — .*?(?=^## |\Z)", changelog, re.M | re.S)
+    if section is None:
+        raise ReleaseUnavailable(f"CHANGELOG.md has no release {version}")
+    named = re.search(r"\bcommit ([0-9a-f]{7,40})\b", section.group(0))
+    if named is not None:
+        return _git(repo, "rev-parse", "--verify", f"{named.group(1)}^{{commit}}")
+    moves = _git(repo, "log", "--first-parent", "--format=%H", "-G", "^version = ",
+                 "--", "pyproject.toml").split()
+    for commit in moves:  # newest first
+        if _version_at(repo, commit) != version and _version_at(repo, f"{commit}^") == version:
+            return _git(repo, "rev-parse", "--verify", f"{commit}^")
+    if moves and _version_at(repo, moves[0]) == version:
+        return _git(repo, "rev-parse", "--verify", "HEAD")
+    raise ReleaseUnavailable(f"no commit of this history carries version {version}")
+
+
+def _version_at(repo: Path, commit: str) -> str | None:
+    try:
+        text = _git(repo, "show", f"{commit}:pyproject.toml")
+    except ReleaseUnavailable:
+        return None
+    return str(tomllib.loads(text)["project"]["version"])
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True,  # noqa: S603, S607
+                          text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise ReleaseUnavailable(f"git {args[0]} failed (a shallow clone?): "
+                                 f"{done.stderr.strip()[-500:]}")
+    return done.stdout.strip()
+
+
 def _run(args: list[str], what: str, cwd: Path | None = None, timeout: float = 900
          ) -> subprocess.CompletedProcess[bytes]:
     done = subprocess.run(args, cwd=cwd, capture_output=True, timeout=timeout,  # noqa: S603
@@ -71,8 +120,11 @@ def _run(args: list[str], what: str, cwd: Path | None = None, timeout: float = 9
     return done
 
 
-def install_release(version: str, commit: str, home: Path = RELEASES) -> Release:
-    """The release `version` at `commit`, installed in a virtualenv of its own (cached)."""
+def install_release(version: str, commit: str | None = None, home: Path = RELEASES
+                    ) -> Release:
+    """The release `version` (at `commit`, by default `release_commit(version)`), installed
+    in a virtualenv of its own (cached)."""
+    commit = commit or release_commit(version)
     locked = hashlib.sha256(LOCK.read_bytes()).hexdigest()[:12]
     release = Release(version, commit, home / f"{version}-{commit[:7]}-{locked}")
     stamp = release.home / ".installed"
@@ -111,4 +163,5 @@ def _install(release: Release) -> None:
     _run(check, "checking the dependencies")
 
 
-__all__ = ["PREVIOUS", "RELEASES", "Release", "ReleaseUnavailable", "install_release"]
+__all__ = ["PREVIOUS", "RELEASES", "Release", "ReleaseUnavailable", "install_release",
+           "release_commit"]

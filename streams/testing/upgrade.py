@@ -3,7 +3,8 @@
 `run_upgrade` runs a fleet of an earlier release (`streams.testing.releases`:
 its own virtualenv, its own example topology, topics made by its own
 `xwait topics create`) under the W1 load of `streams.testing.chaos`, then
-does what CHANGELOG.md and the README's "Upgrading" tell a user to do:
+does what CHANGELOG.md and docs/guides/operations.md ("Upgrades and rollbacks")
+tell a user to do:
 
 1. a worker of this build started while the old fleet runs must refuse to
    join (exit 2, one line: stop every worker of the earlier version first) -

@@ -13,7 +13,7 @@ import pytest
 from streams.codec import Codec, InvalidSchema, RecordType, SchemaNotFound, SchemaSet
 from streams.codec.schemas import DEFAULT_SCHEMA_DIR, NAMESPACE
 
-# DESIGN.md, "The contract users build on": add fields, never rename.
+# The contract (docs/concepts/contract.md): add fields, never rename.
 CONTRACT: dict[RecordType, list[str]] = {
     RecordType.START_WAIT: [
         "correlationKey",

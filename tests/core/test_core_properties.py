@@ -4,7 +4,7 @@ A random program of operations runs against one wait key with a clock that
 jumps by random amounts; timers fire the way the punctuator would (the clock
 moves to their due time), plus stale and duplicated timer records, and
 operators reschedule deadlines (rule 11) with good and bad arguments. After
-every step the invariants of DESIGN.md are checked.
+every step the invariants of the rules (docs/rules.md) are checked.
 """
 
 from __future__ import annotations

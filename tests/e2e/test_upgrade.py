@@ -14,14 +14,13 @@ the way the broker's clock says.  Skipped in a checkout without that commit
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from streams.config import Guarantee, Settings
 from streams.testing.chaos import chaos_settings
-from streams.testing.releases import PREVIOUS, install_release
+from streams.testing.releases import PREVIOUS, ReleaseUnavailable, install_release, release_commit
 from streams.testing.upgrade import REFUSED, UpgradePlan, run_upgrade
 from tests.prefixes import unique_prefix
 
@@ -30,19 +29,14 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _has_commit(commit: str) -> bool:
-    done = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"],  # noqa: S607
-                          cwd=REPO, capture_output=True, check=False)
-    return done.returncode == 0
-
-
 def test_a_fleet_of_the_previous_release_replaced_under_load_loses_no_wait(
     kafka_bootstrap: str, tmp_path: Path,
 ) -> None:
-    version, commit = PREVIOUS
-    if not _has_commit(commit):
-        pytest.skip(f"{version} ({commit[:7]}) is not in this checkout's history")
-    release = install_release(version, commit)
+    try:
+        commit = release_commit(PREVIOUS)
+    except ReleaseUnavailable as exc:
+        pytest.skip(f"{PREVIOUS} is not in this checkout's history: {exc}")
+    release = install_release(PREVIOUS, commit)
     prefix = unique_prefix("u")
     base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix,
                     app_id=f"{prefix}-processor", partitions=4)
@@ -62,7 +56,7 @@ def test_a_fleet_of_the_previous_release_replaced_under_load_loses_no_wait(
     carried = report.carried["by_outcome"]
     assert report.carried["waits"] > 0 and any(k.startswith("RECEIVED") for k in carried) \
         and any(k.startswith("ESCALATED") for k in carried), \
-        f"waits parked by {version} go on to be received and escalated: {carried}"
+        f"waits parked by {PREVIOUS} go on to be received and escalated: {carried}"
     assert sum(report.upgrade["restored_records"].values()) > 0, \
         "the new workers restored what the old release wrote to the changelog"
     assert report.late_join["all_refused"], \
