@@ -50,7 +50,7 @@ create table if not exists notifications (
 def do_the_work(db: sqlite3.Connection, key: str, action: dict[str, Any]) -> None:
     """What the action asks for (send the email, open the ticket...): here, a row."""
     db.execute("insert into notifications values (?, ?, ?, ?)",
-               (key, action["correlationKey"], action["action"], action.get("payload")))
+               (key, action["correlationKey"], action["action"], json.dumps(action["payload"])))
 
 
 def receive(db_path: Path, key: str, attempt_id: str, action: dict[str, Any]) -> bool:

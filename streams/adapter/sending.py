@@ -186,8 +186,8 @@ class Sender:
             if delivery.delivered or delivery.permanent or posts > self.retry.retries:
                 break
             wait = self.retry.wait_before(posts, delivery.retry_after_s)
-            log.info("POST again in %.1f s (retry %d of %d%s) key=%s url=%s: %s", wait, posts,
-                     self.retry.retries,
+            log.info("POST again in %.1f s (retry %d of %d%s) idempotency_key=%s url=%s: %s",
+                     wait, posts, self.retry.retries,
                      "" if delivery.retry_after_s is None
                      else f", Retry-After {delivery.retry_after_s:.0f} s",
                      headers.get("Idempotency-Key"), url, delivery.error)

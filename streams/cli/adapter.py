@@ -117,6 +117,8 @@ def run_adapter(args: argparse.Namespace, settings: Settings) -> int:
         from_beginning=args.from_beginning or None)
     logging.getLogger("streams").setLevel(logging.INFO)
     logging.getLogger().setLevel(logging.INFO)
+    # Its line per request repeats the adapter's own (which says what became of the action).
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     probe(settings)
     run(settings, config)
     return EXIT_OK

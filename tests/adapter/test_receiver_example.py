@@ -17,13 +17,18 @@ from pathlib import Path
 import pytest
 
 from streams.adapter.sending import RetryPolicy, Sender
+from streams.adapter.webhook import body_of
+from streams.client import Action
+from streams.client.records import ActionKind
 from streams.testing.workers import free_port
 
 pytestmark = [pytest.mark.rule12]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "webhook_receiver.py"
-BODY = (b'{"actionId":"a-2","correlationKey":"k1","action":"SEND_REQUEST",'
-        b'"sendAttempt":2,"payload":"{}"}')
+BODY = body_of(Action(  # what the adapter POSTs
+    action_id="a-2", correlation_key="k1", definition="expense-approval", tenant=None,
+    action=ActionKind.SEND_REQUEST, party=None, level=0, attempt=1,
+    payload={"to": "sam@example.com"}, at=5, send_attempt=2, idempotency_key="a-1"))
 
 
 @contextmanager
@@ -52,9 +57,12 @@ def _post(sender: Sender, url: str, key: str, attempt: str) -> bool:
                        ).delivered
 
 
-def _work(db: Path) -> list[tuple[str, str]]:
+TO = '{"to": "sam@example.com"}'
+
+
+def _work(db: Path) -> list[tuple[str, str, str]]:
     with closing(sqlite3.connect(db)) as conn:
-        return conn.execute("select idempotency_key, action from notifications "
+        return conn.execute("select idempotency_key, action, payload from notifications "
                             "order by idempotency_key").fetchall()
 
 
@@ -69,7 +77,7 @@ def test_the_example_receiver_does_an_action_s_work_once_across_repeats_and_a_re
             with ThreadPoolExecutor(8) as pool:
                 assert all(pool.map(lambda _: _post(sender, url, "key-1", "a-3"), range(8)))
             assert _post(sender, url, "key-2", "b-1")  # another action: its own work
-            assert _work(db) == [("key-1", "SEND_REQUEST"), ("key-2", "SEND_REQUEST")]
+            assert _work(db) == [("key-1", "SEND_REQUEST", TO), ("key-2", "SEND_REQUEST", TO)]
         with receiver(db) as url:  # restarted: the keys it saw are kept
             assert _post(sender, url, "key-1", "a-1")
-    assert _work(db) == [("key-1", "SEND_REQUEST"), ("key-2", "SEND_REQUEST")]
+    assert _work(db) == [("key-1", "SEND_REQUEST", TO), ("key-2", "SEND_REQUEST", TO)]
