@@ -6,24 +6,35 @@ One loop, at least once (the order is the commit protocol):
    own; a group's first run starts at the actions written after it started,
    or at the oldest with ``--from-beginning``, and commits that start at once);
 2. POST every routed action of the batch, ``concurrency`` at a time, each
-   with the timeout;
+   with the timeout; an answer that may come out otherwise next time is POSTed
+   again by the adapter itself (`RetryPolicy`), after the wait it names in
+   ``Retry-After`` or a doubling backoff, at most ``max_retry_wait`` each;
 3. produce a result for each SEND_REQUEST, SEND_REMINDER and RUN_ESCALATION
-   (2xx delivered; 4xx failed, permanent; 5xx, a timeout or no connection
-   failed, to be sent again by the definition's ``on_send_failure``) and
-   wait for Kafka to acknowledge them;
+   as soon as its POSTs are done and wait for Kafka to acknowledge them all:
+   a 2xx answer is delivered; any other 4xx than 408, 425 and 429 failed for
+   good (``permanent``: sending it again cannot help); 408, 425, 429, a 5xx,
+   a timeout or no connection, still so after the adapter's own retries,
+   failed (sent again by the definition's ``on_send_failure``);
 4. commit the batch's offsets.
 
-A crash before 4 POSTs the batch again: the receiver drops repeats by the
-``Idempotency-Key`` header (the action's deterministic id).  Results that
-Kafka does not acknowledge stop the adapter (exit 1) before anything is
-committed: run it under a supervisor, as the worker.
+A crash before 4 POSTs the batch again, and so does a stop (SIGTERM) that
+cuts a wait before a retry short (that batch's offsets are not committed; no
+result is reported for the action cut short).  The receiver drops repeats by
+the ``Idempotency-Key`` header: the action's ``idempotencyKey``, the same for
+every POST of one action, the adapter's retries, xwait's send retries
+(``sendAttempt`` 2, 3, ...) and a run after a restart alike, because it comes
+from the record.  ``X-Xwait-Action-Id`` is the send attempt's own ``actionId``,
+the one its result is reported under.  Results that Kafka does not
+acknowledge stop the adapter (exit 1) before anything is committed: run it
+under a supervisor, as the worker.
 
 Which URL: the first route whose ``definition``, ``action`` and ``party``
 (each a name or a list; omitted: any) match the action.  Its ``url`` is a
 template of the action's fields (``{correlationKey}``, ``{waitKey}``,
-``{actionId}``, ``{definition}``, ``{action}``, ``{party}``, ``{level}``,
-``{attempt}``, ``{sendAttempt}``, ``{tenant}``; URL-quoted).  An action no
-route matches is left to other adapters (counted ``unrouted``, committed).
+``{actionId}``, ``{idempotencyKey}``, ``{definition}``, ``{action}``,
+``{party}``, ``{level}``, ``{attempt}``, ``{sendAttempt}``, ``{tenant}``;
+URL-quoted).  An action no route matches is left to other adapters (counted
+``unrouted``, committed).
 """
 
 from __future__ import annotations
@@ -36,11 +47,9 @@ import signal
 import string
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +65,13 @@ from confluent_kafka import (
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from streams import codec
+from streams.adapter.sending import (
+    DEFAULT_MAX_RETRY_WAIT_S,
+    DEFAULT_RETRIES,
+    Delivery,
+    RetryPolicy,
+    Sender,
+)
 from streams.client import Action, DeliveryFailed, XwaitClient
 from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
 from streams.codec import RecordType, UndecodableRecord
@@ -70,18 +86,16 @@ REPORTED = frozenset({"SEND_REQUEST", "SEND_REMINDER", "RUN_ESCALATION"})
 """The actions whose results a wait takes (rule 12, docs/rules.md); the others are POSTed and
 not reported (a result for them would be rejected as unmatched)."""
 DEFAULT_TIMEOUT_S = 10.0
-"""Per POST: a webhook that has not answered in ten seconds is down for this
-attempt; the definition's backoff decides when it is tried again."""
+"""Per POST: a webhook that has not answered in ten seconds is down for this POST (the
+adapter POSTs again, `RetryPolicy`, then the definition's on_send_failure decides)."""
 DEFAULT_CONCURRENCY = 8
 """POSTs in flight: enough to hide a slow receiver's latency, few enough not to
 flood it (a retry storm after an outage arrives at this rate at most)."""
 DEFAULT_METRICS_PORT = 6070
 BATCH = 100
 """Actions taken per round: a commit per round, and a round waits for its slowest POST."""
-ERROR_TEXT = 300
-"""Characters of a failing answer's body kept in the error reported (the trace shows it)."""
-FIELDS = ("correlationKey", "waitKey", "actionId", "definition", "action", "party", "level",
-          "attempt", "sendAttempt", "tenant")
+FIELDS = ("correlationKey", "waitKey", "actionId", "idempotencyKey", "definition", "action",
+          "party", "level", "attempt", "sendAttempt", "tenant")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -104,6 +118,7 @@ class WebhookConfig:
     routes: tuple[Route, ...]
     timeout_s: float = DEFAULT_TIMEOUT_S
     concurrency: int = DEFAULT_CONCURRENCY
+    retry: RetryPolicy = RetryPolicy()
     group: str | None = None
     metrics_port: int = DEFAULT_METRICS_PORT
     metrics_host: str = "127.0.0.1"
@@ -168,6 +183,10 @@ def check_template(url: str, where: str, field_name: str) -> str:
     return url
 
 
+SETTINGS = ("routes", "timeout", "concurrency", "retries", "max_retry_wait")
+"""The keys of the YAML file."""
+
+
 def load_config(path: Path | None, *, url: str | None = None,
                 env: Mapping[str, str] | None = None, **overrides: Any) -> WebhookConfig:
     """The adapter's routes: from the YAML file at ``path``, or the one template ``url``."""
@@ -183,9 +202,9 @@ def load_config(path: Path | None, *, url: str | None = None,
         if not isinstance(loaded, dict):
             raise _fail(where, "(document)", "a mapping", type(loaded).__name__)
         raw = loaded
-        unknown = sorted(set(raw) - {"routes", "timeout", "concurrency"})
+        unknown = sorted(set(raw) - set(SETTINGS))
         if unknown:
-            raise _fail(where, unknown[0], "one of routes, timeout, concurrency", unknown[0])
+            raise _fail(where, unknown[0], f"one of {', '.join(SETTINGS)}", unknown[0])
         if not isinstance(raw.get("routes"), list) or not raw["routes"]:
             raise _fail(where, "routes", "a list of routes", raw.get("routes"))
         for i, r in enumerate(raw["routes"]):
@@ -222,11 +241,20 @@ def load_config(path: Path | None, *, url: str | None = None,
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise _fail(where, "concurrency", "a whole number of POSTs in flight, 1 or more",
                     concurrency)
+    retries = overrides.pop("retries", None)
+    if retries is None:
+        retries = raw.get("retries", DEFAULT_RETRIES)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise _fail(where, "retries", "a whole number of POSTs again, 0 or more", retries)
+    max_wait = overrides.pop("max_retry_wait_s", None)
     return WebhookConfig(
         routes=tuple(routes),
         timeout_s=seconds(timeout if timeout is not None
                           else raw.get("timeout", DEFAULT_TIMEOUT_S), where, "timeout"),
         concurrency=concurrency,
+        retry=RetryPolicy(retries, seconds(
+            max_wait if max_wait is not None
+            else raw.get("max_retry_wait", DEFAULT_MAX_RETRY_WAIT_S), where, "max_retry_wait")),
         **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -236,6 +264,7 @@ def template_values(action: Action) -> dict[str, str]:
                                            else ""), safe="")
               for name in FIELDS if name != "waitKey"}
     values["waitKey"] = urllib.parse.quote(action.correlation_key.split("~", 1)[0], safe="")
+    values["idempotencyKey"] = urllib.parse.quote(action.send_key, safe="")
     return values
 
 
@@ -246,42 +275,13 @@ def body_of(action: Action) -> bytes:
     return json.dumps(record, separators=(",", ":")).encode()
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """What one POST came to."""
-
-    delivered: bool
-    permanent: bool = False
-    error: str | None = None
-    http_status: int | None = None
-    seconds: float = 0.0
-
-    @property
-    def result(self) -> str:
-        return "delivered" if self.delivered else "permanent" if self.permanent else "failed"
-
-
-def post(url: str, body: bytes, headers: Mapping[str, str], timeout: float) -> Delivery:
-    """2xx delivered; 4xx failed for good; anything else failed, to be tried again."""
-    started = time.monotonic()
-    request = urllib.request.Request(url, data=body, method="POST", headers={  # noqa: S310
-        "Content-Type": "application/json", **headers})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - http(s)
-            resp.read()
-            return Delivery(True, http_status=int(resp.status),
-                            seconds=time.monotonic() - started)
-    except urllib.error.HTTPError as exc:
-        text = exc.read()[:ERROR_TEXT].decode("utf-8", errors="replace").strip()
-        error = f"HTTP {exc.code} {exc.reason}" + (f": {text}" if text else "")
-        return Delivery(False, permanent=400 <= exc.code < 500, error=error,
-                        http_status=exc.code, seconds=time.monotonic() - started)
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        what = "timed out" if isinstance(reason, TimeoutError) or "timed out" in str(reason) \
-            else f"no answer ({reason})"
-        return Delivery(False, error=f"POST {what} after {time.monotonic() - started:.1f} s",
-                        seconds=time.monotonic() - started)
+def headers_of(action: Action, route: Route) -> dict[str, str]:
+    """``Idempotency-Key``: the same for every POST of one action (its ``idempotencyKey``:
+    the adapter's retries, xwait's send retries and a run after a restart alike), what a
+    receiver drops repeats by; ``X-Xwait-Action-Id``: this send attempt's own id; then the
+    route's headers."""
+    return {"Idempotency-Key": action.send_key, "X-Xwait-Action-Id": action.action_id,
+            "X-Xwait-Correlation-Key": action.correlation_key, **route.headers}
 
 
 class Metrics:
@@ -296,6 +296,10 @@ class Metrics:
         self.post_seconds = Histogram(
             "xwait_webhook_post_seconds", "Time of each POST, to its answer or timeout",
             ["action"], registry=self.registry)
+        self.retries = Counter(
+            "xwait_webhook_retries_total", "POSTs made again by the adapter itself, by the "
+            "answer's status that asked for it (none: a timeout or no connection)",
+            ["action", "status"], registry=self.registry)
         self.reported = Counter(
             "xwait_webhook_results_reported_total", "Results produced to the replies topic",
             ["status"], registry=self.registry)
@@ -328,6 +332,8 @@ class WebhookAdapter:
         }))
         self._client = XwaitClient(settings, check_keys=False)
         self._pool = ThreadPoolExecutor(config.concurrency, thread_name_prefix="xwait-webhook")
+        self._sender = Sender(config.timeout_s, config.retry, connections=config.concurrency,
+                              stopping=self.stopping)
 
     # -- where a partition starts ----------------------------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -372,6 +378,7 @@ class WebhookAdapter:
                     self.handle(batch)
         finally:
             self._pool.shutdown(wait=True)
+            self._sender.close()
             self._consumer.close()
 
     def stop(self) -> None:
@@ -400,11 +407,16 @@ class WebhookAdapter:
                                             "unrouted").inc()
                 continue
             routed.append((action, route))
-        for action, delivery in zip(
-                (a for a, _ in routed), self._pool.map(self._deliver, routed), strict=True):
+        stopped = 0
+        # Reported as each is done: an action waiting out a Retry-After holds back the
+        # commit of its batch, not the results of the others.
+        for done in as_completed([self._pool.submit(self._deliver, a, r) for a, r in routed]):
+            action, delivery = done.result()
+            if delivery.stopped:
+                stopped += 1
+                continue
             self.metrics.actions.labels(action.definition, action.action.value,
                                         delivery.result).inc()
-            self.metrics.post_seconds.labels(action.action.value).observe(delivery.seconds)
             if action.action.value not in REPORTED:
                 continue
             if delivery.delivered:
@@ -417,19 +429,30 @@ class WebhookAdapter:
                                            at=int(time.time() * 1000), wait=False)
             self.metrics.reported.labels("delivered" if delivery.delivered else "failed").inc()
         self._client.flush()  # raises DeliveryFailed: nothing of the batch is committed
+        if stopped:
+            log.info("stopped while %d action(s) waited to be POSTed again: the batch is not "
+                     "committed, the next run POSTs it again (same Idempotency-Key)", stopped)
+            return
         self._commit(batch)
 
-    def _deliver(self, item: tuple[Action, Route]) -> Delivery:
-        action, route = item
+    def _deliver(self, action: Action, route: Route) -> tuple[Action, Delivery]:
         url = route.url.format_map(template_values(action))
-        delivery = post(url, body_of(action), {
-            "Idempotency-Key": action.action_id, "X-Xwait-Action-Id": action.action_id,
-            "X-Xwait-Correlation-Key": action.correlation_key, **route.headers},
-            self.config.timeout_s)
-        log.info("POST action=%s id=%s key=%s url=%s result=%s %s", action.action.value,
-                 action.action_id, action.correlation_key, url, delivery.result,
-                 delivery.error or delivery.http_status)
-        return delivery
+
+        before: list[Delivery] = []
+
+        def observe(one: Delivery) -> None:
+            self.metrics.post_seconds.labels(action.action.value).observe(one.seconds)
+            if before:  # a retry, asked for by the answer before it
+                self.metrics.retries.labels(action.action.value,
+                                            str(before[-1].http_status or "none")).inc()
+            before.append(one)
+
+        delivery = self._sender.deliver(url, body_of(action), headers_of(action, route),
+                                        observe)
+        log.info("POST action=%s id=%s key=%s url=%s result=%s posts=%d %s",
+                 action.action.value, action.action_id, action.correlation_key, url,
+                 delivery.result, delivery.posts, delivery.error or delivery.http_status)
+        return action, delivery
 
     def _decode(self, msg: Message) -> Action | None:
         try:
@@ -471,5 +494,5 @@ def run(settings: Settings, config: WebhookConfig) -> None:
     adapter.run()
 
 
-__all__ = ["Delivery", "DeliveryFailed", "Route", "WebhookAdapter", "WebhookConfig", "body_of",
-           "load_config", "post", "run", "template_values"]
+__all__ = ["Delivery", "DeliveryFailed", "RetryPolicy", "Route", "Sender", "WebhookAdapter",
+           "WebhookConfig", "body_of", "headers_of", "load_config", "run", "template_values"]

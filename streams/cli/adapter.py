@@ -20,6 +20,8 @@ from streams.errors import ConfigError
 # The parser is built for every command: the adapter's modules (Kafka clients,
 # prometheus_client) are imported only when it runs.
 DEFAULT_METRICS_PORT = 6070  # streams.adapter.webhook.DEFAULT_METRICS_PORT
+DEFAULT_RETRIES = 3  # streams.adapter.webhook.DEFAULT_RETRIES
+DEFAULT_MAX_RETRY_WAIT_S = 30  # streams.adapter.webhook.DEFAULT_MAX_RETRY_WAIT_S
 
 ENV = {
     "config": "XWAIT_WEBHOOK_CONFIG",
@@ -27,6 +29,8 @@ ENV = {
     "group": "XWAIT_WEBHOOK_GROUP",
     "timeout": "XWAIT_WEBHOOK_TIMEOUT",
     "concurrency": "XWAIT_WEBHOOK_CONCURRENCY",
+    "retries": "XWAIT_WEBHOOK_RETRIES",
+    "max_retry_wait": "XWAIT_WEBHOOK_MAX_RETRY_WAIT",
     "metrics_port": "XWAIT_WEBHOOK_METRICS_PORT",
     "metrics_host": "XWAIT_WEBHOOK_METRICS_HOST",
 }
@@ -40,11 +44,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> \
         "webhook", help="POST each action to a URL and report what became of it",
         description="Consume <prefix>.actions in a consumer group, POST each action to the "
                     "URL its route names (by definition, action and party), report the "
-                    "result of SEND_REQUEST, SEND_REMINDER and RUN_ESCALATION (2xx delivered, "
-                    "4xx failed for good, 5xx or a timeout failed: sent again by the "
-                    "definition's on_send_failure), then commit: at least once.")
-    webhook.add_argument("--config", type=Path, help="routes, timeout, concurrency: a YAML "
-                                                      "file (XWAIT_WEBHOOK_CONFIG)")
+                    "result of SEND_REQUEST, SEND_REMINDER and RUN_ESCALATION, then commit: "
+                    "at least once. 2xx: delivered. Another 4xx than 408, 425, 429: failed "
+                    "for good. 408, 425, 429, 5xx, a timeout, no connection: POSTed again "
+                    "by the adapter (--retries, after the answer's Retry-After or 1, 2, 4 "
+                    "s, each wait at most --max-retry-wait), then failed: sent again by the "
+                    "definition's on_send_failure. Every POST of one action, retries and "
+                    "send retries alike, carries the same Idempotency-Key.")
+    webhook.add_argument("--config", type=Path, help="routes, timeout, concurrency, retries, "
+                                                      "max_retry_wait: a YAML file "
+                                                      "(XWAIT_WEBHOOK_CONFIG)")
     webhook.add_argument("--url", help="one URL template for every action, e.g. "
                                        "http://host/hook/{definition}/{action} "
                                        "(XWAIT_WEBHOOK_URL)")
@@ -54,6 +63,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> \
                                            "(XWAIT_WEBHOOK_TIMEOUT)")
     webhook.add_argument("--concurrency", help="POSTs in flight, default 8 "
                                                "(XWAIT_WEBHOOK_CONCURRENCY)")
+    webhook.add_argument("--retries", help=f"POSTs again after 408, 425, 429, 5xx, a timeout "
+                                           f"or no connection, before the failure is "
+                                           f"reported, default {DEFAULT_RETRIES}, 0: none "
+                                           "(XWAIT_WEBHOOK_RETRIES)")
+    webhook.add_argument("--max-retry-wait", help=f"the longest wait before one retry, a "
+                                                  f"Retry-After included (a longer one is cut "
+                                                  f"to it): seconds or ISO 8601, default "
+                                                  f"{DEFAULT_MAX_RETRY_WAIT_S} "
+                                                  "(XWAIT_WEBHOOK_MAX_RETRY_WAIT)")
     webhook.add_argument("--metrics-port", help=f"Prometheus metrics port, default "
                                                 f"{DEFAULT_METRICS_PORT}, 0: none "
                                                 "(XWAIT_WEBHOOK_METRICS_PORT)")
@@ -85,16 +103,22 @@ def run_adapter(args: argparse.Namespace, settings: Settings) -> int:
 
     config_path = _given(args, "config")
     timeout = _given(args, "timeout")
+    max_retry_wait = _given(args, "max_retry_wait")
     config = load_config(
         Path(config_path) if config_path else None, url=_given(args, "url"),
         timeout_s=None if timeout is None else seconds(timeout, ENV["timeout"], "timeout"),
         concurrency=_whole(_given(args, "concurrency"), ENV["concurrency"]),
+        retries=_whole(_given(args, "retries"), ENV["retries"]),
+        max_retry_wait_s=None if max_retry_wait is None else seconds(
+            max_retry_wait, ENV["max_retry_wait"], "max_retry_wait"),
         group=_given(args, "group"),
         metrics_port=_whole(_given(args, "metrics_port"), ENV["metrics_port"]),
         metrics_host=_given(args, "metrics_host"),
         from_beginning=args.from_beginning or None)
     logging.getLogger("streams").setLevel(logging.INFO)
     logging.getLogger().setLevel(logging.INFO)
+    # Its line per request repeats the adapter's own (which says what became of the action).
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     probe(settings)
     run(settings, config)
     return EXIT_OK

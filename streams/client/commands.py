@@ -98,9 +98,10 @@ class Commands(ABC):
                       wait: bool = True) -> None:
         """Tell the wait the action ``action_id`` could not be carried out, and why.
 
-        ``permanent=True`` when sending again cannot help (a 4xx answer, an
-        unknown address): the definition's ``on_send_failure`` path is taken
-        at once; otherwise it is sent again after its backoff, up to its retries.
+        ``permanent=True`` when sending again cannot help (a 4xx answer other
+        than 408, 425 and 429, an unknown address): the definition's
+        ``on_send_failure`` path is taken at once; otherwise it is sent again
+        after its backoff, up to its retries.
         """
         if not isinstance(error, str) or not error:
             raise InvalidRequest(f"error must be a non-empty string, got {error!r}")

@@ -198,6 +198,16 @@ class Action(_Record):
     """``payload`` as the JSON text it travelled as."""
     send_attempt: int = 1
     """1 for the first send; 2, 3, ... for retries after a failed delivery (a new id each)."""
+    idempotency_key: str | None = None
+    """The same for every send attempt of this action (its first attempt's id): what a
+    receiver drops repeated deliveries by. None in an action written before it existed;
+    :attr:`send_key` stands in then."""
+
+    @property
+    def send_key(self) -> str:
+        """The key a receiver drops repeated deliveries by: ``idempotency_key``, or for an
+        action written before it existed, ``action_id`` (exact for a first send attempt)."""
+        return self.idempotency_key or self.action_id
 
     @property
     def reply_key(self) -> str:

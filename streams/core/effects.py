@@ -195,6 +195,9 @@ class EmitAction:
     attempt: int
     payload: str | None
     at: int
+    idempotency_key: str
+    """The same for every send attempt of one action: the id of its first send
+    attempt (a receiver drops a repeated delivery by it, rule 12)."""
     send_attempt: int = 1
     """1 for the first send of this action; n for its (n-1)th retry after a
     channel adapter reported a failed delivery (rule 12)."""

@@ -173,7 +173,7 @@ def action_record(e: EmitAction) -> dict[str, Any]:
         "actionId": e.action_id, "correlationKey": e.correlation_key,
         "definition": e.definition, "tenant": e.tenant, "action": e.action.value,
         "party": e.party, "level": e.level, "attempt": e.attempt, "payload": e.payload,
-        "at": e.at, "sendAttempt": e.send_attempt,
+        "at": e.at, "sendAttempt": e.send_attempt, "idempotencyKey": e.idempotency_key,
     }
 
 

@@ -1,5 +1,4 @@
-"""The webhook adapter's routes, templates and POST results, without Kafka: a real local
-HTTP server fails on purpose."""
+"""The webhook adapter's routes, templates, headers and body, without Kafka."""
 
 from __future__ import annotations
 
@@ -9,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from streams.adapter import webhook
-from streams.adapter.webhook import Route, load_config, post, template_values
+from streams.adapter import sending, webhook
+from streams.adapter.webhook import Route, headers_of, load_config, template_values
 from streams.cli import adapter as cli_adapter
 from streams.client import Action
 from streams.client.records import ActionKind
 from streams.errors import ConfigError
-from tests.adapter.hooks import Script, webhook_server
 
 pytestmark = [pytest.mark.rule12]
 
 ACTION = Action(action_id="a-1", correlation_key="k1~carrier a", definition="expense-approval",
                 tenant=None, action=ActionKind.SEND_REQUEST, party="carrier a", level=0,
-                attempt=1, payload={"to": "sam@example.com"}, at=5, send_attempt=2)
+                attempt=1, payload={"to": "sam@example.com"}, at=5, send_attempt=2,
+                idempotency_key="a-0")
 
 
 def _config(tmp_path: Path, text: str, **env: str) -> webhook.WebhookConfig:
@@ -35,6 +34,8 @@ def test_the_first_matching_route_names_the_url_with_the_action_s_fields(
     config = _config(tmp_path, """
 timeout: PT2S
 concurrency: 3
+retries: 1
+max_retry_wait: PT5S
 routes:
   - definition: vendor-quote
     url: http://quotes/{action}
@@ -45,6 +46,7 @@ routes:
   - url: http://everything-else/{actionId}
 """, MAIL_HOST="mx1", MAIL_TOKEN="s3cret")
     assert (config.timeout_s, config.concurrency) == (2.0, 3)
+    assert config.retry == sending.RetryPolicy(retries=1, max_wait_s=5.0)
     route = next(r for r in config.routes if r.matches(ACTION))
     assert route.url.format_map(template_values(ACTION)) == (
         "http://mail/mx1/expense-approval/SEND_REQUEST?key=k1&party=carrier%20a")
@@ -62,6 +64,9 @@ routes:
     ("routes: [{url: 'http://x/${UNSET_VARIABLE}'}]\n", "${UNSET_VARIABLE}"),
     ("routes: [{url: http://x}]\ntimeout: soon\n", "field 'timeout'"),
     ("routes: [{url: http://x}]\nconcurrency: 0\n", "field 'concurrency'"),
+    ("routes: [{url: http://x}]\nretries: -1\n", "field 'retries'"),
+    ("routes: [{url: http://x}]\nmax_retry_wait: 0\n", "field 'max_retry_wait'"),
+    ("routes: [{url: http://x}]\nmax_wait: PT1S\n", "field 'max_wait'"),
     ("routes: [{url: http://x, action: []}]\n", "routes[0].action"),
     ("- a list\n", "(document)"),
 ])
@@ -79,23 +84,25 @@ def test_one_url_template_from_the_environment_is_a_route_for_everything() -> No
         load_config(None)
 
 
-@pytest.mark.parametrize(("status", "delivered", "permanent"), [
-    (200, True, False), (204, True, False), (404, False, True), (410, False, True),
-    (500, False, False), (503, False, False), (0, False, False),
-])
-def test_a_post_is_delivered_on_2xx_failed_for_good_on_4xx_else_failed(
-        status: int, delivered: bool, permanent: bool) -> None:
-    script = Script({"/": [status]}, hang_s=1.5)
-    with webhook_server(script) as base:
-        result = post(f"{base}/hook", b'{"a": 1}', {"Idempotency-Key": "a-1"}, timeout=0.5)
-    assert (result.delivered, result.permanent) == (delivered, permanent)
-    if status >= 400:
-        assert result.error is not None and result.error.startswith(f"HTTP {status} ")
-        assert result.error.endswith(": mailbox unavailable") and result.http_status == status
-    if status == 0:
-        assert result.error is not None and "timed out" in result.error
-    (hit,) = script.hits
-    assert hit.headers["Idempotency-Key"] == "a-1" and hit.body == {"a": 1}
+def test_the_retry_policy_defaults_to_three_retries_of_at_most_30_s_each() -> None:
+    config = load_config(None, url="http://hooks/{definition}")
+    assert config.retry == sending.RetryPolicy(retries=3, max_wait_s=30.0)
+    assert load_config(None, url="http://x", retries=0,
+                       max_retry_wait_s=2.0).retry == sending.RetryPolicy(0, 2.0)
+
+
+def test_every_post_of_one_action_is_keyed_by_its_first_send_attempt_s_id() -> None:
+    route = Route(url="http://x", headers={"X-Token": "t"})
+    retry = headers_of(ACTION, route)  # send attempt 2
+    assert (retry["Idempotency-Key"], retry["X-Xwait-Action-Id"]) == ("a-0", "a-1")
+    first = headers_of(dataclasses.replace(ACTION, action_id="a-0", send_attempt=1), route)
+    assert first["Idempotency-Key"] == retry["Idempotency-Key"]
+    assert first["X-Xwait-Action-Id"] != retry["X-Xwait-Action-Id"]
+    assert retry["X-Token"] == "t" and retry["X-Xwait-Correlation-Key"] == "k1~carrier a"
+    # An action written before the key existed: its own id (exact for a first attempt).
+    old = dataclasses.replace(ACTION, idempotency_key=None, send_attempt=1)
+    assert headers_of(old, route)["Idempotency-Key"] == "a-1"
+    assert template_values(ACTION)["idempotencyKey"] == "a-0"
 
 
 def test_the_body_is_the_action_with_its_payload_nested() -> None:
@@ -103,7 +110,10 @@ def test_the_body_is_the_action_with_its_payload_nested() -> None:
     assert body["payload"] == {"to": "sam@example.com"}
     assert (body["actionId"], body["sendAttempt"], body["correlationKey"]) == (
         "a-1", 2, "k1~carrier a")
+    assert body["idempotencyKey"] == "a-0"
 
 
-def test_the_cli_s_default_metrics_port_is_the_adapter_s() -> None:
+def test_the_cli_s_defaults_are_the_adapter_s() -> None:
     assert cli_adapter.DEFAULT_METRICS_PORT == webhook.DEFAULT_METRICS_PORT
+    assert cli_adapter.DEFAULT_RETRIES == sending.DEFAULT_RETRIES
+    assert cli_adapter.DEFAULT_MAX_RETRY_WAIT_S == sending.DEFAULT_MAX_RETRY_WAIT_S

@@ -40,6 +40,7 @@ ACTION: dict[str, Any] = {
     "actionId": "a-1", "correlationKey": "w-2", "definition": "first-valid", "tenant": None,
     "action": "SEND_REQUEST", "party": "carrier-a", "level": 0, "attempt": 1,
     "payload": '{"lane":"HAM-NYC"}', "at": 1_700_000_000_000, "sendAttempt": 2,
+    "idempotencyKey": "a-0",
 }
 REJECTED: dict[str, Any] = {
     "topic": "x.replies", "partition": 3, "offset": 42, "key": b"w-3", "reason": "unmatched",

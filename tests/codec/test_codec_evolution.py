@@ -26,7 +26,7 @@ RELEASED_FINGERPRINTS: dict[RecordType, list[str]] = {
     RecordType.REPLY: ["5aff4365118dc500", "22f4c09c3eb80e68"],
     RecordType.COMMAND: ["7f114b6ba1f4b9cc", "52804fdb7a4cbc87", "5deee44c4dac9a16"],
     RecordType.TIMER: ["c41c8d4cab0d98b3"],
-    RecordType.ACTION: ["be4fdbaee90a6422", "23d4083c381689aa"],
+    RecordType.ACTION: ["be4fdbaee90a6422", "23d4083c381689aa", "f1d1c4fa9ad3efad"],
     RecordType.OUTCOME: ["d04c7320ffe257c4", "70bbe7145b27dfe9", "c37cb4a71c2b6626"],
     RecordType.REJECTED: ["f67ad6a42b9a4ead"],
     RecordType.ACTION_RESULT: ["89fd9490f7a5455b"],
@@ -142,7 +142,16 @@ def test_an_action_written_before_send_attempts_reads_as_the_first_send_attempt(
            "action": "SEND_REQUEST", "party": None, "level": 0, "attempt": 1,
            "payload": None, "at": 5}
     data = write_with(SCHEMAS / "history" / "Action.v1.avsc", old)
-    assert CODEC.decode(RecordType.ACTION, data) == {**old, "sendAttempt": 1}
+    assert CODEC.decode(RecordType.ACTION, data) == {**old, "sendAttempt": 1,
+                                                     "idempotencyKey": None}
+
+
+def test_an_action_written_before_idempotency_keys_reads_without_one() -> None:
+    old = {"actionId": "a2", "correlationKey": "k", "definition": "d", "tenant": None,
+           "action": "SEND_REQUEST", "party": None, "level": 0, "attempt": 1,
+           "payload": None, "at": 5, "sendAttempt": 2}
+    data = write_with(SCHEMAS / "history" / "Action.v2.avsc", old)
+    assert CODEC.decode(RecordType.ACTION, data) == {**old, "idempotencyKey": None}
 
 
 def test_an_outcome_written_before_versions_reads_without_one() -> None:

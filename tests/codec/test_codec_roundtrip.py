@@ -105,6 +105,7 @@ SAMPLES: dict[RecordType, dict[str, Any]] = {
         "payload": json.dumps({"invoice": "INV-7"}),
         "at": NOW + 3_600_000,
         "sendAttempt": 2,
+        "idempotencyKey": "a-0",
     },
     RecordType.OUTCOME: {
         "outcomeId": "o-1",

@@ -57,6 +57,7 @@ CONTRACT: dict[RecordType, list[str]] = {
         "payload",
         "at",
         "sendAttempt",
+        "idempotencyKey",
     ],
     RecordType.OUTCOME: [
         "outcomeId",

@@ -121,6 +121,25 @@ def test_retries_never_exceed_the_policy_then_the_wait_escalates_to_the_next_lev
         "level 1 to director (send_failed)"]
 
 
+def test_every_send_attempt_of_one_send_carries_the_first_attempt_s_id_as_its_key() -> None:
+    run = Run(ESCALATE)
+    sent = _request(run)
+    tries = [sent]
+    for _ in range(2):
+        run.failed(tries[-1])
+        (again,) = actions(run.fire(TimerKind.SEND_RETRY), ActionKind.SEND_REQUEST)
+        tries.append(again)
+    assert len({a.action_id for a in tries}) == 3  # each attempt reports under its own id
+    assert {a.idempotency_key for a in tries} == {sent.action_id}
+    # ... and every other action has a key of its own: a reminder, an escalation.
+    (reminder,) = actions(run.fire(TimerKind.REMINDER), ActionKind.SEND_REMINDER)
+    (second,) = actions(run.fire(TimerKind.REMINDER), ActionKind.SEND_REMINDER)
+    (escalation,) = actions(run.fire(TimerKind.DEADLINE), ActionKind.RUN_ESCALATION)
+    keys = [a.idempotency_key for a in (sent, reminder, second, escalation)]
+    assert keys == [a.action_id for a in (sent, reminder, second, escalation)]
+    assert len(set(keys)) == 4
+
+
 def test_a_permanent_failure_takes_the_path_at_once_and_the_outcome_names_it() -> None:
     run = Run(ESCALATE)
     (sent,) = actions(run.start("first-valid", parties=("solo",)), ActionKind.SEND_REQUEST)

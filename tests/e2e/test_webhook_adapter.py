@@ -1,6 +1,9 @@
 """The webhook adapter on the broker (rule 12): `xwait adapter webhook` POSTs actions to a
-real local HTTP server that fails on purpose, reports the results, and the wait escalates
-with send_failed; it commits after reporting, so a restart goes on where it stopped."""
+real local HTTP server that fails on purpose, POSTs again itself what may come out
+otherwise (429 after its Retry-After, 5xx, a timeout), reports the results, and the wait
+escalates with send_failed only when a send fails for good; every POST of one action
+carries one Idempotency-Key; it commits after reporting, so a restart goes on where it
+stopped."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from confluent_kafka import Consumer, TopicPartition
 from streams.client import XwaitClient
 from streams.config import Settings
 from streams.testing.workers import XWAIT, free_port, settings_env
-from tests.adapter.hooks import Script, webhook_server
+from tests.adapter.hooks import Answer, Hit, Script, webhook_server
 from tests.e2e.conftest import new_e2e
 from tests.e2e.harness import Watcher, WorkerProcess
 
@@ -37,6 +40,8 @@ on_send_failure: {retries: 2, backoff: PT1S, then: escalate}
 """
 ROUTES = """
 timeout: PT1S
+retries: 1
+max_retry_wait: PT30S
 routes:
   - action: [SEND_REQUEST, SEND_REMINDER]
     url: "{base}/send/{{definition}}/{{waitKey}}?attempt={{sendAttempt}}"
@@ -100,6 +105,11 @@ class Adapter:
                           rf'definition="hooked",result="{result}"\}} ([0-9.]+)', text)
         return float(found.group(1)) if found else 0.0
 
+    def count_retries(self, status: str) -> float:
+        found = re.search(rf'xwait_webhook_retries_total\{{action="SEND_REQUEST",'
+                          rf'status="{status}"\}} ([0-9.]+)', self.metrics() or "")
+        return float(found.group(1)) if found else 0.0
+
     def stop(self) -> int | None:
         if self.proc is None or self.proc.poll() is not None:
             return None if self.proc is None else self.proc.returncode
@@ -149,6 +159,10 @@ def _until(check: object, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def _sent(script: Script, key: str) -> list[Hit]:
+    return [h for h in script.for_key(key) if h.path.startswith("/send/")]
+
+
 def test_a_webhook_that_bounces_twice_then_fails_for_good_escalates_with_send_failed(
     e2e: Settings, worker: WorkerProcess, watcher: Watcher, script: Script, adapter: Adapter,
 ) -> None:
@@ -158,24 +172,34 @@ def test_a_webhook_that_bounces_twice_then_fails_for_good_escalates_with_send_fa
     outcome = watcher.outcome(key, timeout=60)
     assert (outcome["outcome"], outcome["reason"]) == ("ESCALATED", "send_failed")
     assert outcome["sendError"] == "SEND_REQUEST: HTTP 404 Not Found: mailbox unavailable"
-    sent = [h for h in script.for_key(key) if h.path.startswith("/send/")]
+    sent = _sent(script, key)
     assert [h.status for h in sent] == [503, 503, 404]
-    assert [h.path.rsplit("=", 1)[1] for h in sent] == ["1", "2", "3"]  # sendAttempt
-    assert len({h.headers["Idempotency-Key"] for h in sent}) == 3
+    # The adapter POSTed send attempt 1 again itself; xwait then sent attempt 2.
+    assert [h.path.rsplit("=", 1)[1] for h in sent] == ["1", "1", "2"]  # sendAttempt
+    first, again, retried = (h.headers["X-Xwait-Action-Id"] for h in sent)
+    assert first == again != retried
+    # One key for every POST of the action: the first send attempt's id.
+    assert {h.headers["Idempotency-Key"] for h in sent} == {first}
+    assert all(h.body["idempotencyKey"] == first for h in sent)
     assert all(h.headers["X-Token"] == "t0ken" for h in sent)
     assert sent[0].body["payload"] == {"to": "sam@example.com"}
     _until(lambda: bool([h for h in script.for_key(key) if h.path.startswith("/escalate/")]),
            30, "the escalation's POST")
-    events = [t["event"] for t in outcome["trace"]]
-    assert events.count("send_failed") == 3 and events.count("send_retried") == 2
+    trace = [(t["event"], t["detail"]) for t in outcome["trace"]]
+    assert [e for e, _ in trace].count("send_failed") == 2
+    assert [e for e, _ in trace].count("send_retried") == 1
+    assert any(e == "send_failed" and "HTTP 503 Service Unavailable" in d and "(2 POSTs)" in d
+               for e, d in trace)
     _until(lambda: adapter.count("SEND_REQUEST", "permanent") >= 1, 30, "the metrics")
-    assert adapter.count("SEND_REQUEST", "failed") >= 2
+    assert adapter.count("SEND_REQUEST", "failed") >= 1
+    assert adapter.count_retries("503") >= 1
 
 
 def test_a_delivered_send_and_a_timeout_are_reported_and_the_retry_is_delivered(
     e2e: Settings, worker: WorkerProcess, watcher: Watcher, script: Script, adapter: Adapter,
 ) -> None:
-    script.answers["/send/"] = [0, 200]  # a timeout (the adapter waits 1 s), then taken
+    # A timeout (the adapter waits 1 s) twice: the adapter's retry, then xwait's, taken.
+    script.answers["/send/"] = [0, 0, 200]
     with XwaitClient(e2e) as xw:
         key = xw.start_wait("hooked")
         # The worker has decided the delivery (the reply below must come after it).
@@ -187,6 +211,55 @@ def test_a_delivered_send_and_a_timeout_are_reported_and_the_retry_is_delivered(
     details = [(t["event"], t["detail"]) for t in outcome["trace"]]
     assert any(e == "send_failed" and "timed out" in d for e, d in details)
     assert ("send_delivered", "SEND_REQUEST, send attempt 2") in details
+    # The receiver may have taken the ones it answered too late: all three are one key.
+    sent = _sent(script, key)
+    assert len(sent) == 3 and len({h.headers["Idempotency-Key"] for h in sent}) == 1
+
+
+def test_a_429_asking_to_wait_is_posted_again_after_it_and_the_approval_is_received(
+    e2e: Settings, worker: WorkerProcess, watcher: Watcher, script: Script, adapter: Adapter,
+) -> None:
+    # Issue 49: one 429 ended an approval send_failed in 3.9 s, without a retry.
+    script.answers["/send/"] = [Answer(429, {"Retry-After": "2"}), 200]
+    with XwaitClient(e2e) as xw:
+        key = xw.start_wait("hooked", payload={"to": "sam@example.com"})
+        _until(lambda: [s["state"] for s in _status(worker, key)["sends"]] == ["delivered"],
+               60, "the send to be delivered")
+        xw.reply(key, {"decision": "approved"}, channel="portal")
+    outcome = watcher.outcome(key, timeout=60)
+    assert (outcome["outcome"], outcome["reason"]) == ("RECEIVED", "reply_valid")
+    details = [(t["event"], t["detail"]) for t in outcome["trace"]]
+    assert ("send_delivered", "SEND_REQUEST, send attempt 1") in details
+    assert not [e for e, _ in details if e in ("send_failed", "send_retried")]
+    sent = _sent(script, key)
+    assert [h.status for h in sent] == [429, 200]
+    assert sent[1].at - sent[0].at >= 2 - 0.05  # the Retry-After, not the 1 s backoff
+    for header in ("Idempotency-Key", "X-Xwait-Action-Id"):  # one action, POSTed twice
+        assert sent[0].headers[header] == sent[1].headers[header]
+    _until(lambda: adapter.count_retries("429") >= 1, 30, "the metrics")
+
+
+def test_a_restart_while_waiting_to_post_again_posts_the_same_action_with_the_same_key(
+    e2e: Settings, worker: WorkerProcess, watcher: Watcher, script: Script, adapter: Adapter,
+) -> None:
+    script.answers["/send/"] = [Answer(429, {"Retry-After": "25"}), 200]
+    with XwaitClient(e2e) as xw:
+        key = xw.start_wait("hooked")
+    _until(lambda: bool(_sent(script, key)), 60, "the first POST")
+    stopping = time.monotonic()
+    assert adapter.stop() == 0
+    assert time.monotonic() - stopping < 20  # SIGTERM cut the 25 s wait short
+    adapter.start()
+    _until(lambda: len(_sent(script, key)) == 2, 60, "the action POSTed again")
+    _until(lambda: [s["state"] for s in _status(worker, key)["sends"]] == ["delivered"],
+           60, "the send to be delivered")
+    # Nothing was reported for the POST cut short: no failure, no send retry.
+    events = [t["event"] for t in _status(worker, key)["trace"]]
+    assert "send_failed" not in events and "send_retried" not in events
+    before, after = _sent(script, key)
+    assert (before.status, after.status) == (429, 200)
+    for header in ("Idempotency-Key", "X-Xwait-Action-Id"):  # the same action, send attempt 1
+        assert before.headers[header] == after.headers[header]
 
 
 def test_a_restarted_adapter_goes_on_where_it_committed(

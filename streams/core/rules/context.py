@@ -145,9 +145,12 @@ def _act(
 ) -> None:
     per_party = d.variant is Variant.FIRST_VALID and party is not None and party in w.parties
     key = f"{w.key}{PARTY_SEPARATOR}{party}" if per_party else w.key
+    first = action_id(w.key, w.parked_at, kind, w.stage, w.level, party, attempt)
     ctx.effects.append(EmitAction(
-        action_id=action_id(w.key, w.parked_at, kind, w.stage, w.level, party, attempt,
-                            send_attempt),
+        # A retry is sent only while its stage and level are the wait's (rules/sends.py,
+        # _is_current): the first attempt's id comes from the same fields.
+        action_id=first if send_attempt == 1 else action_id(
+            w.key, w.parked_at, kind, w.stage, w.level, party, attempt, send_attempt),
         correlation_key=key,
         definition=w.definition,
         tenant=w.tenant,
@@ -157,6 +160,7 @@ def _act(
         attempt=attempt,
         payload=payload,
         at=ctx.now,
+        idempotency_key=first,
         send_attempt=send_attempt,
     ))
 
