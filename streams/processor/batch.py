@@ -1,7 +1,8 @@
 """A batch of input records decided together: what it changes, before any of it is written.
 
-The agent hands over the records it took since the last batch (from any of
-the partitions it owns); `build_batch` decides them one by one - per
+The applier hands over the records the sequencer released since the last
+batch (from any of the partitions it owns) and the timers due by their
+partitions' stream time; `decide_batch` decides them one by one - per
 partition in order of the broker's append time, each topic's own order kept -
 against the stored rows plus what earlier records of the same batch changed,
 and gathers everything the commit must write:
@@ -10,7 +11,8 @@ and gathers everything the commit must write:
   forwards), the final value of every row the batch touched (a key
   written three times is written once) and the input positions after it;
 * how each changed row's head moved (its timers and census), from which the
-  stored timer index and summary follow; counters; ignored timer records.
+  stored timer index, the census and the partition's summary follow;
+  counters; timer records found stale.
 
 Nothing here touches Kafka, RocksDB or faust: `streams.processor.commit`
 makes a batch durable, `streams.processor.applier` drives both.

@@ -1,7 +1,7 @@
 """The worker's own consumer of its input partitions: librdkafka's fetch, not faust's.
 
-faust keeps the consumer group (who owns which partition) and the table's
-changelog; the records of the input topics are fetched here, by a
+faust keeps the consumer group (who owns which partition); the records of
+the input topics are fetched here, by a
 confluent-kafka consumer outside the group that reads exactly the
 partitions the worker took over, from the positions stored with their
 state.  Measured with the bench kit, faust's fetch and dispatch alone move
@@ -56,7 +56,7 @@ POLL_S = 0.1
 # 0.04-0.06 of a core, a tenth of the worker), and the reader then waited in
 # the worker for more.  Waiting at the broker, each fetch brings what came
 # during the linger: that thread took 0.02, and at 1,000 waits/s the reply
-# p99 fell from 493-610 ms to 242-355 (README, Speed).  A backlog fills a
+# p99 fell from 493-610 ms to 242-355 (docs/speed.md).  A backlog fills a
 # fetch at once.
 LINGER_FETCH_BYTES = 64 * 1024
 # What librdkafka fetches ahead (PREFETCH) and how much of one partition a

@@ -241,7 +241,7 @@ class RecordHandler:
 
         `stream_time` is the partition's stream time: a timer record due
         after it is ignored (`Handled.not_due`), because records appended
-        before its due time may not have been applied yet (DESIGN rule 2).
+        before its due time may not have been applied yet (rule 2, docs/rules.md).
         """
         if not rec.key:
             return self._refuse(rec, ProcessorReject.NO_KEY, "Expected the wait key as record "
