@@ -10,9 +10,10 @@ worker's memory until 2026-12, restarted with the worker and matched no
 list; the rows do not say when each action went out, so the diagram no
 longer counts them.  Rates of actions are in `/metrics`.)
 
-The window is [since, until], epoch ms, both included, in whole seconds so
-that the list's "Ended from / to" boxes show it exactly.  A worker that
-gathers the counts of the others gives them its window.
+The window is [since, until], epoch ms, both included, ending at the moment
+the counts were asked for (to the millisecond: a wait that ended a moment
+before is counted; the list's "Ended from / to" boxes show milliseconds).
+A worker that gathers the counts of the others gives them its window.
 
 Finding the hour's finished waits without reading the whole table: a
 finished wait's purge timer is due at its end plus its definition version's
@@ -52,8 +53,7 @@ class Window:
 
     @classmethod
     def ending(cls, now_ms: int) -> Window:
-        until = now_ms // 1000 * 1000
-        return cls(until - WINDOW_MS, until)
+        return cls(now_ms - WINDOW_MS, now_ms)
 
     def filters(self, definition: str, outcome: str | None = None,
                 reason: str | None = None) -> Filters:

@@ -94,12 +94,14 @@ function query() {
   return q;
 }
 
-// Epoch ms as a datetime-local box's value, to the second, in the browser's time zone.
+// Epoch ms as a datetime-local box's value, to the millisecond, in the browser's time
+// zone (the box reads it back as the same instant: the list gets exactly the window).
 function localInput(ms) {
   const d = new Date(Number(ms));
-  const two = (n) => String(n).padStart(2, "0");
-  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}T` +
-    `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  const pad = (n, w) => String(n).padStart(w || 2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.` +
+    `${pad(d.getMilliseconds(), 3)}`;
 }
 
 async function loadList(page) {
@@ -377,9 +379,7 @@ let loadingDiagram = null;
 // legible; a diagram larger than the view is panned or zoomed instead.  Small ones
 // grow a little, up to MAX_FIT.
 const MIN_FIT = 1, MAX_FIT = 1.2, ZOOM_STEP = 1.25, PAN_STEP = 60;
-// Room around the diagram's shapes for the count badges (above the top row, right of
-// the last column).
-const PAD = {left: 30, top: 80, right: 190, bottom: 30};
+const PAD = 20;  // around the diagram and its count badges
 const END_TONES = {end_received: "received", end_escalated: "escalated"};
 
 async function loadDefinitions() {
@@ -422,26 +422,38 @@ async function loadDiagram(name) {
         if (viewer.get("elementRegistry").get(id)) canvas.addMarker(id, "xw-" + tone);
       }
       diagramName = name;
+      showCounts(data);
       sizeDiagram();
       fitLegible();
-    }
-    showCounts(data);
+    } else showCounts(data);
   } catch (e) { fail(`Diagram of ${name} failed: ` + e.message); }
   finally { loadingDiagram = null; done(); }
 }
 
-// The diagram's own box, with room for the badges.
+// The diagram's box with its count badges (which hang above and right of their
+// nodes), in diagram units, with a margin.
 function contentBox() {
-  const inner = viewer.get("canvas").viewbox().inner;
-  return {x: inner.x - PAD.left, y: inner.y - PAD.top,
-          width: inner.width + PAD.left + PAD.right, height: inner.height + PAD.top + PAD.bottom};
+  const canvas = viewer.get("canvas");
+  const vb = canvas.viewbox(), inner = vb.inner;
+  let [x0, y0] = [inner.x, inner.y];
+  let [x1, y1] = [inner.x + inner.width, inner.y + inner.height];
+  const origin = $("diagram").getBoundingClientRect();
+  for (const b of document.querySelectorAll("#diagram .badges")) {
+    const r = b.getBoundingClientRect();
+    const bx = vb.x + (r.left - origin.left) / vb.scale;
+    const by = vb.y + (r.top - origin.top) / vb.scale;
+    x0 = Math.min(x0, bx); y0 = Math.min(y0, by);
+    x1 = Math.max(x1, bx + r.width / vb.scale); y1 = Math.max(y1, by + r.height / vb.scale);
+  }
+  return {x: x0 - PAD, y: y0 - PAD, width: x1 - x0 + 2 * PAD, height: y1 - y0 + 2 * PAD};
 }
 
 // As tall as the diagram at scale 1 needs, within the window: a short diagram leaves
-// no empty band, a tall one scrolls inside the box and leaves the page usable.
+// no empty band, a tall one pans inside the box, and the box with its buttons and
+// legend fits a 1280x800 screen.
 function sizeDiagram() {
   const box = contentBox();
-  const room = Math.max(320, Math.round(window.innerHeight * 0.7));
+  const room = Math.max(320, Math.round(window.innerHeight * 0.62));
   $("diagram").style.height = `${Math.min(Math.ceil(box.height * MIN_FIT) + 2, room)}px`;
   viewer.get("canvas").resized();
 }
