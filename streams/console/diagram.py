@@ -20,6 +20,10 @@ it counts (a click on it fills the console's list with that query):
 * cancelled waits end wherever an operator cancels them: they are counted
   beside the diagram (`exits`), as every outcome of the hour is.
 
+A worker decodes at most `streams.console.activity.COUNT_BUDGET` finished
+waits for one diagram; past it `countedAll` is false and the counts of the
+hour are lower bounds (the list still shows every wait).
+
 Every badge has a `tone` the page colours it by: `now` (where waits stand),
 `received`, `escalated`, `send_failed` (an escalated wait whose send failed
 for good: it never reached anyone) and `cancelled`.
@@ -128,7 +132,8 @@ def exits(ended: Mapping[str, int], window: Window) -> list[dict[str, Any]]:
 async def _local(host: ConsoleHost, name: str, window: Window) -> dict[str, Any]:
     owned = host.owned_partitions()
     census = {state: n for (state, d), n in host.census.totals(owned).items() if d == name}
-    return {"census": census, "ended": await ended_counts(host, name, window),
+    ended = await ended_counts(host, name, window)
+    return {"census": census, "ended": ended.counts, "endedComplete": ended.complete,
             "worker": str(host.app.conf.canonical_url)}
 
 
@@ -171,15 +176,17 @@ def register_diagram(host: ConsoleHost, console: Console) -> None:
         census: Counter[str] = Counter(mine["census"])
         ended: Counter[str] = Counter(mine["ended"])
         answered, missing = [mine["worker"]], []
+        counted_all = mine["endedComplete"]
         for url, result in zip(peers, results, strict=True):
             if isinstance(result, BaseException) or result[0] != 200:
                 missing.append(url)
                 continue
             census.update(result[1].get("census", {}))
             ended.update(result[1].get("ended", {}))
+            counted_all = counted_all and result[1].get("endedComplete", False)
             answered.append(url)
         return {"census": dict(census), "ended": dict(ended), "workers": answered,
-                "unavailable": missing, "complete": not missing}
+                "unavailable": missing, "complete": not missing, "countedAll": counted_all}
 
     @app.page("/xwait/api/definitions")
     class Definitions(View):
@@ -223,6 +230,7 @@ def register_diagram(host: ConsoleHost, console: Console) -> None:
                 "census": {s.value: counts["census"].get(s.value, 0) for s in WaitStatus},
                 "nodes": node_counts(d, counts["census"], ended, window),
                 "exits": exits(ended, window), "cancelled": cancelled,
+                "countedAll": counts["countedAll"],
                 "workers": counts["workers"], "unavailable": counts["unavailable"],
                 "complete": counts["complete"]})
 

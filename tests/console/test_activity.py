@@ -9,17 +9,20 @@ for any mix of finished and live waits around the window's edges.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streams.console import static
 from streams.console.activity import WINDOW_MS, Window, ended_counts, ended_key
 from streams.console.diagram import exits, node_counts, tone
-from streams.console.waits import first_waits
+from streams.console.waits import REASONS, first_waits
 from streams.core import (
     ArmedTimer,
     OutcomeKind,
@@ -130,7 +133,9 @@ def finished(i: int, version: str, ended_at: int, end: int, live: bool = False,
 def counted(host: Host) -> dict[str, int]:
     """The diagram's counts of the hour from this worker's rows."""
     worker: Any = host  # the parts of ConsoleHost the counts read
-    return asyncio.run(ended_counts(worker, APPROVAL.name, WINDOW))
+    ended = asyncio.run(ended_counts(worker, APPROVAL.name, WINDOW))
+    assert ended.complete
+    return ended.counts
 
 
 def listed(host: Host, outcome: str, reason: str) -> int:
@@ -225,3 +230,18 @@ def test_an_exit_with_nothing_in_the_hour_still_says_what_it_counts() -> None:
     assert [tone(o, r) for o, r in [("RECEIVED", "delivered"), ("ESCALATED", "send_failed"),
                                     ("ESCALATED", None), ("CANCELLED", None)]] == \
         ["received", "send_failed", "escalated", "cancelled"]
+
+
+def test_past_its_budget_a_worker_says_its_counts_are_a_lower_bound() -> None:
+    rows = [finished(i, "new", NOW - 1000 * i, 0) for i in range(5)]
+    worker: Any = Host(rows)
+    ended = asyncio.run(ended_counts(worker, APPROVAL.name, WINDOW, budget=3))
+    assert ended.counts == {"RECEIVED|reply_valid": 3} and not ended.complete
+    assert asyncio.run(ended_counts(worker, APPROVAL.name, WINDOW, budget=5)).complete
+
+
+def test_the_pages_reason_filter_offers_every_reason_the_list_accepts() -> None:
+    html = (Path(static.__file__).parent / "console.html").read_text()
+    select = html[html.index('<select id="f-reason">'):]
+    options = re.findall(r"<option>([a-z_]+)</option>", select[:select.index("</select>")])
+    assert options == list(REASONS)

@@ -499,13 +499,16 @@ function panBy(dx, dy) {
   if (viewer && diagramName) viewer.get("canvas").scroll({dx, dy});
 }
 
-function badgeButton(name, b) {
+// A count of the hour is a lower bound when a worker had more finished waits to read
+// than its budget: "≥ 20000".
+function badgeButton(name, b, atLeast) {
   const tone = " tone-" + (b.tone || "now");
+  const n = (atLeast && b.list.endedFrom ? "≥ " : "") + b.count;
   return el("button", {type: "button", "class": "badge" + tone + (b.count ? "" : " zero"),
                        "data-label": b.label, "data-tone": b.tone || "now",
-                       title: `${b.count} ${b.label}: click to list them`,
+                       title: `${n} ${b.label}: click to list them`,
                        onclick: () => listFor(name, b.list)},
-            `${b.count} ${b.label}`);
+            `${n} ${b.label}`);
 }
 
 function showCounts(data) {
@@ -514,7 +517,7 @@ function showCounts(data) {
   nodeLists = {};
   for (const [id, badges] of Object.entries(data.nodes)) {
     const box = el("div", {"class": "badges", "data-node": id});
-    for (const b of badges) box.append(badgeButton(data.name, b));
+    for (const b of badges) box.append(badgeButton(data.name, b, !data.countedAll));
     // A click on the node lists what its first badge lists; on an end event, all
     // its waits of the hour (whatever the reason).
     const listed = badges.find((b) => Object.keys(b.list).length);
@@ -522,13 +525,16 @@ function showCounts(data) {
     if (END_TONES[id]) delete nodeLists[id].reason;
     overlays.add(id, "counts", {position: {top: -6 - 19 * badges.length, left: 0}, html: box});
   }
-  $("exits").replaceChildren(...(data.exits || []).map((b) => badgeButton(data.name, b)));
+  $("exits").replaceChildren(...(data.exits || []).map(
+    (b) => badgeButton(data.name, b, !data.countedAll)));
   const c = data.census;
   $("diagram-info").textContent = `${data.name}: ${c.parked} parked, ${c.in_review} in review, ` +
     `${c.suspended} suspended, ${c.done} finished and kept; ${data.cancelled} cancelled ` +
     `between ${when(data.window.from)} and ${when(data.window.to)}; from ` +
     `${data.workers.length} worker(s)` +
-    (data.complete ? "" : `; not answering: ${data.unavailable.join(", ")}`);
+    (data.complete ? "" : `; not answering: ${data.unavailable.join(", ")}`) +
+    (data.countedAll ? "" : "; more waits ended in the hour than a worker reads for a " +
+     "diagram: the counts marked ≥ are lower bounds (a click lists them all)");
 }
 
 function listFor(name, q) {
