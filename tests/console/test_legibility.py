@@ -148,6 +148,13 @@ def test_every_label_of_a_shipped_diagram_is_legible_at_1280_by_800(
     assert min(line["h"] for lab in labels for line in lab["lines"]) >= MIN_PX
     assert overlapping(labels) == []
     assert crossed(labels, pg.evaluate(FLOWS)) == []
+    mark = pg.locator(".bjs-powered-by").bounding_box()
+    assert mark is not None  # the bpmn.io watermark stays visible (its licence)
+    under = [lab["content"] for lab in labels for line in lab["lines"]
+             if overlapping([{"owner": "mark", "content": "", "lines": [
+                 {"x": mark["x"], "y": mark["y"], "w": mark["width"], "h": mark["height"]}]},
+                 {**lab, "lines": [line]}])]
+    assert under == [], "labels under the watermark"
     # The start is in view whatever the diagram's size: the operator starts reading there.
     expect(pg.locator('#diagram [data-element-id="start"]')).to_be_in_viewport()
 

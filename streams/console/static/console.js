@@ -380,6 +380,8 @@ let loadingDiagram = null;
 // grow a little, up to MAX_FIT.
 const MIN_FIT = 1, MAX_FIT = 1.2, ZOOM_STEP = 1.25, PAN_STEP = 60;
 const PAD = 20;  // around the diagram and its count badges
+const MARK = 36;  // below them: the bpmn.io watermark's band, which must stay clear
+const LEGEND_PX = 44;  // the legend's row under the box
 const END_TONES = {end_received: "received", end_escalated: "escalated"};
 
 async function loadDefinitions() {
@@ -445,15 +447,16 @@ function contentBox() {
     x0 = Math.min(x0, bx); y0 = Math.min(y0, by);
     x1 = Math.max(x1, bx + r.width / vb.scale); y1 = Math.max(y1, by + r.height / vb.scale);
   }
-  return {x: x0 - PAD, y: y0 - PAD, width: x1 - x0 + 2 * PAD, height: y1 - y0 + 2 * PAD};
+  return {x: x0 - PAD, y: y0 - PAD, width: x1 - x0 + 2 * PAD, height: y1 - y0 + 2 * PAD + MARK};
 }
 
-// As tall as the diagram at scale 1 needs, within the window: a short diagram leaves
-// no empty band, a tall one pans inside the box, and the box with its buttons and
-// legend fits a 1280x800 screen.
+// As tall as the diagram at scale 1 needs, within what the window has below the
+// box's top (with the legend under it): a short diagram leaves no empty band, a tall
+// one pans inside the box, and box and legend fit the screen (at least 320 px).
 function sizeDiagram() {
   const box = contentBox();
-  const room = Math.max(320, Math.round(window.innerHeight * 0.62));
+  const top = $("diagram").getBoundingClientRect().top + window.scrollY;
+  const room = Math.max(320, Math.round(window.innerHeight - top - LEGEND_PX));
   $("diagram").style.height = `${Math.min(Math.ceil(box.height * MIN_FIT) + 2, room)}px`;
   viewer.get("canvas").resized();
 }
