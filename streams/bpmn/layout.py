@@ -7,6 +7,11 @@ by the right, top or bottom, runs along the gutters and enters its target by
 the left, top or bottom.  The route is a shortest path over the gutter grid
 (Dijkstra) that pays for each bend and, dearly, for running along a stretch
 another flow already uses: lines never cross a shape, and seldom merge.
+
+An event's or a gateway's name hangs under it, unless a flow leaves or enters
+it there: then the name moves beside that flow (below right, below left) or
+above, to the first place no line crosses and no other name or shape
+covers, so that every name can be read where the console draws it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ TASK = (100, 80)
 EVENT = (36, 36)
 GATEWAY = (50, 50)
 LABEL_W, LABEL_H = 90, 27
+LABEL_GAP = 6  # a name beside a line: this far from it
 
 Point = tuple[float, float]
 
@@ -73,14 +79,11 @@ def lay_out(g: Graph) -> Layout:
         return node.cell[0] - min_col, node.cell[1] - min_row
 
     shapes: dict[str, Bounds] = {}
-    labels: dict[str, Bounds] = {}
     for node in g.nodes.values():
         col, row = cell_of(node)
         w, h = size_of(node)
         cx, cy = MARGIN_X + col * COL_W + COL_W / 2, MARGIN_Y + row * ROW_H + ROW_H / 2
         shapes[node.id] = Bounds(cx - w / 2, cy - h / 2, w, h)
-        if (node.kind.endswith("Event") or node.kind.endswith("Gateway")) and node.name:
-            labels[node.id] = Bounds(cx - LABEL_W / 2, cy + h / 2 + 5, LABEL_W, LABEL_H)
     cells = {cell_of(n): n.id for n in g.nodes.values()}
     router = _Router()
     edges: dict[str, list[Point]] = {}
@@ -97,7 +100,50 @@ def lay_out(g: Graph) -> Layout:
             edges[flow.id] = router.route(s.id, cell_of(s), shapes[s.id], t.id, cell_of(t),
                                           shapes[t.id])
     edge_labels = {f.id: _flow_label(f, edges[f.id]) for f in g.flows if f.name}
+    labels = _place_labels(g, shapes, edges, edge_labels)
     return Layout(shapes, labels, {f.id: edges[f.id] for f in g.flows}, edge_labels)
+
+
+def _label_spots(b: Bounds) -> list[Bounds]:
+    """Where an event's or a gateway's name may go, best first: under it, under and
+    beside the line that leaves it downwards (right, then left), above it."""
+    below, above = b.y + b.h + 5, b.y - 5 - LABEL_H
+    return [Bounds(b.cx - LABEL_W / 2, below, LABEL_W, LABEL_H),
+            Bounds(b.cx + LABEL_GAP, below, LABEL_W, LABEL_H),
+            Bounds(b.cx - LABEL_GAP - LABEL_W, below, LABEL_W, LABEL_H),
+            Bounds(b.cx - LABEL_W / 2, above, LABEL_W, LABEL_H),
+            Bounds(b.cx + LABEL_GAP, above, LABEL_W, LABEL_H),
+            Bounds(b.cx - LABEL_GAP - LABEL_W, above, LABEL_W, LABEL_H)]
+
+
+def _place_labels(g: Graph, shapes: dict[str, Bounds], edges: dict[str, list[Point]],
+                  edge_labels: dict[str, Bounds]) -> dict[str, Bounds]:
+    """Each named event's and gateway's label, at its first spot that no flow crosses
+    and no shape or label already placed covers (under it when none is free)."""
+    segments = [seg for points in edges.values() for seg in itertools.pairwise(points)]
+    taken = [*shapes.values(), *edge_labels.values()]
+    labels: dict[str, Bounds] = {}
+    for node in g.nodes.values():
+        if not node.name or not (node.kind.endswith("Event") or node.kind.endswith("Gateway")):
+            continue
+        spots = _label_spots(shapes[node.id])
+        labels[node.id] = next(
+            (spot for spot in spots
+             if not any(_crosses(a, b, spot) for a, b in segments)
+             and not any(_overlap(spot, other) for other in taken)), spots[0])
+        taken.append(labels[node.id])
+    return labels
+
+
+def _crosses(a: Point, b: Point, box: Bounds) -> bool:
+    """Whether the straight stretch a-b runs through the inside of `box`."""
+    lo_x, hi_x = sorted((a[0], b[0]))
+    lo_y, hi_y = sorted((a[1], b[1]))
+    return lo_x < box.x + box.w and hi_x > box.x and lo_y < box.y + box.h and hi_y > box.y
+
+
+def _overlap(a: Bounds, b: Bounds) -> bool:
+    return a.x < b.x + b.w and b.x < a.x + a.w and a.y < b.y + b.h and b.y < a.y + a.h
 
 
 def _straight(sc: tuple[int, int], tc: tuple[int, int], sb: Bounds, tb: Bounds,

@@ -29,7 +29,6 @@ from typing import Any
 
 from faust.web import Request, Response, View
 
-from streams.console.activity import Activity
 from streams.console.api import Console, register
 from streams.console.diagram import register_diagram
 from streams.console.health import Health
@@ -66,11 +65,9 @@ def install(host: ConsoleHost) -> None:
     console = Console(host)
     metrics = Metrics(host, lambda: console.producer_failures)
     host.observers.append(metrics.observations)
-    activity = Activity()
-    host.observers.append(activity)
     register(host, console)
     register_versions(host, console)
-    register_diagram(host, console, activity)
+    register_diagram(host, console)
 
     health = Health(host, host.settings.ready_max_lag)
     app.task(health.beat_forever)

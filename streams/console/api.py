@@ -1,7 +1,8 @@
 """The console's JSON API, served by the worker's own faust web server.
 
-    GET  /xwait/api/waits?state=&definition=&tenant=&key=&outcome=&parkedFrom=&parkedTo=
-                          &after=&limit=                        waits, a page at a time
+    GET  /xwait/api/waits?state=&definition=&tenant=&key=&outcome=&reason=&parkedFrom=
+                          &parkedTo=&endedFrom=&endedTo=&after=&limit=
+                                                                waits, a page at a time
     GET  /xwait/api/waits/{key}                                 one wait's status
     GET  /xwait/api/review?limit=                               waits in review + latest rejected
     POST /xwait/api/waits/{key}/{suspend|resume|cancel|deliver|review|reschedule|migrate}
@@ -62,8 +63,8 @@ MAX_BODY_BYTES = 900_000
 PEER_TIMEOUT_S = 15.0
 ACTIONS = ("suspend", "resume", "cancel", "deliver", "review", "reschedule", "migrate")
 REVIEW_OUTCOMES = ("Accept", "Submit Correction")
-LIST_PARAMS = ("state", "definition", "tenant", "key", "outcome", "parkedFrom", "parkedTo",
-               "after", "limit")
+LIST_PARAMS = ("state", "definition", "tenant", "key", "outcome", "reason", "parkedFrom",
+               "parkedTo", "endedFrom", "endedTo", "after", "limit")
 
 
 class Access(StrEnum):
@@ -370,15 +371,23 @@ def _filters(query: Any) -> waits.Filters:
     if outcome is not None and outcome not in waits.OUTCOMES:
         raise ApiError(400, f"outcome must be one of {', '.join(waits.OUTCOMES)}, "
                             f"got {outcome!r}")
-    if outcome is not None and state not in (None, "done", waits.ALL):
-        raise ApiError(400, f"an outcome is only found on finished waits, not on state {state!r}")
+    reason = query.get("reason") or None
+    if reason is not None and reason not in waits.REASONS:
+        raise ApiError(400, f"reason must be one of {', '.join(waits.REASONS)}, got {reason!r}")
+    ended_from, ended_to = _time(query, "endedFrom"), _time(query, "endedTo")
+    ended = [name for name, value in (("an outcome", outcome), ("a reason", reason),
+                                      ("an end time", ended_from), ("an end time", ended_to))
+             if value is not None]
+    if ended and state not in (None, "done", waits.ALL):
+        raise ApiError(400, f"{ended[0]} is only found on finished waits, not on state {state!r}")
     key = query.get("key") or None
     if key is not None:
         check_key(key)
     return waits.Filters(state=state, definition=query.get("definition") or None,
                          tenant=query.get("tenant") or None, key_prefix=key, outcome=outcome,
                          parked_from=_time(query, "parkedFrom"),
-                         parked_to=_time(query, "parkedTo"))
+                         parked_to=_time(query, "parkedTo"), reason=reason,
+                         ended_from=ended_from, ended_to=ended_to)
 
 
 def _after(query: Any) -> waits.SortKey | None:

@@ -26,7 +26,7 @@ import base64
 import hashlib
 from importlib import resources
 
-from streams.console.diagram import STATIC_PREFIX
+from streams.console.diagram import STATIC_PREFIX, VIEWER
 
 
 def _static(name: str) -> str:
@@ -50,7 +50,7 @@ PAGE = (f'<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<link rel="stylesheet" href="{STATIC_PREFIX}/diagram-js.css">\n'
         f'<link rel="stylesheet" href="{STATIC_PREFIX}/bpmn-js.css">\n'
         f"<style>{STYLE}</style>\n</head>\n<body>{BODY}"
-        f'<script src="{STATIC_PREFIX}/bpmn-viewer.production.min.js"></script>\n'
+        f'<script src="{STATIC_PREFIX}/{VIEWER}"></script>\n'
         f"<script>{SCRIPT}</script>\n</body>\n</html>\n")
 
 # Exactly this page's script and style run; it connects only to its own origin.

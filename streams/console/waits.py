@@ -17,8 +17,8 @@ workers never skip or repeat a wait.
 Cost: a list walks the table rows of the owned partitions but reads only
 each row's head (state, definition, tenant, park time, timers: `RowHead`),
 keeps the `limit` first by sort position, and decodes only those slots -
-except with an `outcome` filter, which decodes the finished waits that
-match the other filters (the head does not hold the outcome).
+except with an `outcome`, `reason` or end-time filter, which decodes the
+finished waits that match the other filters (the head holds none of them).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 from streams.core import (
     HeldCommand,
     HeldReply,
+    OutcomeReason,
     Send,
     Slot,
     TimerKind,
@@ -54,6 +55,7 @@ INDEX_BUDGET = 20_000
 STATES = tuple(s.value for s in WaitStatus)
 ALL = "all"
 OUTCOMES = ("RECEIVED", "ESCALATED", "CANCELLED")
+REASONS = tuple(r.value for r in OutcomeReason)
 
 SortKey = tuple[int, int, str]
 
@@ -81,8 +83,9 @@ class Filters:
     """What an operator searches by; None is "any".
 
     `state` None means every state but done; `ALL` means every state.  An
-    `outcome` implies done.  `parked_from`/`parked_to` bound the park time
-    (epoch ms, both included).
+    `outcome`, a `reason` or an end time implies done.  `parked_from`/`parked_to`
+    bound the park time, `ended_from`/`ended_to` the end time (epoch ms, both
+    included): the diagram's counts over the last hour list their waits by it.
     """
 
     state: str | None = None
@@ -92,12 +95,21 @@ class Filters:
     outcome: str | None = None
     parked_from: int | None = None
     parked_to: int | None = None
+    reason: str | None = None
+    ended_from: int | None = None
+    ended_to: int | None = None
+
+    @property
+    def of_ended(self) -> bool:
+        """Whether a filter only the decoded wait can tell is set (outcome, reason, end)."""
+        return (self.outcome is not None or self.reason is not None
+                or self.ended_from is not None or self.ended_to is not None)
 
     def match(self, key: bytes, head: RowHead) -> bool:
-        """What the row head can tell (everything but the outcome)."""
+        """What the row head can tell (everything but the outcome, reason and end time)."""
         if head.state is None:
             return False
-        if self.outcome is not None or self.state == WaitStatus.DONE.value:
+        if self.of_ended or self.state == WaitStatus.DONE.value:
             state_ok = head.state is WaitStatus.DONE
         elif self.state == ALL:
             state_ok = True
@@ -114,8 +126,13 @@ class Filters:
 
     def match_wait(self, wait: Wait) -> bool:
         """What only the decoded wait can tell."""
-        return self.outcome is None or (
-            wait.outcome is not None and wait.outcome.value == self.outcome)
+        ended = wait.ended_at
+        return ((self.outcome is None
+                 or (wait.outcome is not None and wait.outcome.value == self.outcome))
+                and (self.reason is None
+                     or (wait.reason is not None and wait.reason.value == self.reason))
+                and (self.ended_from is None or (ended is not None and ended >= self.ended_from))
+                and (self.ended_to is None or (ended is not None and ended <= self.ended_to)))
 
 
 def read_slot(value: Any) -> Slot | None:
@@ -256,8 +273,8 @@ class _Latest:
 
 
 def _outcome_matches(value: bytes, filters: Filters) -> bool:
-    """The outcome filter, the one that needs the wait decoded (read last, when needed)."""
-    if filters.outcome is None:
+    """The filters that need the wait decoded (read last, when needed)."""
+    if not filters.of_ended:
         return True
     try:
         slot = read_slot(value)

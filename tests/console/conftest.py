@@ -3,13 +3,16 @@
 Package-scoped: every module of tests/console uses the same topics and the
 same two `xwait worker` processes (started with a command token and a
 read-only token), because starting workers costs seconds; each test uses
-keys and tenants of its own.  `http` sends the command token unless told
+keys and tenants of its own.  The workers run the fast test definitions of
+tests/e2e/waits and the six shipped ones (streams/topology/waits), whose
+diagrams the console must draw legibly.  `http` sends the command token unless told
 otherwise: reads need a token on these workers too.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -25,9 +28,10 @@ from streams import topics
 from streams.config import Settings
 from streams.partitioning import partition_for
 from tests.conftest import NO_CONSOLE
-from tests.e2e.harness import Client, WorkerProcess, e2e_settings
+from tests.e2e.harness import REPO, Client, WorkerProcess, e2e_settings
 from tests.prefixes import unique_prefix
 
+SHIPPED = REPO / "streams" / "topology" / "waits"  # the definitions a user starts with
 TOKEN = "test-console-token"  # noqa: S105 - the test workers' own token
 READ_TOKEN = "test-read-token"  # noqa: S105 - reads only
 
@@ -127,6 +131,8 @@ def cluster(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
     base = Settings(bootstrap=kafka_bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
                     partitions=4, console_url=NO_CONSOLE)
     s = e2e_settings(base, folder)
+    for shipped in SHIPPED.glob("*.yaml"):
+        shutil.copy(shipped, Path(s.topology) / "waits" / shipped.name)
     topics.create(s, topics.load_specs(s))
     w1 = ConsoleWorker(s, folder, "w1")
     w2 = ConsoleWorker(s, folder, "w2")

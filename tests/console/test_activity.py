@@ -1,96 +1,247 @@
-"""The rolling hour of counts behind the diagram, and which node each count lands on."""
+"""The diagram's counts of the last hour: read from the stored rows with the list's own
+filters, on the node each belongs to, in the tone of its exit.
+
+A count and the list a click on it opens must agree: here both are computed
+over the same rows, through the timer index and through a scan of the table,
+for any mix of finished and live waits around the window's edges.
+"""
 
 from __future__ import annotations
 
-from streams.console.activity import Activity, HourWindow
-from streams.console.diagram import node_counts
-from streams.core import EmitOutcome, OutcomeKind, OutcomeReason
-from streams.processor.model import NO_WAIT, Handled, InputRecord, Role, RowHead
+import asyncio
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.console import static
+from streams.console.activity import WINDOW_MS, Window, ended_counts, ended_key
+from streams.console.diagram import exits, node_counts, tone
+from streams.console.waits import REASONS, first_waits
+from streams.core import (
+    ArmedTimer,
+    OutcomeKind,
+    OutcomeReason,
+    Slot,
+    TimerKind,
+    Wait,
+    WaitStatus,
+    encode_slot,
+)
+from streams.core.definition import DefinitionSet
+from streams.processor.envelope import Row, encode_row
+from streams.processor.model import RowHead
 from tests.bpmn.conftest import shipped
 
 DEFINITIONS = {d.name: d for d in shipped()}
+NOW = 1_800_000_000_000
+WINDOW = Window.ending(NOW + 123)
+APPROVAL = DEFINITIONS["expense-approval"]
+# Two versions of one definition that keep finished waits for different times.
+OLD = replace(APPROVAL, version="old", retention_ms=2 * WINDOW_MS)
+NEW = replace(APPROVAL, version="new", retention_ms=7 * 24 * WINDOW_MS)
+VERSIONS = DefinitionSet({APPROVAL.name: NEW}, kept=[OLD])
+ENDS = [(OutcomeKind.RECEIVED, OutcomeReason.REPLY_VALID),
+        (OutcomeKind.RECEIVED, OutcomeReason.REVIEW_ACCEPTED),
+        (OutcomeKind.ESCALATED, OutcomeReason.DEADLINE_EXHAUSTED),
+        (OutcomeKind.ESCALATED, OutcomeReason.SEND_FAILED),
+        (OutcomeKind.CANCELLED, OutcomeReason.CANCELLED_BY_OPERATOR)]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
+@dataclass
+class Census:
+    heads: list[tuple[int, RowHead]]
 
-    def __call__(self) -> float:
-        return self.now
+    def totals(self, partitions: Iterable[int]) -> Counter[tuple[str, str]]:
+        raise NotImplementedError
 
-
-def test_counts_older_than_an_hour_leave_the_window() -> None:
-    clock = Clock()
-    window = HourWindow(clock)
-    window.add("d", "reminder|0")
-    clock.now += 1800
-    window.add("d", "reminder|0", 2)
-    window.add("other", "reminder|0")
-    assert window.totals("d") == {"reminder|0": 3}
-    clock.now += 1801  # the first count is now an hour and a second old
-    assert window.totals("d") == {"reminder|0": 2}
-    clock.now += 3600
-    assert window.totals("d") == {}
+    def by_version(self, partitions: Iterable[int]
+                   ) -> Counter[tuple[str, tuple[str, str | None]]]:
+        wanted = set(partitions)
+        return Counter((h.state.value, (h.definition or "", h.version))
+                       for p, h in self.heads if p in wanted and h.state is not None)
 
 
-def record() -> InputRecord:
-    return InputRecord(Role.TIMERS, "t", 0, 1, b"k", b"")
+@dataclass
+class Index:
+    rows: list[tuple[int, bytes, bytes, RowHead]]
+    ready: bool = True
+
+    def armed_in_order(self, partitions: Iterable[int], start: int = 0
+                       ) -> Iterator[tuple[int, str, int]] | None:
+        if not self.ready:
+            return None
+        wanted = set(partitions)
+        return iter(sorted((t.due_at, k.decode(), p) for p, k, _, h in self.rows
+                           for t in h.timers if p in wanted and t.due_at >= start))
 
 
-def handled(definition: str, counters: list[str], outcomes: list[EmitOutcome] | None = None,
-            place: tuple[int, int] = (0, 0)) -> Handled:
-    head = RowHead(definition=definition)
-    return Handled(wait_key="k", head_before=head, head_after=head, counters=counters,
-                   outcomes=outcomes or [], place=place)
+@dataclass
+class Host:
+    """The parts of a worker the counts read: its rows, census, timer index, versions."""
+
+    rows: list[tuple[int, bytes, bytes, RowHead]]
+    index_ready: bool = True
+    owned: set[int] = field(default_factory=lambda: {0, 1, 2})
+    definitions: Any = field(default_factory=lambda: VERSIONS)
+
+    @property
+    def census(self) -> Census:
+        return Census([(p, h) for p, _, _, h in self.rows])
+
+    @property
+    def index(self) -> Index:
+        return Index(self.rows, self.index_ready)
+
+    def owned_partitions(self) -> set[int]:
+        return set(self.owned)
+
+    def owned_rows(self) -> Iterator[tuple[int, bytes, bytes]]:
+        return iter([(p, k, v) for p, k, v, _ in self.rows if p in self.owned])
+
+    def read_row(self, key: bytes, partition: int) -> bytes | None:
+        return next((v for p, k, v, _ in self.rows if (p, k) == (partition, key)), None)
 
 
-def outcome(definition: str, kind: OutcomeKind, reason: OutcomeReason) -> EmitOutcome:
-    return EmitOutcome("o", "k", definition, None, kind, reason, None, False, None, None,
-                       None, 0, 0, 0, 0, ())
+def finished(i: int, version: str, ended_at: int, end: int, live: bool = False,
+             definition: str = APPROVAL.name) -> tuple[int, bytes, bytes, RowHead]:
+    """The stored row of a wait that ended at `ended_at` (purge due after its version's
+    retention), or of a live one with a deadline then (`live`)."""
+    key = f"w-{i:03d}"
+    d = VERSIONS.version(APPROVAL.name, version) or NEW
+    kind, reason = ENDS[end]
+    if live:
+        timers = (ArmedTimer(TimerKind.DEADLINE, ended_at, 1),)
+        wait = Wait(key=key, definition=definition, tenant=None, parked_at=0,
+                    definition_version=version, timers=timers)
+        head = RowHead(WaitStatus.PARKED, definition, None, timers, 0, version)
+    else:
+        timers = (ArmedTimer(TimerKind.RETENTION, ended_at + d.retention_ms, 1),)
+        wait = Wait(key=key, definition=definition, tenant=None, parked_at=0,
+                    status=WaitStatus.DONE, outcome=kind, reason=reason, ended_at=ended_at,
+                    definition_version=version, timers=timers)
+        head = RowHead(WaitStatus.DONE, definition, None, timers, 0, version)
+    value = encode_row(Row(encode_slot(Slot(wait=wait)), head=head))
+    return i % 3, key.encode(), value, head
 
 
-def test_the_observer_counts_actions_and_outcomes_by_definition_but_not_replays() -> None:
-    activity = Activity(Clock())
-    activity(record(), handled("race", ["actions.RUN_ESCALATION"], [
-        outcome("race", OutcomeKind.ESCALATED, OutcomeReason.DEADLINE_EXHAUSTED)],
-        place=(0, 1)), 0)
-    activity(record(), handled("race", ["actions.SEND_REQUEST"]), 0)
-    activity(record(), handled("race", ["actions.SEND_REQUEST", "replayed"]), 0)
-    activity(record(), Handled(head_before=NO_WAIT, head_after=NO_WAIT,
-                               counters=["rejected.unmatched"]), 0)
-    assert activity.totals("race") == {"escalation|0|1": 1, "send_request|0": 1,
-                                       "outcome|ESCALATED|deadline_exhausted": 1}
+def counted(host: Host) -> dict[str, int]:
+    """The diagram's counts of the hour from this worker's rows."""
+    worker: Any = host  # the parts of ConsoleHost the counts read
+    ended = asyncio.run(ended_counts(worker, APPROVAL.name, WINDOW))
+    assert ended.complete
+    return ended.counts
 
 
-def test_counts_land_on_the_nodes_of_the_diagram_with_the_query_that_lists_their_waits() -> None:
-    d = DEFINITIONS["expense-approval"]
-    nodes = node_counts(d, {"parked": 4, "in_review": 1, "suspended": 2}, {
-        "send_request|0": 7, "reminder|0": 5, "escalation|0|1": 2, "review|0": 1,
-        "outcome|RECEIVED|reply_valid": 3, "outcome|ESCALATED|deadline_exhausted": 1,
-        "outcome|CANCELLED|cancelled_by_operator": 1})
+def listed(host: Host, outcome: str, reason: str) -> int:
+    """How many waits the console's list shows for a badge's query (one page, big)."""
+    filters = WINDOW.filters(APPROVAL.name, outcome, reason)
+    return len(asyncio.run(first_waits(host.owned_rows(), filters, 1000)))
+
+
+# Ends around the window's two edges, and far from it.
+around = st.sampled_from([WINDOW.since - 1, WINDOW.since, WINDOW.since + 1, NOW - 60_000,
+                          WINDOW.until, WINDOW.until + 1, NOW - 2 * WINDOW_MS,
+                          NOW - 3 * 24 * WINDOW_MS])
+waits_ = st.lists(st.tuples(st.sampled_from(["old", "new"]), around,
+                            st.integers(0, len(ENDS) - 1), st.booleans(),
+                            st.sampled_from([APPROVAL.name, "vendor-quote"])), max_size=40)
+
+
+@settings(max_examples=120, deadline=None)
+@given(waits_)
+def test_each_count_is_what_its_list_shows_through_the_index_or_a_scan(
+        found: list[tuple[str, int, int, bool, str]]) -> None:
+    rows = [finished(i, v, at, end, live, name)
+            for i, (v, at, end, live, name) in enumerate(found)]
+    by_index = counted(Host(rows))
+    by_scan = counted(Host(rows, index_ready=False))
+    assert by_index == by_scan
+    for kind, reason in ENDS:
+        assert by_index.get(ended_key(kind.value, reason.value), 0) == \
+            listed(Host(rows), kind.value, reason.value)
+    expected = Counter(ended_key(ENDS[end][0].value, ENDS[end][1].value)
+                       for v, at, end, live, name in found
+                       if not live and name == APPROVAL.name
+                       and WINDOW.since <= at <= WINDOW.until)
+    assert by_index == dict(expected)
+
+
+def test_the_window_includes_both_edges() -> None:
+    assert WINDOW.until == NOW + 123 and WINDOW.until - WINDOW.since == WINDOW_MS
+    rows = [finished(0, "new", WINDOW.since, 0), finished(1, "old", WINDOW.until, 2),
+            finished(2, "new", WINDOW.since - 1, 0), finished(3, "new", WINDOW.until + 1, 0)]
+    assert counted(Host(rows)) == {
+        "RECEIVED|reply_valid": 1, "ESCALATED|deadline_exhausted": 1}
+    assert WINDOW.query("ESCALATED", "send_failed") == {
+        "state": "done", "endedFrom": str(WINDOW.since), "endedTo": str(WINDOW.until),
+        "outcome": "ESCALATED", "reason": "send_failed"}
+
+
+def test_a_version_not_loaded_is_counted_by_a_scan() -> None:
+    # Its retention is unknown, so the index cannot say where its purge is due.
+    rows = [finished(0, "new", NOW - 1000, 0)]
+    stranger = rows[0][3]
+    rows.append((1, b"w-x", rows[0][2], replace(stranger, version="gone")))
+    host = Host(rows, definitions=DefinitionSet({APPROVAL.name: NEW}))
+    assert counted(host) == {"RECEIVED|reply_valid": 2}
+
+
+def test_counts_land_on_the_end_events_in_the_tone_of_their_exit() -> None:
+    nodes = node_counts(APPROVAL, {"parked": 4, "in_review": 1, "suspended": 2}, {
+        "RECEIVED|reply_valid": 3, "ESCALATED|deadline_exhausted": 1,
+        "ESCALATED|send_failed": 2, "CANCELLED|cancelled_by_operator": 1}, WINDOW)
     assert nodes["wait"][0] == {"label": "parked (all stages and levels)", "count": 4,
-                                "list": {"state": "parked"}}
+                                "tone": "now", "list": {"state": "parked"}}
     assert nodes["wait"][1]["list"] == {"state": "suspended"}
-    assert {b["label"]: b["count"] for b in nodes["review_reply"]} == \
-        {"in review": 1, "reviews (1 h)": 1}
-    assert nodes["send_reminder"] == [{"label": "reminders (1 h)", "count": 5, "list": {}}]
-    assert nodes["run_escalation"][0]["count"] == 2
+    assert nodes["review_reply"] == [{"label": "in review", "count": 1, "tone": "now",
+                                      "list": {"state": "in_review"}}]
     assert nodes["end_received"] == [{"label": "reply_valid (1 h)", "count": 3,
-                                      "list": {"state": "done", "outcome": "RECEIVED"}}]
-    assert nodes["end_escalated"][0]["list"] == {"state": "done", "outcome": "ESCALATED"}
-    assert nodes["send_request"][0]["count"] == 7
+                                      "tone": "received",
+                                      "list": WINDOW.query("RECEIVED", "reply_valid")}]
+    assert [(b["label"], b["tone"]) for b in nodes["end_escalated"]] == [
+        ("deadline_exhausted (1 h)", "escalated"), ("send_failed (1 h)", "send_failed")]
+    # Actions have no counts: the rows do not say when each went out.
+    assert set(nodes) == {"wait", "review_reply", "end_received", "end_escalated"}
     assert not any("cancelled" in b["label"] for bs in nodes.values() for b in bs)
+    legend = {b["label"]: (b["count"], b["tone"], b["list"]) for b in exits(
+        {"ESCALATED|deadline_exhausted": 1, "ESCALATED|send_failed": 2,
+         "CANCELLED|cancelled_by_operator": 1}, WINDOW)}
+    assert legend == {
+        "received (1 h)": (0, "received", WINDOW.query("RECEIVED")),
+        "escalated (1 h)": (3, "escalated", WINDOW.query("ESCALATED")),
+        "cancelled (1 h)": (1, "cancelled", WINDOW.query("CANCELLED")),
+        "send failed (1 h)": (2, "send_failed", WINDOW.query("ESCALATED", "send_failed"))}
 
 
-def test_chained_and_probe_counts_find_their_stage_and_level_nodes() -> None:
-    chained = node_counts(DEFINITIONS["two-stage-approval"], {}, {
-        "escalation|1|1": 1, "reminder|0": 2, "send_request|1": 3})
-    assert chained["finance_run_escalation"][0]["count"] == 1
-    assert chained["manager_send_reminder"][0]["count"] == 2
-    assert chained["finance_send_request"][0]["count"] == 3
-    assert chained["manager_wait"][0]["label"] == "parked (all stages and levels)"
-    probe = node_counts(DEFINITIONS["probe"], {"parked": 1}, {"poll|0|0": 9})
-    assert probe["poll"][0] == {"label": "polls (1 h)", "count": 9, "list": {}}
+def test_an_exit_with_nothing_in_the_hour_still_says_what_it_counts() -> None:
+    probe = node_counts(DEFINITIONS["probe"], {"parked": 1}, {}, WINDOW)
     assert probe["poll_timer"][0]["label"] == "parked"
-    fan = node_counts(DEFINITIONS["first-valid"], {}, {"send_request|0": 3, "close_out": 2})
-    assert fan["fan_out"][0]["count"] == 3 and fan["close_out"][0]["count"] == 2
+    assert probe["end_received"] == [{"label": "received (1 h)", "count": 0,
+                                      "tone": "received", "list": WINDOW.query("RECEIVED")}]
+    chained = node_counts(DEFINITIONS["two-stage-approval"], {}, {}, WINDOW)
+    assert chained["manager_wait"][0]["label"] == "parked (all stages and levels)"
+    assert chained["end_escalated"][0]["tone"] == "escalated"
+    assert [tone(o, r) for o, r in [("RECEIVED", "delivered"), ("ESCALATED", "send_failed"),
+                                    ("ESCALATED", None), ("CANCELLED", None)]] == \
+        ["received", "send_failed", "escalated", "cancelled"]
+
+
+def test_past_its_budget_a_worker_says_its_counts_are_a_lower_bound() -> None:
+    rows = [finished(i, "new", NOW - 1000 * i, 0) for i in range(5)]
+    worker: Any = Host(rows)
+    ended = asyncio.run(ended_counts(worker, APPROVAL.name, WINDOW, budget=3))
+    assert ended.counts == {"RECEIVED|reply_valid": 3} and not ended.complete
+    assert asyncio.run(ended_counts(worker, APPROVAL.name, WINDOW, budget=5)).complete
+
+
+def test_the_pages_reason_filter_offers_every_reason_the_list_accepts() -> None:
+    html = (Path(static.__file__).parent / "console.html").read_text()
+    select = html[html.index('<select id="f-reason">'):]
+    options = re.findall(r"<option>([a-z_]+)</option>", select[:select.index("</select>")])
+    assert options == list(REASONS)

@@ -81,14 +81,27 @@ function query() {
   const q = new URLSearchParams();
   for (const [id, name] of [["f-state", "state"], ["f-definition", "definition"],
                             ["f-tenant", "tenant"], ["f-key", "key"],
-                            ["f-outcome", "outcome"]]) {
+                            ["f-outcome", "outcome"], ["f-reason", "reason"]]) {
     if ($(id).value.trim()) q.set(name, $(id).value.trim());
   }
-  if ($("f-outcome").value && !$("f-state").value) q.set("state", "done");
-  for (const [id, name] of [["f-from", "parkedFrom"], ["f-to", "parkedTo"]]) {
+  for (const [id, name] of [["f-from", "parkedFrom"], ["f-to", "parkedTo"],
+                            ["f-ended-from", "endedFrom"], ["f-ended-to", "endedTo"]]) {
     if ($(id).value) q.set(name, String(new Date($(id).value).getTime()));
   }
+  // Only finished waits have an outcome, a reason or an end.
+  const ended = ["outcome", "reason", "endedFrom", "endedTo"].some((n) => q.has(n));
+  if (ended && !$("f-state").value) q.set("state", "done");
   return q;
+}
+
+// Epoch ms as a datetime-local box's value, to the millisecond, in the browser's time
+// zone (the box reads it back as the same instant: the list gets exactly the window).
+function localInput(ms) {
+  const d = new Date(Number(ms));
+  const pad = (n, w) => String(n).padStart(w || 2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.` +
+    `${pad(d.getMilliseconds(), 3)}`;
 }
 
 async function loadList(page) {
@@ -259,15 +272,46 @@ async function command(action, body, key) {
   }
   const operator = await askOperator();
   if (!operator) { fail(`${action} not sent: commands need your name`); return; }
+  const before = await snapshot(key);
   try {
     await call("POST", `/waits/${encodeURIComponent(key)}/${action}`, {...body, operator});
     if ("reason" in body) $("cmd-reason").value = "";
     say(`${action} accepted for ${key}; it takes effect when the worker processes it`);
-    for (const ms of [500, 1500, 3000]) setTimeout(() => {
-      if (current === key) openWait(key, true);
-      loadList();
-    }, ms);
-  } catch (e) { fail(`${action} refused: ${e.message}`); }
+  } catch (e) { fail(`${action} refused: ${e.message}`); return; }
+  await applied(key, before);
+  refreshCounted(key);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// What a command changes in a wait: its state, or the last entry of its trace (the trace
+// is bounded, so its length alone may not move).
+async function snapshot(key) {
+  try {
+    const w = await call("GET", "/waits/" + encodeURIComponent(key));
+    const last = w.trace.length ? w.trace[w.trace.length - 1] : null;
+    return JSON.stringify([w.state, w.trace.length, w.traceDropped, last]);
+  } catch (e) { return null; }
+}
+
+// A command is a record on Kafka: the worker applies it when it reads it, a moment
+// after the 202.  Wait (up to 15 s) until the wait shows it, so that the refresh that
+// follows counts it.
+async function applied(key, before) {
+  const until = Date.now() + 15000;
+  while (Date.now() < until) {
+    await sleep(300);
+    const now = await snapshot(key);
+    if (now !== null && now !== before) return;
+  }
+}
+
+// Every view that counts waits, after a command: the list, the open wait, the review
+// queue and the diagram's counts (no Refresh to press).
+function refreshCounted(key) {
+  if (current === key) openWait(key, true);
+  loadList(); loadReview();
+  if (diagramName) loadDiagram(diagramName);
 }
 
 function reviewRow(w) {
@@ -281,7 +325,6 @@ function reviewRow(w) {
     if (outcome === "Submit Correction") payload.responseData = fix.value;
     select(w.key);
     await command("review", payload, w.key);
-    setTimeout(loadReview, 1500);
   };
   return el("tr", {"data-key": w.key},
     el("td", {}, el("button", {"class": "link mono", type: "button",
@@ -329,6 +372,17 @@ async function loadReview() {
 let viewer = null;
 let diagramName = null;
 let nodeLists = {};
+let loadingDiagram = null;
+
+// External labels (events, gateways, flows) are drawn 11 px high at scale 1, task
+// names 12 px: the diagram is never fitted below scale 1, so every label stays
+// legible; a diagram larger than the view is panned or zoomed instead.  Small ones
+// grow a little, up to MAX_FIT.
+const MIN_FIT = 1, MAX_FIT = 1.2, ZOOM_STEP = 1.25, PAN_STEP = 60;
+const PAD = 20;  // around the diagram and its count badges
+const MARK = 36;  // below them: the bpmn.io watermark's band, which must stay clear
+const LEGEND_PX = 44;  // the legend's row under the box
+const END_TONES = {end_received: "received", end_escalated: "escalated"};
 
 async function loadDefinitions() {
   try {
@@ -342,29 +396,122 @@ async function loadDefinitions() {
   } catch (e) { fail("Definitions failed: " + e.message); }
 }
 
+function newViewer() {
+  const v = new BpmnJS({container: $("diagram")});
+  v.get("eventBus").on("element.click", (e) => {
+    if (diagramName && nodeLists[e.element.id]) listFor(diagramName, nodeLists[e.element.id]);
+  });
+  v.get("eventBus").on("canvas.viewbox.changed", showZoom);
+  return v;
+}
+
 async function loadDiagram(name) {
   if (typeof BpmnJS === "undefined") {
     $("diagram-info").textContent = "The diagram viewer (bpmn-js) did not load.";
     return;
   }
+  // One load at a time: a refresh arriving while a definition is drawn waits for it.
+  while (loadingDiagram) await loadingDiagram;
+  let done;
+  loadingDiagram = new Promise((resolve) => { done = resolve; });
   try {
     const data = await call("GET", "/definitions/" + encodeURIComponent(name));
-    if (!viewer) {
-      viewer = new BpmnJS({container: $("diagram")});
-      viewer.get("eventBus").on("element.click", (e) => {
-        if (diagramName && nodeLists[e.element.id]) listFor(diagramName, nodeLists[e.element.id]);
-      });
-    }
+    if (!viewer) viewer = newViewer();
     if (diagramName !== name) {
       await viewer.importXML(data.bpmn);
-      // The whole diagram, with room above its top row for the counts.
-      const inner = viewer.get("canvas").viewbox().inner;
-      viewer.get("canvas").viewbox({x: inner.x - 30, y: inner.y - 80,
-                                    width: inner.width + 190, height: inner.height + 110});
+      const canvas = viewer.get("canvas");
+      for (const [id, tone] of Object.entries(END_TONES)) {
+        if (viewer.get("elementRegistry").get(id)) canvas.addMarker(id, "xw-" + tone);
+      }
       diagramName = name;
-    }
-    showCounts(data);
+      showCounts(data);
+      sizeDiagram();
+      fitLegible();
+    } else showCounts(data);
   } catch (e) { fail(`Diagram of ${name} failed: ` + e.message); }
+  finally { loadingDiagram = null; done(); }
+}
+
+// The diagram's box with its count badges (which hang above and right of their
+// nodes), in diagram units, with a margin.
+function contentBox() {
+  const canvas = viewer.get("canvas");
+  const vb = canvas.viewbox(), inner = vb.inner;
+  let [x0, y0] = [inner.x, inner.y];
+  let [x1, y1] = [inner.x + inner.width, inner.y + inner.height];
+  const origin = $("diagram").getBoundingClientRect();
+  for (const b of document.querySelectorAll("#diagram .badges")) {
+    const r = b.getBoundingClientRect();
+    const bx = vb.x + (r.left - origin.left) / vb.scale;
+    const by = vb.y + (r.top - origin.top) / vb.scale;
+    x0 = Math.min(x0, bx); y0 = Math.min(y0, by);
+    x1 = Math.max(x1, bx + r.width / vb.scale); y1 = Math.max(y1, by + r.height / vb.scale);
+  }
+  return {x: x0 - PAD, y: y0 - PAD, width: x1 - x0 + 2 * PAD, height: y1 - y0 + 2 * PAD + MARK};
+}
+
+// As tall as the diagram at scale 1 needs, within what the window has below the
+// box's top (with the legend under it): a short diagram leaves no empty band, a tall
+// one pans inside the box, and box and legend fit the screen (at least 320 px).
+function sizeDiagram() {
+  const box = contentBox();
+  const top = $("diagram").getBoundingClientRect().top + window.scrollY;
+  const room = Math.max(320, Math.round(window.innerHeight - top - LEGEND_PX));
+  $("diagram").style.height = `${Math.min(Math.ceil(box.height * MIN_FIT) + 2, room)}px`;
+  viewer.get("canvas").resized();
+}
+
+// The largest scale at which the whole diagram fits, kept within [MIN_FIT, MAX_FIT]:
+// centred when it fits, else from its top left (where a wait starts), to be panned.
+function fitLegible() {
+  const canvas = viewer.get("canvas");
+  const outer = canvas.viewbox().outer;
+  const box = contentBox();
+  const fit = Math.min(outer.width / box.width, outer.height / box.height);
+  const scale = Math.min(MAX_FIT, Math.max(MIN_FIT, fit));
+  const w = outer.width / scale, h = outer.height / scale;
+  const x = w >= box.width ? box.x - (w - box.width) / 2 : box.x;
+  const y = h >= box.height ? box.y - (h - box.height) / 2 : box.y;
+  canvas.viewbox({x, y, width: w, height: h});
+}
+
+function zoomBy(factor) {
+  if (!viewer || !diagramName) return;
+  const canvas = viewer.get("canvas");
+  canvas.zoom(Math.min(4, Math.max(0.2, canvas.zoom() * factor)), "auto");
+}
+
+function zoomWhole() {
+  if (!viewer || !diagramName) return;
+  const canvas = viewer.get("canvas");
+  const outer = canvas.viewbox().outer, box = contentBox();
+  const scale = Math.min(outer.width / box.width, outer.height / box.height);
+  const w = outer.width / scale, h = outer.height / scale;
+  canvas.viewbox({x: box.x - (w - box.width) / 2, y: box.y - (h - box.height) / 2,
+                  width: w, height: h});
+}
+
+function showZoom() {
+  if (!viewer) return;
+  const scale = viewer.get("canvas").zoom();
+  $("zoom-level").textContent = `${Math.round(scale * 100)} %` +
+    (scale < MIN_FIT - 0.01 ? " (labels below 11 px: Fit to read them)" : "");
+}
+
+function panBy(dx, dy) {
+  if (viewer && diagramName) viewer.get("canvas").scroll({dx, dy});
+}
+
+// A count of the hour is a lower bound when a worker had more finished waits to read
+// than its budget: "≥ 20000".
+function badgeButton(name, b, atLeast) {
+  const tone = " tone-" + (b.tone || "now");
+  const n = (atLeast && b.list.endedFrom ? "≥ " : "") + b.count;
+  return el("button", {type: "button", "class": "badge" + tone + (b.count ? "" : " zero"),
+                       "data-label": b.label, "data-tone": b.tone || "now",
+                       title: `${n} ${b.label}: click to list them`,
+                       onclick: () => listFor(name, b.list)},
+            `${n} ${b.label}`);
 }
 
 function showCounts(data) {
@@ -373,22 +520,24 @@ function showCounts(data) {
   nodeLists = {};
   for (const [id, badges] of Object.entries(data.nodes)) {
     const box = el("div", {"class": "badges", "data-node": id});
-    for (const b of badges) {
-      const kind = b.list.outcome ? " outcome" : "";
-      box.append(el("button", {type: "button", "class": "badge" + kind + (b.count ? "" : " zero"),
-                               "data-label": b.label, title: `${b.count} ${b.label}`,
-                               onclick: () => listFor(data.name, b.list)},
-                    `${b.count} ${b.label}`));
-    }
+    for (const b of badges) box.append(badgeButton(data.name, b, !data.countedAll));
+    // A click on the node lists what its first badge lists; on an end event, all
+    // its waits of the hour (whatever the reason).
     const listed = badges.find((b) => Object.keys(b.list).length);
-    nodeLists[id] = listed ? listed.list : {};
-    overlays.add(id, "counts", {position: {top: -6 - 17 * badges.length, left: 0}, html: box});
+    nodeLists[id] = listed ? {...listed.list} : {};
+    if (END_TONES[id]) delete nodeLists[id].reason;
+    overlays.add(id, "counts", {position: {top: -6 - 19 * badges.length, left: 0}, html: box});
   }
+  $("exits").replaceChildren(...(data.exits || []).map(
+    (b) => badgeButton(data.name, b, !data.countedAll)));
   const c = data.census;
   $("diagram-info").textContent = `${data.name}: ${c.parked} parked, ${c.in_review} in review, ` +
-    `${c.suspended} suspended, ${c.done} finished and kept; ${data.cancelled} cancelled in ` +
-    `the last hour; from ${data.workers.length} worker(s)` +
-    (data.complete ? "" : `; not answering: ${data.unavailable.join(", ")}`);
+    `${c.suspended} suspended, ${c.done} finished and kept; ${data.cancelled} cancelled ` +
+    `between ${when(data.window.from)} and ${when(data.window.to)}; from ` +
+    `${data.workers.length} worker(s)` +
+    (data.complete ? "" : `; not answering: ${data.unavailable.join(", ")}`) +
+    (data.countedAll ? "" : "; more waits ended in the hour than a worker reads for a " +
+     "diagram: the counts marked ≥ are lower bounds (a click lists them all)");
 }
 
 function listFor(name, q) {
@@ -396,8 +545,13 @@ function listFor(name, q) {
   $("f-definition").value = name;
   if (q.state) $("f-state").value = q.state;
   if (q.outcome) $("f-outcome").value = q.outcome;
+  if (q.reason) $("f-reason").value = q.reason;
+  if (q.endedFrom) $("f-ended-from").value = localInput(q.endedFrom);
+  if (q.endedTo) $("f-ended-to").value = localInput(q.endedTo);
   pages = [null]; loadList(0);
-  say(`Waits of ${name}` + (q.state ? `, ${q.state}` : "") + (q.outcome ? `, ${q.outcome}` : ""));
+  say(`Waits of ${name}` + (q.state ? `, ${q.state}` : "") + (q.outcome ? `, ${q.outcome}` : "") +
+      (q.reason ? ` (${q.reason})` : "") +
+      (q.endedFrom ? `, ended ${when(Number(q.endedFrom))} to ${when(Number(q.endedTo))}` : ""));
 }
 
 function setAuto(on) {
@@ -440,6 +594,21 @@ $("btn-deliver").onclick = () => command("deliver", {responseData: $("deliver-da
                                                     reason: reason()});
 $("review-refresh").onclick = loadReview;
 $("def-select").onchange = () => loadDiagram($("def-select").value);
+$("zoom-in").onclick = () => zoomBy(ZOOM_STEP);
+$("zoom-out").onclick = () => zoomBy(1 / ZOOM_STEP);
+$("zoom-fit").onclick = () => { if (viewer && diagramName) fitLegible(); };
+$("zoom-whole").onclick = zoomWhole;
+window.addEventListener("resize", () => { if (viewer && diagramName) sizeDiagram(); });
+$("diagram").addEventListener("keydown", (e) => {
+  if (e.ctrlKey || e.metaKey || e.altKey) return;  // the viewer's own keys, the browser's
+  const step = e.shiftKey ? PAN_STEP * 4 : PAN_STEP;
+  const keys = {"+": () => zoomBy(ZOOM_STEP), "=": () => zoomBy(ZOOM_STEP),
+                "-": () => zoomBy(1 / ZOOM_STEP), "0": () => fitLegible(), "w": zoomWhole,
+                "ArrowLeft": () => panBy(step, 0), "ArrowRight": () => panBy(-step, 0),
+                "ArrowUp": () => panBy(0, step), "ArrowDown": () => panBy(0, -step)};
+  const act = keys[e.key];
+  if (act && viewer && diagramName) { e.preventDefault(); act(); }
+});
 $("diagram-refresh").onclick = () => { if (diagramName) loadDiagram(diagramName); };
 $("page-next").disabled = true; $("page-first").disabled = true;
 loadList(0); loadReview(); loadDefinitions();
