@@ -82,12 +82,17 @@ def test_cli_suspend_resume_and_review_correct_a_wait(
                  "the reply held while suspended")
     watcher.poll(0.2)
     assert not watcher.seen.for_key("actions", key)[1:], "nothing is decided while suspended"
-    assert main(_cli(e2e, "resume", key)) == 0
+    assert main(_cli(e2e, "resume", key, "--reason", "audit closed",
+                     "--operator", "cid")) == 0
     watcher.until(lambda s: any(a["action"] == "REVIEW_NEEDED" for a in s.for_key("actions", key)),
                   30, "the review")
     assert main(_cli(e2e, "review", "correct", key, "--note", "typo", "--data",
-                     '{"decision": "approved"}')) == 0
+                     '{"decision": "approved"}', "--operator", "rita")) == 0
     outcome = watcher.outcome(key)
     assert (outcome["outcome"], outcome["reason"]) == ("RECEIVED", "review_corrected")
     assert outcome["reviewNote"] == "typo"
     assert json.loads(str(outcome["responseData"])) == {"decision": "approved"}
+    # Every command is in the trace with its reason and its operator.
+    details = {t["event"]: t["detail"] for t in outcome["trace"]}
+    assert details["resumed"].endswith(": audit closed (by cid)"), details
+    assert details["reviewed"] == "Submit Correction: typo (by rita)", details
