@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from streams import config
-from streams.client.errors import InvalidRequest
+from streams.client.errors import InvalidRequest, UnknownVersion
 from streams.codec import RecordType
 from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 from streams.core.events import PARTY_SEPARATOR
@@ -68,6 +68,10 @@ class Commands(ABC):
     def _check_wait(self, wait_key: str, force: bool, sending: str | None
                     ) -> dict[str, Any] | None:
         """The wait's status from a worker; NoSuchWait when none has the key."""
+
+    @abstractmethod
+    def _stored_versions(self) -> tuple[str, dict[str, list[str]]]:
+        """The definitions topic's name, and each definition's stored versions in it."""
 
     @abstractmethod
     def _send_one(self, role: str, key: str, record_type: RecordType,
@@ -200,18 +204,40 @@ class Commands(ABC):
         """Move a wait not yet done to another version of its definition (DESIGN rule 13).
 
         ``version`` names it (``xwait definitions`` lists them); None means the
-        newest the deciding worker has.  Refused with a Rejected record when
-        the version is not loaded (``unknown_definition``) or the wait's
-        variant, stage or escalation level does not fit it
-        (``invalid_command``).  Recorded in the wait's trace.
+        newest the deciding worker has.  A version ``<prefix>.definitions``
+        does not hold for the wait's definition raises :class:`UnknownVersion`
+        before anything is produced (for any definition, when no worker named
+        the wait's: ``force``, ``check_keys=False``, or none answered).  The
+        worker still refuses, with a Rejected record, a version it cannot load
+        (``unknown_definition``) or one the wait's variant, stage or escalation
+        level does not fit (``invalid_command``).  Recorded in the wait's trace.
         """
         if version is not None and (not isinstance(version, str) or not version):
             raise InvalidRequest(f"version must be a non-empty string, got {version!r}")
-        self._command(correlation_key, "MIGRATE", force, reason=reason, operator=operator,
-                      version=version)
+        wait = self._checked(correlation_key, force, "migrate")
+        if version is not None:
+            self._check_version(version, None if wait is None else wait.get("definition"))
+        self._send_command(correlation_key, "MIGRATE", reason=reason, operator=operator,
+                           version=version)
+
+    def _check_version(self, version: str, definition: str | None) -> None:
+        """UnknownVersion unless the store holds ``version`` of ``definition`` (or of any)."""
+        topic, stored = self._stored_versions()
+        if definition is not None:
+            if version not in stored.get(definition, ()):
+                raise UnknownVersion(version, definition, stored, topic)
+        elif not any(version in versions for versions in stored.values()):
+            raise UnknownVersion(version, None, stored, topic)
 
     def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
+        self._checked(correlation_key, force, command.lower())
+        self._send_command(correlation_key, command, **fields)
+
+    def _checked(self, correlation_key: str, force: bool, sending: str
+                 ) -> dict[str, Any] | None:
         check_key(correlation_key, "correlation key")
-        self._check_wait(correlation_key, force, command.lower())
+        return self._check_wait(correlation_key, force, sending)
+
+    def _send_command(self, correlation_key: str, command: str, **fields: Any) -> None:
         record = {"correlationKey": correlation_key, "command": command, **fields}
         self._send_one("commands", correlation_key, RecordType.COMMAND, record)

@@ -62,11 +62,15 @@ def test_migrate_through_the_api_is_traced_and_its_version_shown(cluster: Cluste
     cluster.start(key)
     before = cluster.wait_state(key, "parked")
     assert before["definitionVersion"]
+    # Already on the newest: the command changes nothing (counted, not traced).
     status, body = post(cluster, key, "migrate", {"reason": "new policy", "operator": "mia"})
     assert status == 202 and body["command"]["command"] == "MIGRATE"
-    # Already on the newest: the command changes nothing (counted, not traced).
-    status, _ = post(cluster, key, "migrate", {"version": "no-such-version"})
-    assert status == 202
+    # A version the definitions topic lacks is refused before anything is sent, the
+    # versions it holds listed.
+    status, answer = post(cluster, key, "migrate", {"version": "no-such-version"})
+    assert status == 400
+    assert "unknown version 'no-such-version'" in answer["error"]
+    assert before["definitionVersion"] in answer["error"]
     _, shown = eventually(lambda: cluster.status(key),
                           lambda r: r[0] == 200 and r[1]["definitionVersion"] is not None, 30,
                           "the status")
