@@ -50,16 +50,19 @@ def read_token(settings: Settings) -> str | None:
 
 
 def _stage(w: dict[str, Any]) -> str | None:
+    """The worker's own text of the stage (streams.console.waits.stage_text); composed
+    the same way here only for a worker from before it sent one."""
     s = w.get("stage")
     if not s:
         return None
-    text = (f"{s['index'] + 1} of {s['count']}: {s['name']}" if s["count"] > 1
-            else s.get("party") or "")
-    if s["count"] > 1 and s.get("party"):
-        text += f" (party {s['party']})"
+    if isinstance(s.get("text"), str):
+        return s["text"] or None
+    parts = [f"{s['index'] + 1} of {s['count']}: {s['name']}"
+             + (f" (party {s['party']})" if s.get("party") else "")] if s["count"] > 1 \
+        else [s["party"]] if s.get("party") else []
     if s.get("escalatedTo"):
-        text += f", escalated to {s['escalatedTo']}"
-    return text or None
+        parts.append(f"escalated to {s['escalatedTo']}")
+    return ", ".join(parts) or None
 
 
 def _status_text(w: dict[str, Any]) -> str:
