@@ -14,9 +14,10 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
   `migrate`, `report`: 2
   when an argument is refused before anything is produced (unknown definition, a
   channel the wait's definition lacks, JSON that does not parse, a deadline or
-  shift isodate cannot read, a key with `~`, a broken definition folder, a
-  `migrate --to` version the definitions topic does not hold: the message lists
-  the versions it holds); 4 when a worker says no wait has the key (`--force`
+  shift isodate cannot read, a key with `~` or NUL or longer than 1024 bytes
+  (`streams.core.keys.MAX_KEY_BYTES`), a broken definition folder, a `migrate
+  --to` version the definitions topic does not hold: the message lists the
+  versions it holds); 4 when a worker says no wait has the key (`--force`
   sends anyway; `report` asks no worker); 1 when a topic is missing or Kafka
   refused or did not confirm a record.
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
@@ -31,7 +32,8 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
   worker answers.
 * `status`, `list`: 4 when the key is unknown (404), 1 when the worker refused
   the request; 3 when no worker answered at `--console` or none could answer
-  for the key during a rebalance (503).
+  for the key during a rebalance (503); `status`: 2 for a key no wait can have
+  (NUL, or longer than 1024 bytes), without asking a worker.
 * `worker`: 3 when the broker does not answer, 2 when the web port is taken.
 * `adapter webhook`: 2 for a configuration it refuses (the message names the file
   and field), 3 when the broker does not answer, 1 when Kafka did not take the

@@ -18,6 +18,7 @@ from streams.client.errors import InvalidRequest, UnknownVersion
 from streams.codec import RecordType
 from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 from streams.core.events import PARTY_SEPARATOR
+from streams.core.keys import key_problem
 
 __all__ = ["Commands", "ReviewDecision", "check_key", "json_text", "wait_key_of"]
 
@@ -39,6 +40,7 @@ def json_text(value: Any, what: str) -> str:
 
 
 def check_key(key: str, what: str) -> None:
+    """A wait key the worker takes (streams.core.keys), or InvalidRequest before sending."""
     if not isinstance(key, str) or not key.strip():
         raise InvalidRequest(f"{what} must be a non-empty string, got {key!r}")
     if PARTY_SEPARATOR in key:
@@ -46,6 +48,10 @@ def check_key(key: str, what: str) -> None:
             f"{what} {key!r} contains {PARTY_SEPARATOR!r}, which separates a wait key "
             "from a party (WAITKEY~PARTY) and cannot be part of a wait key"
         )
+    problem = key_problem(key.encode("utf-8", "surrogatepass"))
+    if problem is not None:
+        shown = key if len(key) <= 40 else f"{key[:40]}..."
+        raise InvalidRequest(f"{what} {shown!r}: {problem}")
 
 
 def wait_key_of(correlation_key: str) -> str:
