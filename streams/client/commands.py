@@ -160,11 +160,12 @@ class Commands(ABC):
 
     def review(self, correlation_key: str, outcome: ReviewDecision, note: str, *,
                corrected_data: Any = None, operator: str | None = None,
-               force: bool = False) -> None:
+               reason: str | None = None, force: bool = False) -> None:
         """Answer a REVIEW_NEEDED action: ``Accept`` the reply, or ``Submit Correction``.
 
         A correction needs ``corrected_data``; an acceptance must not have any
-        (the accepted reply's own data is kept).
+        (the accepted reply's own data is kept).  The trace records the note,
+        then ``reason`` if given, and the operator.
         """
         if outcome not in ("Accept", "Submit Correction"):
             raise InvalidRequest(
@@ -176,7 +177,7 @@ class Commands(ABC):
                                  "for 'Submit Correction'")
         data = None if corrected_data is None else json_text(corrected_data, "corrected data")
         self._command(correlation_key, "REVIEW", force, reviewOutcome=outcome,
-                      reviewNote=note, responseData=data, operator=operator)
+                      reviewNote=note, responseData=data, operator=operator, reason=reason)
 
     def reschedule(self, correlation_key: str, *, deadline: str | None = None,
                    move_by: str | None = None, reason: str | None = None,

@@ -285,7 +285,7 @@ class Console:
                                         "'Submit Correction'")
                 note = _required(_opt_str(body, "note"), "note")
                 c.review(key, outcome, note, corrected_data=body.get("responseData"),
-                         operator=operator)
+                         operator=operator, reason=reason)
                 record.update(command="REVIEW", reviewOutcome=outcome, reviewNote=note,
                               responseData=body.get("responseData"))
         return record
