@@ -10,8 +10,6 @@ from streams.partitioning import partition_for
 from streams.processor.model import InputRecord, Role
 from tests.processor.test_records import NOW, PARTITIONS, Store, decoded, handler
 
-pytestmark = [pytest.mark.rule8]
-
 
 def _request(key: str) -> InputRecord:
     raw = key.encode()
