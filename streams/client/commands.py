@@ -232,7 +232,8 @@ class Commands(ABC):
         topic, stored = self._stored_versions()
         if definition is not None:
             if version not in stored.get(definition, ()):
-                raise UnknownVersion(version, definition, stored, topic)
+                raise UnknownVersion(version, definition,
+                                     {definition: stored.get(definition, [])}, topic)
         elif not any(version in versions for versions in stored.values()):
             raise UnknownVersion(version, None, stored, topic)
 
