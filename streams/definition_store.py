@@ -27,7 +27,8 @@ an explicit ``version:`` that the store refuses to see reused for other
 content), so two workers only ever add keys.  Each parks new waits on the
 newest of its own files; `xwait definitions` shows which worker has which
 newest.  A version tombstoned while a worker still has it in its files is
-published again by that worker.
+published again by that worker; every other worker forgets it (`xwait
+definitions` stops listing it once no wait not yet done follows it).
 """
 
 from __future__ import annotations
@@ -288,6 +289,10 @@ class DefinitionStore:
                             "in its files (%s): publishing it again", name, version,
                             self.topic, own[0].source)
                 self._publish([own])
+            else:
+                # Removed (`xwait definitions remove`, refused while a wait not yet done
+                # follows it): forgotten here as a restarted worker would not read it.
+                definitions.forget(name, version)
             return
         found = _read_value(key, value, self.topic)
         if found is not None and found.definition is not None:

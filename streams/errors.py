@@ -15,7 +15,14 @@ the code that raises it, but all of them hang from this one root::
     ├── DefinitionError             streams.core.errors   (a wait definition that is wrong)
     ├── ConfigError                 an XWAIT_* setting or flag xwait cannot use
     ├── TopologyError               topology/topics.yaml missing or malformed
-    └── KafkaUnavailable            the broker did not answer: check XWAIT_BOOTSTRAP
+    └── ClientError                 what the SDK refused or could not do; its tree is
+        │                           drawn in streams.client.errors
+        └── KafkaUnavailable        the broker did not answer: check XWAIT_BOOTSTRAP
+
+``ClientError`` is defined here, not in ``streams.client.errors`` (which
+re-exports it), so that ``KafkaUnavailable`` can be one: an SDK caller's
+``except ClientError`` must catch a broker that is down, and the worker,
+the CLI and the SDK raise the same ``KafkaUnavailable``.
 
 This module deliberately imports nothing: the pure decision core
 (``streams.core``) must be able to subclass ``XwaitError`` without pulling in
@@ -24,7 +31,7 @@ fastavro, Kafka clients or faust, and without an import cycle.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "KafkaUnavailable", "TopologyError", "XwaitError"]
+__all__ = ["ClientError", "ConfigError", "KafkaUnavailable", "TopologyError", "XwaitError"]
 
 
 class XwaitError(Exception):
@@ -39,5 +46,9 @@ class TopologyError(XwaitError):
     """topology/topics.yaml is missing or malformed."""
 
 
-class KafkaUnavailable(XwaitError):
+class ClientError(XwaitError):
+    """Something the xwait SDK refused or could not do (see streams.client.errors)."""
+
+
+class KafkaUnavailable(ClientError):
     """The broker did not answer in time: check XWAIT_BOOTSTRAP and that Kafka runs."""

@@ -99,3 +99,25 @@ def test_removed_versions_are_tombstones_a_worker_with_the_file_publishes_again(
             time.sleep(0.3)
     finally:
         store.stop()
+
+
+def test_a_running_worker_forgets_a_version_removed_that_it_does_not_load(
+        made: Settings, tmp_path: Path) -> None:
+    store = DefinitionStore(made)
+    kept = store.sync(load_documents(_folder(tmp_path, "one", V1)))
+    v1 = kept["approval"].version
+    v2 = DefinitionStore(made).sync(load_documents(_folder(tmp_path, "two", V2)))[
+        "approval"].version
+    store.follow(kept)
+    try:
+        deadline = time.monotonic() + 20
+        while v2 not in {d.version for d in kept.kept()}:
+            assert time.monotonic() < deadline, "the follower never read version 2"
+            time.sleep(0.2)
+        DefinitionStore(made).remove("approval", [v2])
+        while v2 in {d.version for d in kept.kept()}:
+            assert time.monotonic() < deadline, "the removed version is still kept"
+            time.sleep(0.2)
+        assert [d.version for d in kept.kept()] == [v1]  # its own file's version stays
+    finally:
+        store.stop()

@@ -15,9 +15,12 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
   `migrate`, `report`: 2
   when an argument is refused before anything is produced (unknown definition, a
   channel the wait's definition lacks, JSON that does not parse, a deadline or
-  shift isodate cannot read, a key with `~`, a broken definition folder); 4 when a
-  worker says no wait has the key (`--force` sends anyway; `report` asks no
-  worker); 1 when a topic is missing or Kafka refused or did not confirm a record.
+  shift isodate cannot read, a key with `~` or NUL or longer than 1024 bytes
+  (`streams.core.keys.MAX_KEY_BYTES`), a broken definition folder, a `migrate
+  --to` version the definitions topic does not hold: the message lists the
+  versions it holds); 4 when a worker says no wait has the key (`--force`
+  sends anyway; `report` asks no worker); 1 when a topic is missing or Kafka
+  refused or did not confirm a record.
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
@@ -30,7 +33,8 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
   worker answers.
 * `status`, `list`: 4 when the key is unknown (404), 1 when the worker refused
   the request; 3 when no worker answered at `--console` or none could answer
-  for the key during a rebalance (503).
+  for the key during a rebalance (503); `status`: 2 for a key no wait can have
+  (NUL, or longer than 1024 bytes), without asking a worker.
 * `worker`: 3 when the broker does not answer, 2 when the web port is taken.
 * `adapter webhook`: 2 for a configuration it refuses (the message names the file
   and field), 3 when the broker does not answer, 1 when Kafka did not take the
@@ -364,10 +368,13 @@ def _producing_commands(sub: Any) -> None:
     migrate = sub.add_parser(
         "migrate", help="move a wait to another version of its definition",
         description="From now on the wait follows VERSION of its definition (default: the "
-                    "newest the deciding worker has); what is armed stays armed. The worker "
-                    "refuses it (a Rejected record) when the version is not loaded or the "
-                    "wait's variant, stage or escalation level does not fit it. "
-                    "`xwait definitions` lists the versions.")
+                    "newest the deciding worker has); what is armed stays armed. A VERSION "
+                    "the definitions topic does not hold for the wait's definition (for any "
+                    "definition, with --force or when no worker answers) is refused before "
+                    "anything is sent: exit 2, the versions it holds listed. The worker "
+                    "refuses it (a Rejected record) when the wait's variant, stage or "
+                    "escalation level does not fit it. `xwait definitions` lists the "
+                    "versions.")
     migrate.add_argument("key")
     migrate.add_argument("--to", dest="version", help="the version (default: the newest)")
     migrate.add_argument("--reason", help="why, for the trace")

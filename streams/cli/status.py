@@ -4,9 +4,11 @@ Any worker answers for the whole cluster (it forwards a key to its owner and
 merges every worker's list).  A worker started with a console token wants one
 for reads too: `XWAIT_CONSOLE_READ_TOKEN`, else `XWAIT_CONSOLE_TOKEN`, is sent
 as a Bearer header.  Exit codes: 0 found, 4 the key is unknown (404), 1 the
-worker refused the request (401: no token, or a wrong one), 3 no worker answered at `--console`
-(`XWAIT_CONSOLE_URL`, default http://127.0.0.1:6066) or none could answer
-for the key right now (503: a rebalance is under way).  With `--json`, the
+worker refused the request (401: no token, or a wrong one), 2 a key no wait
+can have (longer than streams.core.keys.MAX_KEY_BYTES, or with NUL: no worker
+is asked), 3 no worker answered at `--console` (`XWAIT_CONSOLE_URL`, default
+http://127.0.0.1:6066) or none could answer for the key right now (503: a
+rebalance is under way).  With `--json`, the
 worker's answer is printed as it came, also for a 404 (its body counts the
 replies and commands held for the key).
 """
@@ -20,9 +22,10 @@ import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
-from streams.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_NO_SUCH_WAIT, EXIT_OK
+from streams.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_NO_SUCH_WAIT, EXIT_OK, EXIT_USAGE
 from streams.client._console import ConsoleUnreachable, get, wait_path
 from streams.config import Settings
+from streams.core.keys import key_problem
 
 
 def _duration(ms: int) -> str:
@@ -50,16 +53,19 @@ def read_token(settings: Settings) -> str | None:
 
 
 def _stage(w: dict[str, Any]) -> str | None:
+    """The worker's own text of the stage (streams.console.waits.stage_text); composed
+    the same way here only for a worker from before it sent one."""
     s = w.get("stage")
     if not s:
         return None
-    text = (f"{s['index'] + 1} of {s['count']}: {s['name']}" if s["count"] > 1
-            else s.get("party") or "")
-    if s["count"] > 1 and s.get("party"):
-        text += f" (party {s['party']})"
+    if isinstance(s.get("text"), str):
+        return s["text"] or None
+    parts = [f"{s['index'] + 1} of {s['count']}: {s['name']}"
+             + (f" (party {s['party']})" if s.get("party") else "")] if s["count"] > 1 \
+        else [s["party"]] if s.get("party") else []
     if s.get("escalatedTo"):
-        text += f", escalated to {s['escalatedTo']}"
-    return text or None
+        parts.append(f"escalated to {s['escalatedTo']}")
+    return ", ".join(parts) or None
 
 
 def _status_text(w: dict[str, Any]) -> str:
@@ -160,6 +166,10 @@ def _fail(status: int, body: Any, as_json: bool) -> int:
 
 
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
+    problem = key_problem(args.key.encode("utf-8", "surrogatepass"))
+    if problem is not None:  # no wait can have it: no worker is asked
+        print(f"xwait: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     base = settings.console_url
     try:
         status, body = get(base, wait_path(args.key), token=read_token(settings))

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         UndecodableOutput,
         UnknownChannel,
         UnknownDefinition,
+        UnknownVersion,
     )
     from streams.client.records import (
         Action,
@@ -54,6 +55,7 @@ _HOME = {
     "ClientError": "errors", "DeliveryFailed": "errors", "InvalidRequest": "errors",
     "NoSuchWait": "errors", "ResultTimeout": "errors", "TopicMissing": "errors",
     "UndecodableOutput": "errors", "UnknownChannel": "errors", "UnknownDefinition": "errors",
+    "UnknownVersion": "errors",
     "Action": "records", "ActionKind": "records", "Outcome": "records",
     "OutcomeKind": "records", "Rejected": "records", "TraceEntry": "records",
 }
@@ -93,6 +95,7 @@ __all__ = [
     "UndecodableOutput",
     "UnknownChannel",
     "UnknownDefinition",
+    "UnknownVersion",
     "WaitSpec",
     "XwaitClient",
     "XwaitConsumer",

@@ -164,6 +164,20 @@ class XwaitClient(Commands):
                                                  check_schemas=False)
         return self._definitions
 
+    def _stored_versions(self) -> tuple[str, dict[str, list[str]]]:
+        """Every version ``<prefix>.definitions`` holds (what workers may decide with), by
+        name: read to its end on each call, as versions are published and removed while
+        this client lives (a few hundred small records: milliseconds)."""
+        from streams.definition_store import TOPIC_ROLE, DefinitionStore
+
+        topic = self.settings.topic(TOPIC_ROLE)
+        self._ready(topic)  # the broker, and the topic, within the connect timeout
+        versions: dict[str, list[str]] = {}
+        for stored in DefinitionStore(self.settings).read_all().values():
+            if stored is not None:
+                versions.setdefault(stored.name, []).append(stored.version)
+        return topic, versions
+
     def _definition(self, name: str) -> WaitDefinition:
         found = self.definitions.get(name)
         if found is None:

@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from streams import config
-from streams.client.errors import InvalidRequest
+from streams.client.errors import InvalidRequest, UnknownVersion
 from streams.codec import RecordType
 from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 from streams.core.events import PARTY_SEPARATOR
+from streams.core.keys import key_problem
 
 __all__ = ["Commands", "ReviewDecision", "check_key", "json_text", "wait_key_of"]
 
@@ -39,6 +40,7 @@ def json_text(value: Any, what: str) -> str:
 
 
 def check_key(key: str, what: str) -> None:
+    """A wait key the worker takes (streams.core.keys), or InvalidRequest before sending."""
     if not isinstance(key, str) or not key.strip():
         raise InvalidRequest(f"{what} must be a non-empty string, got {key!r}")
     if PARTY_SEPARATOR in key:
@@ -46,6 +48,10 @@ def check_key(key: str, what: str) -> None:
             f"{what} {key!r} contains {PARTY_SEPARATOR!r}, which separates a wait key "
             "from a party (WAITKEY~PARTY) and cannot be part of a wait key"
         )
+    problem = key_problem(key.encode("utf-8", "surrogatepass"))
+    if problem is not None:
+        shown = key if len(key) <= 40 else f"{key[:40]}..."
+        raise InvalidRequest(f"{what} {shown!r}: {problem}")
 
 
 def wait_key_of(correlation_key: str) -> str:
@@ -68,6 +74,10 @@ class Commands(ABC):
     def _check_wait(self, wait_key: str, force: bool, sending: str | None
                     ) -> dict[str, Any] | None:
         """The wait's status from a worker; NoSuchWait when none has the key."""
+
+    @abstractmethod
+    def _stored_versions(self) -> tuple[str, dict[str, list[str]]]:
+        """The definitions topic's name, and each definition's stored versions in it."""
 
     @abstractmethod
     def _send_one(self, role: str, key: str, record_type: RecordType,
@@ -151,11 +161,12 @@ class Commands(ABC):
 
     def review(self, correlation_key: str, outcome: ReviewDecision, note: str, *,
                corrected_data: Any = None, operator: str | None = None,
-               force: bool = False) -> None:
+               reason: str | None = None, force: bool = False) -> None:
         """Answer a REVIEW_NEEDED action: ``Accept`` the reply, or ``Submit Correction``.
 
         A correction needs ``corrected_data``; an acceptance must not have any
-        (the accepted reply's own data is kept).
+        (the accepted reply's own data is kept).  The trace records the note,
+        then ``reason`` if given, and the operator.
         """
         if outcome not in ("Accept", "Submit Correction"):
             raise InvalidRequest(
@@ -167,7 +178,7 @@ class Commands(ABC):
                                  "for 'Submit Correction'")
         data = None if corrected_data is None else json_text(corrected_data, "corrected data")
         self._command(correlation_key, "REVIEW", force, reviewOutcome=outcome,
-                      reviewNote=note, responseData=data, operator=operator)
+                      reviewNote=note, responseData=data, operator=operator, reason=reason)
 
     def reschedule(self, correlation_key: str, *, deadline: str | None = None,
                    move_by: str | None = None, reason: str | None = None,
@@ -201,18 +212,41 @@ class Commands(ABC):
         """Move a wait not yet done to another version of its definition (rule 13, docs/rules.md).
 
         ``version`` names it (``xwait definitions`` lists them); None means the
-        newest the deciding worker has.  Refused with a Rejected record when
-        the version is not loaded (``unknown_definition``) or the wait's
-        variant, stage or escalation level does not fit it
-        (``invalid_command``).  Recorded in the wait's trace.
+        newest the deciding worker has.  A version ``<prefix>.definitions``
+        does not hold for the wait's definition raises :class:`UnknownVersion`
+        before anything is produced (for any definition, when no worker named
+        the wait's: ``force``, ``check_keys=False``, or none answered).  The
+        worker still refuses, with a Rejected record, a version it cannot load
+        (``unknown_definition``) or one the wait's variant, stage or escalation
+        level does not fit (``invalid_command``).  Recorded in the wait's trace.
         """
         if version is not None and (not isinstance(version, str) or not version):
             raise InvalidRequest(f"version must be a non-empty string, got {version!r}")
-        self._command(correlation_key, "MIGRATE", force, reason=reason, operator=operator,
-                      version=version)
+        wait = self._checked(correlation_key, force, "migrate")
+        if version is not None:
+            self._check_version(version, None if wait is None else wait.get("definition"))
+        self._send_command(correlation_key, "MIGRATE", reason=reason, operator=operator,
+                           version=version)
+
+    def _check_version(self, version: str, definition: str | None) -> None:
+        """UnknownVersion unless the store holds ``version`` of ``definition`` (or of any)."""
+        topic, stored = self._stored_versions()
+        if definition is not None:
+            if version not in stored.get(definition, ()):
+                raise UnknownVersion(version, definition,
+                                     {definition: stored.get(definition, [])}, topic)
+        elif not any(version in versions for versions in stored.values()):
+            raise UnknownVersion(version, None, stored, topic)
 
     def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
+        self._checked(correlation_key, force, command.lower())
+        self._send_command(correlation_key, command, **fields)
+
+    def _checked(self, correlation_key: str, force: bool, sending: str
+                 ) -> dict[str, Any] | None:
         check_key(correlation_key, "correlation key")
-        self._check_wait(correlation_key, force, command.lower())
+        return self._check_wait(correlation_key, force, sending)
+
+    def _send_command(self, correlation_key: str, command: str, **fields: Any) -> None:
         record = {"correlationKey": correlation_key, "command": command, **fields}
         self._send_one("commands", correlation_key, RecordType.COMMAND, record)

@@ -1,10 +1,13 @@
 """What the SDK refuses, and why; every class hangs from ``streams.errors.XwaitError``::
 
     XwaitError                  streams.errors
-    ├── KafkaUnavailable        the broker did not answer in time: check XWAIT_BOOTSTRAP
-    └── ClientError             streams.client.errors
+    └── ClientError             streams.errors, re-exported here
+        ├── KafkaUnavailable    streams.errors: the broker did not answer in time: check
+        │                       XWAIT_BOOTSTRAP and that Kafka runs
         ├── InvalidRequest      refused before anything was produced: fix the argument
         │   ├── UnknownDefinition   no wait definition has that name (.known lists them)
+        │   ├── UnknownVersion      no stored version of the wait's definition has that
+        │   │                       version (migrate; .known lists them)
         │   ├── UnknownChannel      the wait's definition (or, unknown, every one) refuses it
         │   └── NoSuchWait          the workers know no wait with that key: nothing sent
         │                           (force=True sends anyway, for a reply that overtakes
@@ -17,30 +20,30 @@
 The split matters to callers: an ``InvalidRequest`` is always raised *before*
 anything reaches Kafka, so retrying it unchanged is pointless; a
 ``DeliveryFailed`` says which keys did not make it, so exactly those can be
-retried (the wait key makes a retried StartWait a recognised duplicate).
+retried (the wait key makes a retried StartWait a recognised duplicate); a
+``KafkaUnavailable`` may pass once the broker is back.  ``except
+ClientError`` catches all of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from streams.errors import XwaitError
+from streams.errors import ClientError, KafkaUnavailable
 
 __all__ = [
     "ClientError",
     "DeliveryFailed",
     "InvalidRequest",
+    "KafkaUnavailable",
     "NoSuchWait",
     "ResultTimeout",
     "TopicMissing",
     "UndecodableOutput",
     "UnknownChannel",
     "UnknownDefinition",
+    "UnknownVersion",
 ]
-
-
-class ClientError(XwaitError):
-    """Something the xwait SDK refused or could not do."""
 
 
 class InvalidRequest(ClientError):
@@ -70,6 +73,31 @@ class UnknownDefinition(InvalidRequest):
         super().__init__(
             f"unknown wait definition {name!r}: the definitions in {folder} are {shown}"
         )
+
+
+class UnknownVersion(InvalidRequest):
+    """A version to migrate to that ``<prefix>.definitions`` does not hold.
+
+    ``definition`` is the wait's definition when a worker named it, else None
+    (no worker answered, or ``force``): then no definition has the version.
+    ``known`` maps each definition considered to its stored versions.
+    """
+
+    def __init__(self, version: str, definition: str | None,
+                 known: Mapping[str, Sequence[str]], topic: str) -> None:
+        self.version = version
+        self.definition = definition
+        self.known = {name: tuple(sorted(versions)) for name, versions in sorted(known.items())}
+        if definition is not None:
+            versions = self.known.get(definition, ())
+            shown = ", ".join(versions) if versions else "none"
+            text = (f"unknown version {version!r} of definition {definition!r}: the versions "
+                    f"of {definition!r} in {topic} are {shown}")
+        else:
+            shown = "; ".join(f"{name}: {', '.join(v)}" for name, v in self.known.items())
+            text = (f"unknown version {version!r}: no definition in {topic} has it; the "
+                    f"versions there are {shown or 'none'}")
+        super().__init__(text)
 
 
 class UnknownChannel(InvalidRequest):

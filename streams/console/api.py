@@ -12,8 +12,10 @@ developer's loopback worker).  With `XWAIT_CONSOLE_TOKEN` (commands and
 reads) and/or `XWAIT_CONSOLE_READ_TOKEN` (reads only), every request needs
 `Authorization: Bearer <token>`: a wait key is the capability a reply needs,
 and lists, payloads and rejected originals are not for whoever reaches the
-port.  The token is checked before the body of a command is read.  Keys with
-`/` or NUL are refused with 400 (no wait can have them).
+port.  The token is checked before the body of a command is read.  A key the
+processor's input would refuse (NUL, or longer than `MAX_KEY_BYTES`:
+streams.core.keys) is refused with 400; any other key is served, `/` (as
+%2F) included.
 
 Routing.  A key lives in the partition its utf-8 bytes hash to (murmur2,
 `streams.partitioning`); a worker that does not own that partition forwards
@@ -46,6 +48,7 @@ from streams.client import ClientError, KafkaUnavailable, TopicMissing, XwaitCli
 from streams.client.errors import DeliveryFailed, InvalidRequest
 from streams.console import review, waits
 from streams.console.host import ConsoleHost
+from streams.core.keys import key_problem
 from streams.partitioning import partition_for
 
 log = logging.getLogger(__name__)
@@ -85,13 +88,17 @@ def _same(a: str, b: str) -> bool:
 
 
 def check_key(key: str) -> str:
-    """A wait key as the API accepts it: not empty, no `/` (no path can carry it
-    unambiguously), no NUL (the processor refuses such keys: invalid_key)."""
+    """A wait key as the processor's input takes it (streams.core.keys), or 400.
+
+    Every key the input accepts is served: at most MAX_KEY_BYTES, any
+    character but NUL, `/` included (percent-encoded as %2F, the router
+    matches the raw path, so `a%2Fb/resume` is key `a/b`, action `resume`).
+    """
     if not key:
         raise ApiError(400, "Expected a wait key, but the path has none")
-    if "/" in key or "\x00" in key:
-        raise ApiError(400, "Expected a wait key without '/' or NUL characters, but got "
-                            f"{key!r}; no wait can have such a key")
+    problem = key_problem(key.encode("utf-8", "surrogatepass"))
+    if problem is not None:
+        raise ApiError(400, f"{problem}; no wait can have such a key")
     return key
 
 
@@ -279,7 +286,7 @@ class Console:
                                         "'Submit Correction'")
                 note = _required(_opt_str(body, "note"), "note")
                 c.review(key, outcome, note, corrected_data=body.get("responseData"),
-                         operator=operator)
+                         operator=operator, reason=reason)
                 record.update(command="REVIEW", reviewOutcome=outcome, reviewNote=note,
                               responseData=body.get("responseData"))
         return record
@@ -457,11 +464,8 @@ def register(host: ConsoleHost, console: Console) -> None:
         body, 401 without the command token, 503 when no command token is
         configured. The token is checked before the body is read."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
-            # Only reached by a key with '/' in it (a command is a POST).
-            try:
-                check_key(f"{kwargs.get('key', '')}/{kwargs.get('action', '')}")
-            except ApiError as exc:
-                return answer(self, exc.status, exc.body)
+            # A key's '/' arrives as %2F and is matched as part of {key} (the router
+            # matches the raw path): a GET here is of a command's path.
             return answer(self, 405, {"error": "commands are POST requests"})
 
         async def post(self, request: Request, **kwargs: Any) -> Response:

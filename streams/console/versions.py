@@ -26,19 +26,35 @@ from streams.core import DefinitionSet, WaitStatus
 log = logging.getLogger(__name__)
 
 NOT_DONE = tuple(s.value for s in WaitStatus if s is not WaitStatus.DONE)
+DONE = WaitStatus.DONE.value
 
 
 def local_versions(host: ConsoleHost, url: str) -> dict[str, Any]:
-    """This worker's files, the versions it keeps, and its census by version."""
+    """This worker's files, the versions it keeps, and its census by version.
+
+    A version is listed while this worker keeps it (its files, or the store)
+    or while waits not yet done follow it.  Finished waits, kept until their
+    retention, are counted on a listed version but do not list one: a
+    definition removed with `xwait definitions remove` leaves the list once
+    its last wait has ended.  "newest" compares versions (a hash of the
+    content), not objects: after a restart the newest of the files and the
+    same version read back from the store are two objects of one version.
+    """
     defs = host.definitions
     kept = defs.kept() if isinstance(defs, DefinitionSet) else list(defs.values())
     rows: dict[tuple[str, str | None], dict[str, Any]] = {}
     for d in kept:
+        newest = defs.get(d.name)
         rows[(d.name, d.version)] = {
             "definition": d.name, "version": d.version,
-            "newest": defs.get(d.name) is d, "source": d.source, "waits": {}}
-    for (state, (name, version)), n in host.census.by_version(
-            host.owned_partitions()).items():
+            "newest": newest is not None and newest.version == d.version,
+            "source": d.source, "waits": {}}
+    census = host.census.by_version(host.owned_partitions())
+    # Waits not yet done first: only they add a version this worker does not keep.
+    for (state, (name, version)), n in sorted(census.items(),
+                                              key=lambda item: item[0][0] == DONE):
+        if state == DONE and (name, version) not in rows:
+            continue
         row = rows.setdefault((name, version), {
             "definition": name, "version": version, "newest": False, "source": None,
             "waits": {}})
@@ -62,7 +78,7 @@ def merge(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row["newestOn"].append(answer["worker"])
     out = []
     for row in rows.values():
-        waits = {s: row["waits"].get(s, 0) for s in (*NOT_DONE, WaitStatus.DONE.value)}
+        waits = {s: row["waits"].get(s, 0) for s in (*NOT_DONE, DONE)}
         out.append({**row, "waits": waits, "following": sum(waits[s] for s in NOT_DONE)})
     return sorted(out, key=lambda r: (r["definition"], not r["newestOn"], r["version"] or ""))
 

@@ -172,8 +172,28 @@ def stage_of(wait: Wait, definitions: Mapping[str, WaitDefinition]) -> dict[str,
     target = None
     if wait.level > 0 and wait.level <= len(stage.escalation):
         target = stage.escalation[wait.level - 1].target
-    return {"index": wait.stage, "count": len(d.stages), "name": stage.name,
-            "party": stage.party, "escalatedTo": target, "variant": d.variant.value}
+    shown = {"index": wait.stage, "count": len(d.stages), "name": stage.name,
+             "party": stage.party, "escalatedTo": target, "variant": d.variant.value}
+    return {**shown, "text": stage_text(shown)}
+
+
+def stage_text(stage: Mapping[str, Any]) -> str:
+    """Where the wait stands, as a person reads it; "" when there is nothing to say.
+
+    "2 of 3: finance (party acme)" for chained stages; a one-stage wait says
+    only its party, if any; ", escalated to TARGET" follows whatever came
+    before, and stands alone ("escalated to director") when nothing did.
+    The console's page and `xwait status` show this text as it is.
+    """
+    parts = []
+    if stage["count"] > 1:
+        parts.append(f"{stage['index'] + 1} of {stage['count']}: {stage['name']}"
+                     + (f" (party {stage['party']})" if stage.get("party") else ""))
+    elif stage.get("party"):
+        parts.append(str(stage["party"]))
+    if stage.get("escalatedTo"):
+        parts.append(f"escalated to {stage['escalatedTo']}")
+    return ", ".join(parts)
 
 
 def _held(h: HeldReply) -> dict[str, Any]:

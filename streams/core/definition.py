@@ -131,8 +131,17 @@ class DefinitionSet(Mapping[str, WaitDefinition]):
     """The newest definition of each name (the mapping), and every version still kept.
 
     New waits take the newest (``set[name]``); a wait parked on an older
-    version goes on with that one (``version(name, v)``).  Versions are only
-    ever added while a worker runs: a wait may hold any of them.
+    version goes on with that one (``version(name, v)``).  Versions are
+    added while a worker runs (a wait may hold any of them) and dropped only
+    when `xwait definitions remove` tombstones one, which it refuses while a
+    wait not yet done follows it (``forget``): the running worker then knows
+    what a restarted one would.
+
+    A version is one content (a hash of what it means, or an explicit
+    ``version:`` the store refuses to see reused), so two objects of one
+    (name, version) are the same definition: the one read back from the
+    store and the one loaded from a file are equal as versions, not as
+    objects.  Compare versions (``is_newest``), never identities.
     """
 
     def __init__(self, newest: Mapping[str, WaitDefinition],
@@ -159,6 +168,17 @@ class DefinitionSet(Mapping[str, WaitDefinition]):
         """Keep another version (the first one kept under a (name, version) stays)."""
         self._versions.setdefault((d.name, d.version), d)
 
+    def forget(self, name: str, version: str) -> None:
+        """Drop a removed version; the newest of a name (a worker's own file) stays."""
+        newest = self._newest.get(name)
+        if newest is None or newest.version != version:
+            self._versions.pop((name, version), None)
+
+    def is_newest(self, d: WaitDefinition) -> bool:
+        """Whether ``d`` is the version new waits of its name park on."""
+        newest = self._newest.get(d.name)
+        return newest is not None and newest.version == d.version
+
     def version(self, name: str, version: str) -> WaitDefinition | None:
         found = self._versions.get((name, version))
         if found is None and self.on_missing is not None:
@@ -170,7 +190,7 @@ class DefinitionSet(Mapping[str, WaitDefinition]):
     def kept(self) -> list[WaitDefinition]:
         """Every version kept, by name, then the newest first."""
         return sorted(self._versions.values(),
-                      key=lambda d: (d.name, self._newest.get(d.name) is not d, d.version))
+                      key=lambda d: (d.name, not self.is_newest(d), d.version))
 
 
 def definition_for(definitions: Mapping[str, WaitDefinition], name: str,

@@ -37,6 +37,7 @@ from streams.core import (
     encode_slot,
     split_correlation_key,
 )
+from streams.core.keys import key_problem
 from streams.partitioning import partition_for
 from streams.processor.envelope import Row, decode_row, encode_row
 from streams.processor.model import (
@@ -246,9 +247,9 @@ class RecordHandler:
         if not rec.key:
             return self._refuse(rec, ProcessorReject.NO_KEY, "Expected the wait key as record "
                                 "key, but the record has none", now_ms)
-        if b"\x00" in rec.key:
-            return self._refuse(rec, ProcessorReject.INVALID_KEY, "Expected a wait key without "
-                                "NUL characters, but the record key has one", now_ms)
+        problem = key_problem(rec.key)  # too long, or a NUL: streams.core.keys
+        if problem is not None:
+            return self._refuse(rec, ProcessorReject.INVALID_KEY, problem, now_ms)
         expected = partition_for(rec.key, self.partitions)
         if expected != rec.partition:
             # Produced with another partitioner (librdkafka's CRC32 default):

@@ -7,7 +7,13 @@ import time
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from streams.client import DeliveryFailed, KafkaUnavailable, TopicMissing, XwaitClient
+from streams.client import (
+    ClientError,
+    DeliveryFailed,
+    KafkaUnavailable,
+    TopicMissing,
+    XwaitClient,
+)
 from streams.config import Settings
 from tests.made_topics import create_topics
 
@@ -47,3 +53,21 @@ def test_an_unreachable_broker_raises_kafka_unavailable_within_the_connect_timeo
         with pytest.raises(KafkaUnavailable):
             client.subscribe("outcomes")
     assert time.monotonic() - began < 5
+
+
+def test_except_client_error_catches_a_broker_that_is_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller that handles "the SDK could not do it" in one place is not surprised by
+    the one failure it sees most in production."""
+    monkeypatch.setattr("streams.client._budget.CONNECT_TIMEOUT_S", 1.0)
+    caught: list[ClientError] = []
+    with XwaitClient(Settings(), bootstrap="127.0.0.1:1", check_keys=False) as client:
+        for send in (lambda: client.start_wait("expense-approval"),
+                     lambda: client.reply("k", {"decision": "approved"}, channel="portal"),
+                     lambda: client.subscribe("outcomes")):
+            try:
+                send()
+            except ClientError as exc:
+                caught.append(exc)
+    assert len(caught) == 3 and all(isinstance(e, KafkaUnavailable) for e in caught)

@@ -12,6 +12,8 @@ from streams import codec
 from streams.client import InvalidRequest, XwaitClient
 from streams.codec import RecordType
 from streams.config import Settings
+from streams.definition_store import DefinitionStore
+from streams.definitions import load_documents
 from streams.partitioning import partition_for
 
 ReadRaw = Callable[[Settings, str, int], list[Message]]
@@ -55,6 +57,9 @@ def test_each_operator_command_writes_its_fields_keyed_by_the_wait_key(
     topics: Settings, read_raw: ReadRaw,
 ) -> None:
     key = "wait-1"
+    # A worker's start publishes its definitions' versions: MIGRATE names one of them.
+    version = DefinitionStore(topics).sync(load_documents(topics.topology / "waits"))[
+        "vendor-quote"].version
     with XwaitClient(topics) as client:
         client.suspend(key, "vendor on holiday", operator="ana")
         client.resume(key, operator="ana")
@@ -63,7 +68,7 @@ def test_each_operator_command_writes_its_fields_keyed_by_the_wait_key(
         client.review(key, "Submit Correction", "typo in currency",
                       corrected_data='{"amount": 10, "currency": "EUR"}', operator="cy")
         client.reschedule(key, move_by="-PT30M", reason="customer in a hurry", operator="di")
-        client.migrate(key, version="4eff47727d45", reason="new policy", operator="ed")
+        client.migrate(key, version=version, reason="new policy", operator="ed")
         client.cancel(key, "order withdrawn")
 
     msgs = read_raw(topics, "commands", 8)  # one key, one partition: in order
@@ -84,7 +89,7 @@ def test_each_operator_command_writes_its_fields_keyed_by_the_wait_key(
          "operator": "cy"},
         {**blank, "command": "RESCHEDULE", "moveBy": "-PT30M",
          "reason": "customer in a hurry", "operator": "di"},
-        {**blank, "command": "MIGRATE", "version": "4eff47727d45", "reason": "new policy",
+        {**blank, "command": "MIGRATE", "version": version, "reason": "new policy",
          "operator": "ed"},
         {**blank, "command": "CANCEL", "reason": "order withdrawn"},
     ]

@@ -11,8 +11,8 @@ def test_all_lists_exactly_the_public_names_and_each_exists() -> None:
         "Action", "ActionKind", "ClientError", "DeliveryFailed", "InvalidRequest",
         "KafkaUnavailable", "NoSuchWait", "Outcome", "OutcomeKind", "Rejected", "ResultTimeout",
         "TopicMissing", "TraceEntry",
-        "UndecodableOutput", "UnknownChannel", "UnknownDefinition", "WaitSpec", "XwaitClient",
-        "XwaitConsumer", "new_correlation_key",
+        "UndecodableOutput", "UnknownChannel", "UnknownDefinition", "UnknownVersion", "WaitSpec",
+        "XwaitClient", "XwaitConsumer", "new_correlation_key",
     ]
     for name in streams.client.__all__:
         assert getattr(streams.client, name).__module__.startswith("streams.")
@@ -23,18 +23,51 @@ def test_every_sdk_error_hangs_from_the_one_root() -> None:
         ClientError,
         DeliveryFailed,
         InvalidRequest,
+        KafkaUnavailable,
         NoSuchWait,
         ResultTimeout,
         TopicMissing,
         UndecodableOutput,
         UnknownChannel,
         UnknownDefinition,
+        UnknownVersion,
     )
 
     assert issubclass(ClientError, XwaitError)
-    for leaf in (DeliveryFailed, InvalidRequest, TopicMissing, UndecodableOutput):
+    for leaf in (DeliveryFailed, InvalidRequest, KafkaUnavailable, TopicMissing,
+                 UndecodableOutput):
         assert issubclass(leaf, ClientError)
     assert issubclass(UnknownDefinition, InvalidRequest)
     assert issubclass(UnknownChannel, InvalidRequest)
+    assert issubclass(UnknownVersion, InvalidRequest)
     assert issubclass(NoSuchWait, InvalidRequest)
     assert issubclass(ResultTimeout, ClientError) and issubclass(ResultTimeout, TimeoutError)
+
+
+def test_the_exception_tree_drawn_in_the_errors_module_is_the_real_one() -> None:
+    """Each class the drawing of streams/client/errors.py names hangs under the class the
+    drawing puts it under."""
+    import re
+
+    import streams.client.errors as errors
+
+    drawing = (errors.__doc__ or "").split("::", 1)[1].split("\n\n", 2)[1]
+    parents: list[tuple[int, str]] = []
+    checked = 0
+    for line in drawing.splitlines():
+        branch = re.search(r"[├└]── (\w+)", line)
+        if branch is not None:
+            depth, name = (branch.start() - 4) // 4 + 1, branch.group(1)
+        elif line.strip().startswith("XwaitError"):
+            depth, name = 0, "XwaitError"
+        else:
+            continue
+        parents = [p for p in parents if p[0] < depth]
+        if parents:
+            parent = parents[-1][1]
+            assert issubclass(getattr(streams.client, name),
+                              getattr(streams.client, parent, XwaitError)), (
+                f"{name} is drawn under {parent}")
+            checked += 1
+        parents.append((depth, name))
+    assert checked == 11

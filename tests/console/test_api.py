@@ -151,7 +151,8 @@ def test_a_chained_wait_shows_its_current_stage_and_party(cluster: Cluster) -> N
     cluster.start(key, "fast-two-stage")
     w = cluster.wait_state(key, "parked")
     assert w["stage"] == {"index": 0, "count": 2, "name": "manager", "party": "manager",
-                          "escalatedTo": None, "variant": "chained"}
+                          "escalatedTo": None, "variant": "chained",
+                          "text": "1 of 2: manager (party manager)"}
     cluster.client.reply(key, {"decision": "approved"})
     cluster.client.flush()
     eventually(lambda: cluster.status(key), lambda r: r[1]["stage"]["index"] == 1, 60,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -120,3 +121,19 @@ def test_no_worker_answering_exits_3() -> None:
 def test_bad_usage_exits_2() -> None:
     assert xwait("list", "--state", "sleeping").returncode == 2
     assert xwait("status").returncode == 2
+
+
+def test_status_of_an_escalated_one_stage_wait_says_whom_it_went_to(cluster: Cluster) -> None:
+    """fast-approval has one stage: 7 s, then the director 3 s.  Stamped 8.5 s ago, its
+    first deadline has passed when it parks; the SUSPEND right behind it holds it at the
+    director, so the status can be read at leisure."""
+    key = new_key()
+    cluster.client.start(key, "fast-approval", requestedAt=int(time.time() * 1000) - 8500)
+    cluster.client.command(key, "SUSPEND", reason="read the status", operator="olga")
+    cluster.client.flush()
+    w = cluster.wait_state(key, "suspended")
+    assert w["escalationLevel"] == 1
+    assert w["stage"]["text"] == "escalated to director"
+    text = xwait("status", key, "--console", cluster.w2.url)
+    assert text.returncode == 0, text.stderr
+    assert "stage       escalated to director\n" in text.stdout, text.stdout

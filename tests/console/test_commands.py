@@ -51,10 +51,12 @@ def test_suspend_then_resume_with_the_token(cluster: Cluster) -> None:
     assert w["suspension"]["resumeTo"] == "parked"
     assert w["timers"] == []
     assert [r["kind"] for r in w["suspension"]["remaining"]] == ["deadline"]
-    status, _ = post(cluster, key, "resume", {})
+    status, _ = post(cluster, key, "resume", {"reason": "holiday over", "operator": "bob"})
     assert status == 202
     w = cluster.wait_state(key, "parked")
     assert [t["kind"] for t in w["timers"]] == ["deadline"]
+    resumed = [e for e in w["trace"] if e["event"] == "resumed"]
+    assert resumed and resumed[0]["detail"].endswith(": holiday over (by bob)"), w["trace"]
 
 
 def test_migrate_through_the_api_is_traced_and_its_version_shown(cluster: Cluster) -> None:
@@ -62,11 +64,15 @@ def test_migrate_through_the_api_is_traced_and_its_version_shown(cluster: Cluste
     cluster.start(key)
     before = cluster.wait_state(key, "parked")
     assert before["definitionVersion"]
+    # Already on the newest: the command changes nothing (counted, not traced).
     status, body = post(cluster, key, "migrate", {"reason": "new policy", "operator": "mia"})
     assert status == 202 and body["command"]["command"] == "MIGRATE"
-    # Already on the newest: the command changes nothing (counted, not traced).
-    status, _ = post(cluster, key, "migrate", {"version": "no-such-version"})
-    assert status == 202
+    # A version the definitions topic lacks is refused before anything is sent, the
+    # versions it holds listed.
+    status, answer = post(cluster, key, "migrate", {"version": "no-such-version"})
+    assert status == 400
+    assert "unknown version 'no-such-version'" in answer["error"]
+    assert before["definitionVersion"] in answer["error"]
     _, shown = eventually(lambda: cluster.status(key),
                           lambda r: r[0] == 200 and r[1]["definitionVersion"] is not None, 30,
                           "the status")
@@ -121,10 +127,13 @@ def test_review_queue_lists_an_invalid_reply_and_accept_ends_it(cluster: Cluster
                                lambda r: key in [x["key"] for x in r[1]["inReview"]], 60,
                                "the wait in the review queue")
     assert status == 200
-    status, _ = post(cluster, key, "review", {"outcome": "Accept", "note": "fine by me"})
+    status, _ = post(cluster, key, "review", {"outcome": "Accept", "note": "fine by me",
+                                              "reason": "called the vendor"})
     assert status == 202
     w = cluster.wait_state(key, "done")
     assert (w["outcome"], w["reason"]) == ("RECEIVED", "review_accepted")
+    assert "Accept: fine by me; called the vendor (by tess)" in [
+        e["detail"] for e in w["trace"] if e["event"] == "reviewed"]
     assert (w["reviewOutcome"], w["reviewNote"], w["operator"]) == ("Accept", "fine by me",
                                                                    "tess")
     assert w["validationIssue"] and w["responseData"] == '{"decision": "maybe"}'

@@ -3,21 +3,47 @@ reach the outcome as fields."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from streams.core import (
     KEPT_PAYLOAD_BYTES,
+    ArmTimer,
     Command,
     CommandKind,
+    DefinitionSet,
+    DisarmTimer,
+    Discard,
     OutcomeKind,
     OutcomeReason,
+    Purge,
+    Reject,
+    Reply,
+    Slot,
     TimerKind,
+    TraceEntry,
+    Wait,
     WaitStatus,
+    catch_up,
+    decide,
     decode_slot,
     encode_slot,
 )
 from streams.core.rules import emitted_trace
-from tests.core.core_harness import APPROVED, DAY, HOUR, KEY, Run, the_outcome
+from tests.core.core_harness import (
+    APPROVED,
+    DAY,
+    DEFINITIONS,
+    HOUR,
+    KEY,
+    MINUTE,
+    Run,
+    the_outcome,
+)
+from tests.core.test_core_properties import DATA, Op, program, run_program
 
 pytestmark = [pytest.mark.rule5, pytest.mark.rule10]
 
@@ -105,3 +131,94 @@ def test_a_reply_or_a_deadline_ends_a_wait_without_an_operator() -> None:
     # The deadlines passed before the cancel: they ended it, not the operator.
     assert escalated.outcome is OutcomeKind.ESCALATED
     assert escalated.operator is None
+
+
+def _added(before: Wait, after: Wait) -> tuple[TraceEntry, ...]:
+    """The trace entries `after` has that `before` had not (the trace drops from its middle)."""
+    count = (len(after.trace) + after.trace_dropped) - (len(before.trace) + before.trace_dropped)
+    return after.trace[len(after.trace) - count:] if count > 0 else ()
+
+
+def _signed(entry: TraceEntry, reason: str | None, operator: str | None) -> bool:
+    return (f"(by {operator or 'unknown operator'})" in entry.detail
+            and (reason or "no reason given") in entry.detail)
+
+
+def test_a_resume_records_who_resumed_and_why_in_the_trace() -> None:
+    run = Run()
+    run.start()
+    run.command(CommandKind.SUSPEND, reason="audit")
+    run.advance(2 * MINUTE)
+    run.send(Command(KEY, CommandKind.RESUME, reason="audit closed", operator="cid"))
+    entry = run.wait.trace[-1]
+    assert entry.event == "resumed"
+    assert entry.detail == "after 2 min suspended: audit closed (by cid)"
+
+
+def test_a_resume_without_reason_or_operator_says_so_in_the_trace() -> None:
+    run = Run()
+    run.start()
+    run.command(CommandKind.SUSPEND, reason="audit")
+    run.send(Command(KEY, CommandKind.RESUME))
+    assert run.wait.trace[-1].detail.endswith(": no reason given (by unknown operator)")
+
+
+def test_a_review_records_the_reviewer_their_note_and_reason_in_the_trace() -> None:
+    run = Run()
+    run.start()
+    run.reply('{"decision": "maybe"}')
+    run.send(Command(KEY, CommandKind.REVIEW, review_outcome="Accept", review_note="ok by me",
+                     operator="rita", reason="checked by phone"))
+    (reviewed,) = [e for e in run.wait.trace if e.event == "reviewed"]
+    assert reviewed.detail == "Accept: ok by me; checked by phone (by rita)"
+
+
+COMMANDS = [*CommandKind, *[CommandKind.RESUME] * 2, *[CommandKind.REVIEW] * 4]
+words = st.none() | st.text(st.characters(codec="utf-8"),
+                            min_size=1, max_size=12)
+NEWER = DefinitionSet({n: dataclasses.replace(d, version=f"{d.version}-next")
+                       for n, d in DEFINITIONS.items()}, tuple(DEFINITIONS.values()))
+"""Each definition with a newer version loaded beside it: a MIGRATE has somewhere to go."""
+
+
+def _prelude(world_slot: Slot | None, now: int, how: str | None) -> Slot | None:
+    """Put the wait where RESUME or REVIEW applies (suspended; a reply under review)."""
+    if how is None or world_slot is None or world_slot.wait is None:
+        return world_slot
+    event = (Command(KEY, CommandKind.SUSPEND, reason="audit", operator="ann")
+             if how == "suspend" else Reply(KEY, "{broken", tenant="acme", channel=(
+                 *DEFINITIONS[world_slot.wait.definition].channels, "portal")[0]))
+    return decide(world_slot, event, now, NEWER).slot
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program, st.sampled_from([None, "suspend", "review"]), st.sampled_from(COMMANDS),
+       words, words, st.sampled_from(["Accept", "Submit Correction"]), st.sampled_from(DATA),
+       st.sampled_from([None, "PT1H", "-PT30M"]), st.integers(0, 2 * DAY))
+def test_every_command_that_changes_a_wait_records_its_operator_and_reason_in_the_trace(
+    case: tuple[str, list[Op]], prelude: str | None, kind: CommandKind, reason: str | None,
+    operator: str | None, review: str, data: str, shift: str | None, later: int,
+) -> None:
+    """Whatever the wait went through, a command it takes (not refused, not a no-op) adds a
+    trace entry that names the operator and carries the reason, as the operator typed them."""
+    definition, ops = case
+    world = run_program(definition, ops, via_codec=False)
+    slot = _prelude(world.slot, world.now, prelude)
+    now = world.now + later
+    aged = catch_up(slot, now, NEWER)
+    if aged.slot is None or aged.slot.wait is None or aged.slot.wait.status is WaitStatus.DONE:
+        return
+    cmd = Command(KEY, kind, reason=reason, operator=operator, review_outcome=review,
+                  review_note=None, response_data=data,
+                  deadline="PT1H" if kind is CommandKind.RESCHEDULE and shift is None else None,
+                  move_by=shift if kind is CommandKind.RESCHEDULE else None)
+    decision = decide(slot, cmd, now, NEWER)
+    timers = (ArmTimer, DisarmTimer, Purge)
+    by_time = [e for e in aged.effects if not isinstance(e, timers)]
+    own = [e for e in decision.effects if not isinstance(e, timers)][len(by_time):]
+    if any(isinstance(e, Reject | Discard) for e in own):
+        return  # refused or a no-op: the Rejected record (or the discard) says why
+    assert decision.slot is not None and decision.slot.wait is not None
+    added = _added(aged.slot.wait, decision.slot.wait)
+    assert any(_signed(e, reason, operator) for e in added), (kind, added)
+    event(f"took {kind.value}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,27 @@ def test_an_edit_leaves_parked_waits_on_their_version_until_an_operator_migrates
                      console=third.url)) == 0
     removed = json.loads(capsys.readouterr().out)
     assert sorted(removed["versions"]) == sorted([version1, version2])
+
+    # Its waits have all ended (kept until their retention): the removed definition
+    # leaves the listing.  The other definitions, read back from the store by this
+    # restarted worker, are still the newest of its files.
+    deadline = time.monotonic() + 30
+    while True:
+        listed = _definitions(capsys, gone, third.url)
+        names = {v["definition"] for v in listed["inUse"]["versions"]}
+        if "versioned" not in names:
+            break
+        assert time.monotonic() < deadline, f"'versioned' still listed: {listed['inUse']}"
+        time.sleep(0.3)
+    files = {d["name"]: d["version"] for d in listed["definitions"]}
+    newest = {v["definition"]: v["version"] for v in listed["inUse"]["versions"]
+              if v["newestOn"] == [third.url]}
+    assert newest == files
+    assert main(_cli(gone, "definitions", console=third.url)) == 0
+    text = capsys.readouterr().out.split("VERSIONS IN USE", 1)[1]
+    assert "versioned" not in text
+    rows = [line for line in text.splitlines()[2:] if line.strip()]
+    assert rows and all(line.endswith("1 of 1 workers") for line in rows), rows
     third.stop()
 
 

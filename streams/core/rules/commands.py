@@ -87,7 +87,7 @@ def _apply_command(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
     if cmd.command is CommandKind.SUSPEND:
         return _suspend(w, ctx, cmd)
     if cmd.command is CommandKind.RESUME:
-        return _resume(w, d, ctx)
+        return _resume(w, d, ctx, cmd)
     if cmd.command is CommandKind.DELIVER:
         return _deliver(w, d, ctx, cmd)
     if cmd.command is CommandKind.RESCHEDULE:
@@ -110,7 +110,7 @@ def _suspend(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
     return _trace(w, ctx.now, "suspended", _by(cmd.reason, cmd.operator))
 
 
-def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
+def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
     """Rule 9: restore each timer with what was left, then decide the recorded replies."""
     if w.status is not WaitStatus.SUSPENDED or w.suspension is None:
         ctx.effects.append(Discard(DiscardReason.NOT_SUSPENDED,
@@ -124,7 +124,8 @@ def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx) -> Wait:
     w = replace(w, status=s.resume_to, suspension=None, timers=timers, held=(),
                 held_results=())
     w = _shift_retries(w, ctx.now - s.at)
-    w = _trace(w, ctx.now, "resumed", f"after {format_span_ms(ctx.now - s.at)} suspended")
+    w = _trace(w, ctx.now, "resumed", f"after {format_span_ms(ctx.now - s.at)} suspended: "
+                                      f"{_by(cmd.reason, cmd.operator)}")
     resumed_by = ctx.by
     for h in held:
         if isinstance(h, HeldResult):
@@ -281,7 +282,10 @@ def _review(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
         return w
     w = replace(w, review_outcome=cmd.review_outcome, review_note=cmd.review_note,
                 status=WaitStatus.PARKED)
-    w = _trace(w, ctx.now, "reviewed", f"{cmd.review_outcome}: {cmd.review_note or ''}")
+    # The note is the reviewer's reason; a command's own reason (the console sends one)
+    # is kept beside it.
+    why = "; ".join(text for text in (cmd.review_note, cmd.reason) if text) or None
+    w = _trace(w, ctx.now, "reviewed", f"{cmd.review_outcome}: {_by(why, cmd.operator)}")
     return _accept(w, d, ctx, data, valid=valid, reason=reason, winner=None)
 
 
