@@ -208,7 +208,7 @@ def test_investigate_finished_waits_confirm_a_cancel_and_clear_a_missing_wait(
     pg.click("#refresh")
     expect(pg.locator("#waits tr")).to_have_count(3)
     expect(pg.locator(f'#waits tr[data-key="{chained}"] .stage')).to_contain_text(
-        "1 of 2: manager (manager)")
+        "1 of 2: manager (party manager)")
 
     # Finished waits: their outcome, response, operator and trace, purge time as a date.
     pg.select_option("#f-state", "done")

@@ -68,13 +68,10 @@ async function call(method, path, body) {
   return data;
 }
 
+// The worker words the stage (streams/console/waits.py, stage_text): one text for the
+// page and `xwait status`.
 function stageText(w) {
-  const s = w.stage;
-  if (!s) return "";
-  let text = s.count > 1 ? `${s.index + 1} of ${s.count}: ${s.name}` : (s.party || "");
-  if (s.count > 1 && s.party) text += ` (${s.party})`;
-  if (s.escalatedTo) text += `, escalated to ${s.escalatedTo}`;
-  return text;
+  return (w.stage && w.stage.text) || "";
 }
 
 function query() {
