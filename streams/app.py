@@ -23,7 +23,7 @@ from streams.cli import EXIT_KAFKA, EXIT_USAGE
 from streams.cli.worker import prepare
 from streams.codec import RegistryUnavailable
 from streams.errors import ConfigError, KafkaUnavailable, XwaitError
-from streams.processor.faust_app import build_app
+from streams.frame.app import build_app
 
 __all__ = ["app", "settings"]
 

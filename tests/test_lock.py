@@ -47,7 +47,7 @@ def test_the_dev_lock_pins_the_dev_tools_and_the_runtime_at_the_same_versions() 
 
 
 def test_the_releases_the_worker_accepts_are_the_locked_ones() -> None:
-    from streams.processor.versions import CHECKED
+    from streams.frame.versions import CHECKED
 
     pins = _pins("requirements.lock")
     for package, versions in CHECKED.items():

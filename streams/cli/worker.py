@@ -93,7 +93,7 @@ def prepare(settings: Settings) -> None:
 
 
 def run_worker(settings: Settings) -> int:
-    from streams.processor.faust_app import run
+    from streams.frame.app import run
 
     prepare(settings)
     run(settings)  # faust's worker exits the process when it stops

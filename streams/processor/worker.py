@@ -11,7 +11,7 @@ One input record's path, and where each guarantee is kept:
     punctuator (punctuator.py)    probes end offsets: stream time for quiet partitions;
     applier again                 decides the timers due by stream time   applier.py, timers/due.py
     ownership (takeover.py): fence -> restore (restore.py) -> seek, per partition;
-    faust (faust_app.py): group membership, the tasks, the web server.
+    faust (streams/frame/app.py): group membership, the tasks, the web server.
 
 The worker holds what the rooms share (counters, latencies, the ownership
 lock, the wake-up event) and the failure policy: a batch that cannot be made
@@ -89,7 +89,7 @@ class Worker:
         self.ready = asyncio.Event()  # set while every assigned partition decides
         self.failure: BaseException | None = None
         self.gc_watch: collector.GcWatch | None = None  # set by `run` (a whole process)
-        self.app: Any = None  # the faust app (`faust_app.build`)
+        self.app: Any = None  # the faust app (`streams.frame.app.build`)
         self.topics = {role: settings.topic(role.value) for role in Role}
         self.changelog = changelog_topic(settings)
         self.assignment = assignment_topic(settings)

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from streams.config import Settings
-from streams.processor.fleet import check
+from streams.frame.fleet import check
 from streams.processor.worker import assignment_topic
 from streams.testing.workers import XWAIT, free_port, settings_env
 from tests.e2e.conftest import new_e2e

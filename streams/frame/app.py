@@ -21,7 +21,7 @@ one exception: `NoTableManager` overrides the table manager's `on_start` and
 calls the one protected method faust's own calls.  Nothing of faust's or
 aiokafka's is patched.  `versions.check` refuses to start on a
 faust-streaming or aiokafka release this was not checked with, and
-`tests/processor/test_faust_canary.py` fails the day one behaves otherwise.
+`tests/frame/test_faust_canary.py` fails the day one behaves otherwise.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from streams.console import install as install_console
 from streams.core import WaitDefinition
 from streams.definition_store import DefinitionStore
 from streams.definitions import load_documents
-from streams.processor import collector, fleet, versions
+from streams.frame import fleet, versions
+from streams.processor import collector
 from streams.processor.worker import Worker, assignment_topic
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ release could change: that the assignor gives standbys for every
 co-partitioned topic (not only tables' changelogs), that it reports each
 worker's partitions of non-table topics (`external_topics_metadata`), that a
 rebalance revokes before it assigns, and that `App.on_stop` runs before the
-consumer stops.  `tests/processor/test_faust_canary.py` checks each of them;
+consumer stops.  `tests/frame/test_faust_canary.py` checks each of them;
 a worker refuses to start on a release they were not run against, rather
 than lose a guarantee silently.  To allow a new release: run those tests
 with it installed, then add it here and to requirements.lock.
@@ -32,8 +32,8 @@ def check(installed: dict[str, str] | None = None) -> None:
                 f"Expected {package} {' or '.join(sorted(versions))} (the release xwait's "
                 f"canary tests were run against), but {version or 'none'} is installed: "
                 f"install from requirements.lock (`make venv`), or run "
-                f"tests/processor/test_faust_canary.py against it and add it to "
-                f"streams/processor/versions.py")
+                f"tests/frame/test_faust_canary.py against it and add it to "
+                f"streams/frame/versions.py")
 
 
 def _version(package: str) -> str | None:

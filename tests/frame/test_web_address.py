@@ -16,7 +16,7 @@ from yarl import URL
 from streams.cli import build_parser, settings_from
 from streams.config import Settings, from_env
 from streams.definitions import load_definitions
-from streams.processor.faust_app import build
+from streams.frame.app import build
 from streams.processor.worker import Worker
 
 

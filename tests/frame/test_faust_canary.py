@@ -1,10 +1,10 @@
 """What the worker relies on in faust-streaming, checked against the installed release.
 
 The worker uses faust only for group membership, its tasks and its web
-server (streams/processor/faust_app.py), through public API.  These tests
+server (streams/frame/app.py), through public API.  These tests
 pin down the behaviours behind that API that its guarantees rest on, so that
 the day a release changes one, a test fails here rather than a standby going
-cold or a key being routed nowhere (streams/processor/versions.py refuses to
+cold or a key being routed nowhere (streams/frame/versions.py refuses to
 start on a release these were not run against).
 """
 
@@ -24,8 +24,8 @@ from faust.tables.manager import TableManager
 from mode import Service
 
 from streams.errors import ConfigError
-from streams.processor import versions
-from streams.processor.faust_app import NoTableManager
+from streams.frame import versions
+from streams.frame.app import NoTableManager
 
 TOPIC = "canary-assignment"
 PARTITIONS = 8

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from streams.config import Settings
-from streams.processor import fleet
+from streams.frame import fleet
 
 
 class _SilentAdmin:
