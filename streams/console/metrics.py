@@ -27,7 +27,7 @@ and one collector that reads the worker's facts at scrape time.
                                                               lag over the last 5 s
     xwait_commit_failures_total                        counter  batches that could not be made
                                                                 durable (the worker stops)
-    xwait_transactions_retried_total                   counter  exactly_once transactions
+    xwait_transactions_retried_total                   counter  partitions' transactions
                                                                 aborted and tried again
     xwait_producer_failures_total{producer}            counter  console commands Kafka did not
                                                                 take
@@ -265,8 +265,9 @@ class WorkerCollector(Collector):
                        "RocksDB); the worker stops on the first.",
                        [((), c.get("failures", 0))])
         yield _counter("xwait_transactions_retried",
-                       "exactly_once: a partition's transactions aborted (proven never "
-                       "committed) and tried again on a new producer; up to 3 tries a batch.",
+                       "A partition's transactions (its state, and under exactly_once its "
+                       "outputs) aborted, proven never committed, and tried again on a new "
+                       "producer; up to 3 tries a batch.",
                        [((), c.get("transactions.retried", 0))])
         yield _counter("xwait_producer_failures",
                        "Records a producer could not deliver: console commands.",

@@ -52,7 +52,9 @@ class ProcessorReject(StrEnum):
     larger than 900,000 bytes, which Kafka refuses with its default limits: the
     input is refused whole and nothing changes."""
     INVALID_KEY = "invalid_key"
-    """The record key holds a NUL character, which no wait key can."""
+    """The record key holds a NUL character or is longer than 1024 bytes in UTF-8, which
+    no wait key can be (`streams.core.keys`); the detail says which, with the key's
+    length."""
 
 
 @fast_init
