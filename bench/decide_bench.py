@@ -36,6 +36,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,8 @@ from streams.processor.batch import build_batch  # noqa: E402
 from streams.processor.collector import GcWatch  # noqa: E402
 from streams.processor.latency import Latencies  # noqa: E402
 from streams.processor.model import InputRecord, Role  # noqa: E402
-from streams.processor.records import RecordHandler, fired_record  # noqa: E402
+from streams.processor.records import RecordHandler  # noqa: E402
+from streams.timers.firing import FiredTimer  # noqa: E402
 
 PARTITIONS = 8
 BATCH = 500
@@ -97,13 +99,14 @@ def drain_records(waits: int, seed: int) -> list[InputRecord]:
 STREAM_TIMES = {p: T0 + 10**9 for p in range(PARTITIONS)}
 
 
-def storm_records(handler: RecordHandler, waits: int, seed: int) -> list[InputRecord]:
+def storm_records(handler: RecordHandler, waits: int, seed: int
+                  ) -> list[InputRecord | FiredTimer]:
     """Silent requests, then the due timer the applier fires for each: the storm.
 
     The applier takes one timer per wait from the index, the last of its due
     timers (its deadline); deciding it fires both reminders first and then
     the deadline, as in `compare.py --workloads storm`.  The timers are taken
-    from the rows the requests leave (`fired_record`, decided as `fired`).
+    from the rows the requests leave (each a `FiredTimer`, decided as `fired`).
     """
     rng = random.Random(seed)  # noqa: S311 - a reproducible load
     offsets: Counter[tuple[Role, int]] = Counter()
@@ -120,16 +123,16 @@ def storm_records(handler: RecordHandler, waits: int, seed: int) -> list[InputRe
         "payload": json.dumps({"amount": 42}), "parties": [], "deadline": None,
         "requestedAt": T0 + i}).encode(), T0 + i) for i, k in enumerate(keys)]
     rows: dict[tuple[int, bytes], bytes] = {}
-    timers: list[InputRecord] = []
+    timers: list[FiredTimer] = []
     for i in range(0, len(requests), BATCH):
         batch = build_batch(handler, requests[i:i + BATCH], lambda p, key: rows.get((p, key)),
                             {}, {}, T0)
         for part in batch.parts.values():
             for change in part.changes:
                 last = max(change.after.timers, key=lambda t: t.due_at)
-                timers.append(fired_record("bench.timers", part.partition, change.wait_key,
-                                           last.kind.value, last.due_at, last.generation))
-    return requests + timers
+                timers.append(FiredTimer(part.partition, change.wait_key, last.kind,
+                                         last.due_at, last.generation))
+    return [*requests, *timers]
 
 
 class Flush:
@@ -147,8 +150,8 @@ class Flush:
         json.dumps(self.other)
 
 
-def run_once(handler: RecordHandler, records: list[InputRecord], threshold: int,
-             batch_size: int = BATCH, flush: Flush | None = None) -> dict[str, Any]:
+def run_once(handler: RecordHandler, records: Sequence[InputRecord | FiredTimer],
+             threshold: int, batch_size: int = BATCH, flush: Flush | None = None) -> dict[str, Any]:
     """Decide every record in batches; the rate, the outcomes, the collector's passes.
 
     Only the batches are timed, not the flush between them."""
@@ -168,9 +171,9 @@ def run_once(handler: RecordHandler, records: list[InputRecord], threshold: int,
                 flush()
             begin, begin_cpu = time.perf_counter(), time.thread_time()
             chunk = records[i:i + batch_size]
-            batch = build_batch(handler, [r for r in chunk if r.offset >= 0],
+            batch = build_batch(handler, [r for r in chunk if isinstance(r, InputRecord)],
                                 lambda p, key: rows.get((p, key)), {}, STREAM_TIMES, T0 + 10**9,
-                                [r for r in chunk if r.offset < 0])
+                                [r for r in chunk if isinstance(r, FiredTimer)])
             counters.update(batch.counters)
             for p, part in batch.parts.items():
                 for key, row in part.rows.items():

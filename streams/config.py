@@ -181,14 +181,14 @@ class Settings:
     guarantee: Guarantee = Guarantee.AT_LEAST_ONCE
     """`at_least_once` or `exactly_once`: what a consumer of outcomes and actions
     sees after a crash (docs/concepts/guarantees.md)."""
-    # How often the punctuator probes the inputs' end offsets: the stream time
+    # How often the stream clock probes the inputs' end offsets: the stream time
     # of a quiet partition, whose due timers the applier then fires.  A quiet
     # partition's deadline lateness is about one tick; each tick costs one
     # ListOffsets request per owned input partition.  At 500 waits/s on one
     # worker (when timers still went through a topic), interleaved runs:
     # lateness p99 410-576 ms at 0.1 s, 546-758 ms (once 4.4 s) at 0.2 s.
     timer_tick: float = 0.1
-    """Seconds between punctuator ticks: each probes the inputs' end offsets, the
+    """Seconds between the stream clock's ticks: each probes the inputs' end offsets, the
     stream time of a quiet partition, whose due timers then fire (their lateness
     is about one tick)."""
     # How long the group waits for a silent worker before moving its
@@ -382,7 +382,7 @@ def log_level(raw: str) -> str:
 
 
 # The longest batch linger taken: beyond it the fetch would hold records so long
-# that the intake takes the fetch for stuck (`streams.processor.intake.STUCK_S`).
+# that the intake takes the fetch for stuck (`streams.processor.tuning.Tuning.stuck_s`).
 MAX_BATCH_LINGER = 1.0
 # XWAIT_COMMIT_GRACE's default on replicated input topics: a follower's round
 # trip takes milliseconds on a healthy cluster; on three brokers beside a

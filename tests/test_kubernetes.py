@@ -81,15 +81,17 @@ def test_the_statefulset_keeps_rocksdb_on_a_volume_and_probes_health_and_readine
 
 
 def test_the_grace_period_covers_the_prestop_and_a_worker_handing_its_partitions_over() -> None:
-    from streams.processor.takeover import STOP_COMMIT_WAIT_S
+    from streams.processor.tuning import TUNING
+
+    stop_commit_wait_s = TUNING.stop_commit_wait_s
 
     pod = _manifests()["StatefulSet"]["spec"]["template"]["spec"]
     (worker,) = pod["containers"]
     pre_stop = worker["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
     grace = pod["terminationGracePeriodSeconds"]
-    assert grace >= int(pre_stop[1]) + STOP_COMMIT_WAIT_S + 10
-    assert STOP_WAIT_S > STOP_COMMIT_WAIT_S, "the supervisor outwaits its workers too"
+    assert grace >= int(pre_stop[1]) + stop_commit_wait_s + 10
+    assert STOP_WAIT_S > stop_commit_wait_s, "the supervisor outwaits its workers too"
 
 
 def test_service_and_budget_select_the_workers_and_the_service_is_headless() -> None:

@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--data-dir", type=Path, help="RocksDB folder (XWAIT_DATA_DIR)")
     worker.add_argument("--guarantee", choices=[g.value for g in config.Guarantee],
                         help="processing guarantee (XWAIT_GUARANTEE)")
-    worker.add_argument("--timer-tick", type=float, help="punctuator tick, s (XWAIT_TIMER_TICK)")
+    worker.add_argument("--timer-tick", type=float, help="stream clock tick, s (XWAIT_TIMER_TICK)")
     worker.add_argument("--web-port", type=int, help="web/console port (XWAIT_WEB_PORT)")
     worker.add_argument("--web-host", help="web/console bind address (XWAIT_WEB_HOST)")
     worker.add_argument("--web-advertised-host",

@@ -81,7 +81,7 @@ JSON_INPUT_TYPES: frozenset[RecordType] = frozenset(
 )
 """Records that users produce, so any producer in any language may send JSON.
 
-Everything else is written only by xwait itself (timers by the punctuator,
+Everything else is written only by xwait itself (timers by older workers,
 outputs by the processor) and is accepted only as Avro: a JSON record on the
 timers topic is somebody else's mistake, not a format to honour.
 """

@@ -13,15 +13,14 @@ appends its metric observers once, at install time).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from streams.config import Settings
 from streams.core import WaitDefinition
-from streams.processor.model import Handled, InputRecord
+from streams.processor.context import Observer
 
 Row = tuple[int, bytes, bytes]  # (partition, wait key, stored row)
-Observer = Callable[[InputRecord, Handled, int], None]
 
 
 class CensusView(Protocol):

@@ -72,7 +72,8 @@ from streams.core import (
     TimerKind,
     WaitStatus,
 )
-from streams.processor.model import INPUT_ROLES, Handled, InputRecord, ProcessorReject
+from streams.processor.model import INPUT_ROLES, Handled, InputRecord, ProcessorReject, Role
+from streams.timers.firing import FiredTimer
 
 CONTENT_TYPE = "text/plain; version=0.0.4"  # aiohttp adds "; charset=utf-8"
 
@@ -146,11 +147,14 @@ class Observations:
         self._lateness_of = {kind: self.lateness.labels(kind.value) for kind in OBSERVED_KINDS}
         self._latency_of = {role: self.latency.labels(role.value) for role in INPUT_ROLES}
 
-    def __call__(self, rec: InputRecord, handled: Handled, now_ms: int) -> None:
+    def __call__(self, about: InputRecord | FiredTimer, handled: Handled, now_ms: int) -> None:
         if "replayed" in handled.counters:
             return
-        if rec.timestamp is not None:
-            self._latency_of[rec.role].observe(max(0.0, time.time() - rec.timestamp / 1000))
+        # A fired timer counts under the timers topic, from its due time.
+        role, at = ((about.role, about.timestamp) if isinstance(about, InputRecord)
+                    else (Role.TIMERS, about.due_at))
+        if at is not None:
+            self._latency_of[role].observe(max(0.0, time.time() - at / 1000))
         for outcome in handled.outcomes:
             self._outcome(outcome)
         fired = handled.timer

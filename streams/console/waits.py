@@ -47,7 +47,7 @@ from streams.processor.envelope import RowDecodeError, decode_row, read_head
 from streams.processor.model import RowHead
 
 # Rows read between two yields to the event loop while scanning: a scan of a
-# large table must not stall the agent and the punctuator for its duration.
+# large table must not stall the applier and the stream clock for its duration.
 SCAN_YIELD_EVERY = 2000
 # Most index entries a page reads before the list falls back to a scan of the table.
 INDEX_BUDGET = 20_000

@@ -170,7 +170,7 @@ class ActionResult:
 @fast_init
 @dataclass(frozen=True, slots=True)
 class TimerFired:
-    """The punctuator says a timer it had indexed is due.
+    """A timer the worker had indexed is due (`streams.timers.firing`).
 
     ``generation`` identifies one arming: a record whose (kind, generation,
     due_at) is no longer armed in the slot is stale and changes nothing.

@@ -152,7 +152,8 @@ def build(worker: Worker) -> faust.App:
     app.agent(membership, name="xwait-membership", concurrency=1)(members)
     app.task(_guarded(worker, worker.intake.run, "the intake"))
     app.task(_guarded(worker, worker.applier.run, "the applier"))
-    app.task(_guarded(worker, worker.punctuator.run, "the punctuator"))
+    app.task(_guarded(worker, worker.intake.housekeeping, "the intake's housekeeping"))
+    app.task(_guarded(worker, worker.stream_clock.run, "the stream clock"))
     app.task(_guarded(worker, worker.loop_lag.run, "the loop lag monitor"))
     app.task(_guarded(worker, worker.watch, "the commit watchdog"))
 

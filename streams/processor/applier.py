@@ -1,10 +1,13 @@
 """The applier: decides what the sequencer releases, a batch at a time, and makes it durable.
 
 Where a record is decided: `Applier.run_batch` -> `batch.decide_batch` ->
-`records.RecordHandler.handle` -> `streams.core.decide`.  Where it is made
+`records.RecordHandler.handle` -> `streams.core.decide`; the timers due by
+stream time are taken from the index before each batch and decided after
+their partition's records (`streams.timers.firing`).  Where it is made
 durable: `Applier._commit`, in the order `streams.processor.commit` writes
-down (outputs acknowledged, then the changelog, then one RocksDB write per
-partition), and only then in memory (`_remember`).
+down (outputs acknowledged, the partitions' transactions committed, then one
+RocksDB write per partition, on a thread of its own: the event loop never
+waits on the disk), and only then in memory (`_remember`).
 
 Commits are pipelined one deep: a batch is decided while the previous one
 may still wait for the broker's acknowledgements, reading that batch's rows
@@ -21,88 +24,53 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from streams.codec import RegistryUnavailable
+from streams.core import TimerKind
 from streams.processor.batch import Batch, decide_batch
 from streams.processor.commit import Committed, Committer
-from streams.processor.intake import Intake
-from streams.processor.latency import Latencies
-from streams.processor.model import Handled, InputRecord
+from streams.processor.context import PartitionStart, WorkerContext
+from streams.processor.model import InputRecord
 from streams.processor.partitions import PartitionBook
-from streams.processor.records import RecordHandler, fired_record
+from streams.processor.records import RecordHandler
 from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
-from streams.timers.due import DueTimer, DueTimers
+from streams.processor.stream_clock import StreamClock
+from streams.timers.due import DueTimers
+from streams.timers.firing import FiredTimer
 from streams.timers.stored import Summary
 
 log = logging.getLogger(__name__)
-
-# Most records decided in one batch.  Larger batches amortise the two
-# produce round trips and the RocksDB write over more records; beyond a few
-# hundred the gain is small and a rebalance waits longer for the batch in flight.
-BATCH_MAX = 500
-# Most due timers decided in one batch, besides its input records: as many,
-# so that neither starves the other while a worker is saturated.  With room
-# for 100 beside a full batch of input, a worker saturated at 1,000 waits/s
-# (1,700 input events and 1,260 timers a second) decided its replies within
-# 0.6 s and fired its deadlines 9.7 s late.
-TIMERS_MAX = BATCH_MAX
-# Longest the applier holds the event loop while it decides a batch: then it
-# lets the loop run what waits (the web API, the fetch's hand-over, the
-# acknowledgements of the batch committing) before the next decision.  A
-# batch of 500 records held the loop 120-220 ms in one go at 1,000 waits/s.
-YIELD_AFTER_S = 0.01
-# Longest the applier sleeps without a wake-up (then it looks for due timers and
-# housekeeping all the same).
-IDLE_WAKE_S = 0.2
-# How often the applier looks for stalled topics and steers the fetch (`flow`).
-HOUSEKEEPING_S = 0.1
-# How long the applier waits before deciding again records whose schema the
-# registry could not give (the registry is down; the records are fine).
-REGISTRY_RETRY_S = 2.0
-
-Fail = Callable[[BaseException, str], Awaitable[None]]
-Observer = Callable[[InputRecord, Handled, int], None]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Applier:
     """Stages released records, decides them in batches, commits the batches in order."""
 
-    def __init__(self, *, handler: RecordHandler, sequencer: Sequencer, stores: StateStores,
-                 committer: Committer, book: PartitionBook, index: DueTimers, intake: Intake,
-                 counters: Counter[str], latency: Latencies, observers: list[Observer],
-                 lock: asyncio.Lock, wake: asyncio.Event, fail: Fail,
-                 probe_soon: Callable[[], None], timers_topic: str,
-                 linger: float = 0.0,
-                 on_fenced: Callable[[frozenset[int]], None] = lambda _ps: None) -> None:
+    def __init__(self, ctx: WorkerContext, handler: RecordHandler, sequencer: Sequencer,
+                 stores: StateStores, committer: Committer, book: PartitionBook,
+                 index: DueTimers, clock: StreamClock | None) -> None:
+        """`clock`: asked to probe when released records wait for proof (None: never)."""
+        self.ctx = ctx
+        self.tuning = ctx.tuning
         self.handler = handler
-        self.timers_topic = timers_topic  # named by the Rejected record of a timer refused
         self.sequencer = sequencer
         self.stores = stores
         self.committer = committer
         self.book = book
         self.index = index
-        self.intake = intake
-        self.counters = counters
-        self.latency = latency
-        self.observers = observers
-        self.lock = lock
-        self.wake = wake
-        self.fail = fail
-        self.probe_soon = probe_soon
-        self.linger = linger  # least seconds between two batches' starts (`run`)
+        self.clock = clock
+        self.counters = ctx.counters
+        self.latency = ctx.latency
+        # Least seconds between two batches' starts (`run`): the batch linger.
+        self.linger = ctx.settings.batch_linger
         # Partitions a newer owner fenced (commit F5), until ownership has given them up:
         # nothing more of theirs is decided or committed here.
         self.fenced: set[int] = set()
-        self.on_fenced = on_fenced
-        self.failure: BaseException | None = None
+        # RocksDB's writes (step 4 of the commit protocol), off the event loop.
+        self._store_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-store")
         self._staged: list[InputRecord] = []  # released, to be decided in the next batch
         self._pending_rows: dict[int, Mapping[bytes, bytes | None]] = {}
         self._committing: asyncio.Future[None] | None = None
@@ -124,27 +92,28 @@ class Applier:
         take less CPU than many small ones, for up to `linger` more latency
         here (the fetch and the probes keep the same pace: see the setting).
         """
-        last_housekeeping = 0.0
         last_batch = 0.0
-        timeout = IDLE_WAKE_S
-        while self.failure is None:
+        idle = self.tuning.idle_wake_s
+        timeout = idle
+        wake = self.ctx.wake
+        while not self.ctx.failed:
             try:
-                await asyncio.wait_for(self.wake.wait(), timeout=timeout)
+                await asyncio.wait_for(wake.wait(), timeout=timeout)
             except TimeoutError:
                 pass
-            timeout = IDLE_WAKE_S
-            self.wake.clear()
-            released = self.sequencer.release(BATCH_MAX - len(self._staged))
+            timeout = idle
+            wake.clear()
+            released = self.sequencer.release(self.tuning.batch_max - len(self._staged))
             if released:
-                now = now_ms()
+                now = self.ctx.clock()
                 self.latency.add_all("released", (now - r.timestamp for r in released
                                                   if r.log_append_time and r.timestamp))
                 self._staged += released
-            if self.sequencer.wants_probe():
-                self.probe_soon()
+            if self.sequencer.wants_probe() and self.clock is not None:
+                self.clock.probe_soon()
             busy = self._committing is not None and not self._committing.done()
             due = not busy and self.index.may_be_due(self._due_by())
-            full = len(self._staged) >= BATCH_MAX
+            full = len(self._staged) >= self.tuning.batch_max
             if (self._staged and (not busy or full)) or due:
                 early = self.linger - (time.monotonic() - last_batch)
                 if early > 0 and not full:
@@ -153,16 +122,13 @@ class Applier:
                     last_batch = time.monotonic()
                     await self.run_batch()
                     if self.sequencer.held():
-                        self.wake.set()  # more may be releasable now
-            if time.monotonic() - last_housekeeping > HOUSEKEEPING_S:
-                last_housekeeping = time.monotonic()
-                await self.intake.housekeep()
+                        wake.set()  # more may be releasable now
 
     async def run_batch(self) -> None:
         """Decide the staged records and start committing them (see the module docstring)."""
-        async with self.lock:
+        async with self.ctx.lock:
             records, self._staged = self._staged, []
-            if self.failure is not None:
+            if self.ctx.failed:
                 return
             if self.fenced:
                 records = [r for r in records if r.partition not in self.fenced]
@@ -172,17 +138,17 @@ class Applier:
             batch = await self._decide(records, timers)
             await self.drain()
             if batch is None:  # unreleased: staged again
-                await asyncio.sleep(REGISTRY_RETRY_S)
+                await asyncio.sleep(self.tuning.registry_retry_s)
                 return
             if self.fenced:  # the batch just drained lost partitions this one decided
                 _drop(batch, self.fenced)
-            if self.failure is None and batch.parts:
+            if not self.ctx.failed and batch.parts:
                 for p, part in batch.parts.items():
                     self._pending_rows[p] = part.rows
                 self._committing = asyncio.ensure_future(self._commit(batch))
-                self._committing.add_done_callback(lambda _f: self.wake.set())
+                self._committing.add_done_callback(lambda _f: self.ctx.wake.set())
 
-    def _due(self) -> list[DueTimer]:
+    def _due(self) -> list[FiredTimer]:
         """The timers due by their partition's stream time, to decide after the staged records.
 
         The worker fires its timers itself, in the batch: a timer's decision
@@ -191,10 +157,10 @@ class Applier:
         a reply in flight ended is found stale there.  Up to TIMERS_MAX,
         whatever input is staged, so that a steady input cannot hold due
         timers back.  Each wait's timer taken fires all of the wait's timers
-        due by then (`RecordHandler.fire`).
+        due by then (`streams.timers.firing`).
         """
         scan = time.perf_counter()
-        due = self.index.pop_due(self._due_by(), TIMERS_MAX)
+        due = self.index.pop_due(self._due_by(), self.tuning.timers_max)
         self.latency.add("scan_us", round((time.perf_counter() - scan) * 1e6))
         if self.fenced:
             due = [t for t in due if t.partition not in self.fenced]
@@ -205,7 +171,8 @@ class Applier:
         durable = self.book.decided
         return {p: t for p, t in self.sequencer.times().items() if p in durable}
 
-    async def _decide(self, records: list[InputRecord], timers: list[DueTimer]) -> Batch | None:
+    async def _decide(self, records: list[InputRecord],
+                      timers: list[FiredTimer]) -> Batch | None:
         """Decide the batch, letting the event loop run every YIELD_AFTER_S.
 
         Nothing a turn of the loop may run changes what the batch reads: the
@@ -224,9 +191,8 @@ class Applier:
             return stores.get(partition, key)
 
         steps = decide_batch(self.handler, records, load, self.book.decided, stream_times,
-                             now_ms(), [fired_record(self.timers_topic, t.partition, t.wait_key,
-                                                     t.kind, t.due_at, t.generation)
-                                        for t in timers])
+                             self.ctx.clock(), timers)
+        yield_after = self.tuning.yield_after_s
         held_since = time.perf_counter()
         try:
             while True:
@@ -235,7 +201,7 @@ class Applier:
                 except StopIteration as done:
                     batch: Batch = done.value
                     break
-                if time.perf_counter() - held_since >= YIELD_AFTER_S:
+                if time.perf_counter() - held_since >= yield_after:
                     await asyncio.sleep(0)
                     held_since = time.perf_counter()
         except RegistryUnavailable as exc:
@@ -264,16 +230,15 @@ class Applier:
         return batch
 
     async def _commit(self, batch: Batch) -> None:
-        started = now_ms()
+        started = self.ctx.clock()
         self.committing_since = time.monotonic()
+        loop = asyncio.get_running_loop()
         try:
             committed: Committed = await self.committer.commit(batch)
-            for p, part in batch.parts.items():
-                if p not in committed.fenced:  # commit F4: written only once committed
-                    self.stores[p].write(part.rows, part.positions, committed.offsets.get(p),
-                                         part.index, part.summary)
+            # Commit step 4, on the store's thread: written only once committed (F4).
+            await loop.run_in_executor(self._store_thread, self._store, batch, committed)
         except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
-            await self.fail(exc, f"a batch of {len(batch)} records")
+            await self.ctx.fail(exc, f"a batch of {len(batch)} records")
             return
         finally:
             self.committing_since = None
@@ -283,12 +248,25 @@ class Applier:
             # gives them up.
             self.fenced |= committed.fenced
             _drop(batch, committed.fenced)
-            self.on_fenced(committed.fenced)
-        done = now_ms()
+            self.ctx.lose(committed.fenced)
+        done = self.ctx.clock()
         self.latency.add("commit", done - started)
         self.latency.add_all("durable", (done - rec.timestamp for rec, _, _ in batch.decided
-                                         if rec.log_append_time and rec.timestamp))
+                                         if isinstance(rec, InputRecord)
+                                         and rec.log_append_time and rec.timestamp))
         self._remember(batch)
+
+    def _store(self, batch: Batch, committed: Committed) -> None:
+        """One atomic RocksDB write per committed partition (in the store's thread).
+
+        The loop goes on meanwhile: the next batch may be decided, reading this
+        batch's rows from memory (`_pending_rows`, cleared by `drain` only once
+        this write is done), and nothing else reads or writes these keys.
+        """
+        for p, part in batch.parts.items():
+            if p not in committed.fenced:
+                self.stores[p].write(part.rows, part.positions, committed.offsets.get(p),
+                                     part.index, part.summary)
 
     async def drain(self) -> None:
         """Wait for the batch being committed, if any: its rows are in RocksDB after this."""
@@ -305,14 +283,19 @@ class Applier:
                 self.index.changed(p, change.wait_key, change.before.timers,
                                    change.after.timers)
             for key, timer_kind, due_at in part.unindexed:
-                self.index.forget(p, key, timer_kind, due_at)
+                self.index.forget_entry(p, key, timer_kind, due_at)
             for key, kind, due_at, generation in part.not_due:
-                self.index.requeue(DueTimer(p, key, kind, due_at, generation))
+                self.index.requeue(FiredTimer(p, key, TimerKind(kind), due_at, generation))
         self.counters.update(batch.counters)
         self.counters["batches"] += 1
-        for rec, handled, now in batch.decided:
-            for observe in self.observers:
-                observe(rec, handled, now)
+        observers = self.ctx.observers
+        for about, handled, now in batch.decided:
+            for observe in observers:
+                observe(about, handled, now)
+
+    def take(self, starts: Sequence[PartitionStart]) -> None:
+        """Nothing to hold for a partition taken over: its records come through the
+        sequencer (ownership's `Partitioned`)."""
 
     def forget(self, partitions: set[int]) -> None:
         """Drop what was staged for partitions given up (their next owner reads it again)."""
@@ -328,4 +311,4 @@ def _drop(batch: Batch, partitions: set[int] | frozenset[int]) -> None:
     batch.decided = [d for d in batch.decided if d[0].partition not in partitions]
 
 
-__all__ = ["BATCH_MAX", "TIMERS_MAX", "YIELD_AFTER_S", "Applier"]
+__all__ = ["Applier"]

@@ -29,6 +29,7 @@ from streams.core import TimerKind
 from streams.processor.model import Handled, InputRecord, OutRecord, Role, RowHead, RowWrite
 from streams.processor.positions import Positions
 from streams.processor.records import RecordHandler
+from streams.timers.firing import FiredTimer
 from streams.timers.stored import Summary, index_changes, index_key
 
 RowSource = Callable[[int, bytes], bytes | None]
@@ -69,7 +70,9 @@ class PartitionBatch:
 class Batch:
     parts: dict[int, PartitionBatch]
     counters: Counter[str] = field(default_factory=Counter)
-    decided: list[tuple[InputRecord, Handled, int]] = field(default_factory=list)
+    # What each decision was about (an input record or a fired timer), what it did,
+    # and at which time: the observers' view once the batch is durable.
+    decided: list[tuple[InputRecord | FiredTimer, Handled, int]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.decided)
@@ -97,7 +100,7 @@ def _in_append_order(records: list[InputRecord]) -> Iterator[InputRecord]:
 
 def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: RowSource,
                 positions: Mapping[int, Positions], stream_times: Mapping[int, int],
-                wall_ms: int, fired: Iterable[InputRecord] = ()) -> Batch:
+                wall_ms: int, fired: Iterable[FiredTimer] = ()) -> Batch:
     """`decide_batch` in one go."""
     steps = decide_batch(handler, records, load, positions, stream_times, wall_ms, fired)
     while True:
@@ -110,18 +113,18 @@ def build_batch(handler: RecordHandler, records: Iterable[InputRecord], load: Ro
 
 def decide_batch(handler: RecordHandler, records: Iterable[InputRecord], load: RowSource,
                  positions: Mapping[int, Positions], stream_times: Mapping[int, int],
-                 wall_ms: int, fired: Iterable[InputRecord] = ()) -> Generator[None, None, Batch]:
+                 wall_ms: int, fired: Iterable[FiredTimer] = ()) -> Generator[None, None, Batch]:
     """Decide `records` in order against the stored rows and each other's changes.
 
     A generator that pauses after each decision and returns the batch: the
     applier lets the event loop run between two decisions once it has held
-    it long enough (`applier.YIELD_AFTER_S`).  Nothing it reads may change
+    it long enough (`Tuning.yield_after_s`).  Nothing it reads may change
     between two steps but through the batch itself.
 
     `positions` and `stream_times` are those of the records' partitions
     before the batch; `wall_ms` is the time of the records whose topic is not
     stamped by the broker (see `InputRecord.event_time`).  `fired` are due
-    timers of the worker's own index (`records.fired_record`), each decided
+    timers of the worker's own index (`streams.timers.firing`), each decided
     after its partition's records: they are due by the stream time, so every
     record appended before them is released already, and a record of their
     wait appended after their due time fires them first (the core catches up).
@@ -130,10 +133,10 @@ def decide_batch(handler: RecordHandler, records: Iterable[InputRecord], load: R
     by_partition: dict[int, list[InputRecord]] = {}
     for rec in records:
         by_partition.setdefault(rec.partition, []).append(rec)
-    timers: dict[int, list[InputRecord]] = {}
-    for rec in fired:
-        timers.setdefault(rec.partition, []).append(rec)
-        by_partition.setdefault(rec.partition, [])
+    timers: dict[int, list[FiredTimer]] = {}
+    for timer in fired:
+        timers.setdefault(timer.partition, []).append(timer)
+        by_partition.setdefault(timer.partition, [])
     batch = Batch(parts={})
     counters: list[str] = []
     for partition, recs in by_partition.items():
@@ -159,14 +162,14 @@ def decide_batch(handler: RecordHandler, records: Iterable[InputRecord], load: R
             counters.append(_PROCESSED[rec.role])
             batch.decided.append((rec, handled, now))
             yield
-        for rec in timers.get(partition, ()):
-            handled = handler.fire(rec, load_row, wall_ms,
-                                   stream_time if stream_time is not None else rec.timestamp or 0)
+        for timer in timers.get(partition, ()):
+            handled = handler.fire(timer, load_row, wall_ms,
+                                   stream_time if stream_time is not None else timer.due_at)
             _take(part, handled)
             part.out.extend(handled.out)
             counters += handled.counters
             counters.append("timers.fired")
-            batch.decided.append((rec, handled, wall_ms))
+            batch.decided.append((timer, handled, wall_ms))
             yield
         part.positions = Positions(next_offset, part.positions.stream_time)
     batch.counters.update(counters)  # one count of the whole batch: cheaper than per record

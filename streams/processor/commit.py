@@ -59,7 +59,7 @@ fence aborts it): then none of it is or will be visible, and producing the
 same records again duplicates nothing.  (A producer of librdkafka's stood
 still after a broker restart, its partition's leader "not found in cache",
 until its records expired with the transaction; the worker used to stop on
-that.  Now records queued with no delivery report for STALL_S are purged,
+that.  Now records queued with no delivery report for `Tuning.stall_s` are purged,
 which fails the transaction sooner: `_commit_transaction`.)  Otherwise the
 transaction's fate is the coordinator's to settle and the worker stops.
 
@@ -119,7 +119,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -130,28 +129,12 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from streams.errors import XwaitError
 from streams.kafka_errors import kafka_error
 from streams.processor.batch import Batch, PartitionBatch
-from streams.processor.model import Role
+from streams.processor.context import WorkerContext
 from streams.processor.positions import POSITIONS_KEY, encode_positions
+from streams.processor.tuning import Tuning
 
 log = logging.getLogger(__name__)
 
-# How long librdkafka keeps retrying a record before it reports it failed,
-# and how long a commit waits for acknowledgements before the worker gives up
-# and stops (its inputs are decided again on restart).  The wait is the
-# longer, so a record still being retried fails with librdkafka's reason.
-MESSAGE_TIMEOUT_MS = 300_000
-FLUSH_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 30
-# How long a transaction's commit may take (librdkafka retries within it);
-# longer than the broker's default transaction.timeout.ms would only see the
-# transaction aborted by the broker first.
-TRANSACTION_TIMEOUT_S = 60.0
-# A commit with no delivery report for this long has its queued records purged
-# (`_commit_transaction`); a broker's restart here leaves a partition without a
-# leader for ~11 s.
-STALL_S = 15.0
-# How many times a partition's transaction is tried (each after one proven never
-# committed, `_abort`, on a new producer) before the worker gives up and stops.
-TRANSACTION_ATTEMPTS = 3
 _TIMED_OUT = KafkaError._TIMED_OUT  # noqa: SLF001 - librdkafka's public code
 # What a commit raises when records failed while it flushed, before its EndTxn.
 _UNDELIVERED = KafkaError._INCONSISTENT  # noqa: SLF001 - librdkafka's public code
@@ -160,10 +143,6 @@ _UNDELIVERED = KafkaError._INCONSISTENT  # noqa: SLF001 - librdkafka's public co
 _FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,  # noqa: SLF001
                            KafkaError.INVALID_PRODUCER_EPOCH})
 _FATAL = KafkaError._FATAL  # noqa: SLF001 - librdkafka's public code
-# A commit or abort refused at once as retriable is called again after this long.
-_RETRY_WAIT_S = 0.1
-# Records produced while librdkafka's queue is full wait this long between tries.
-_QUEUE_FULL_WAIT_S = 0.002
 
 
 class CommitFailed(XwaitError):
@@ -194,6 +173,22 @@ class Committed:
 ProducerFactory = Callable[[dict[str, Any]], Any]
 
 
+class _Steps:
+    """The tuning of a commit's steps, and when the latest step began (monotonic).
+
+    Each step (a flush, a transaction's commit or abort, an init) is bounded
+    by the client; the worker's watchdog stops a worker one of whose steps
+    has not returned after `Tuning.commit_hang_s` (`started`).
+    """
+
+    def __init__(self, tuning: Tuning) -> None:
+        self.tuning = tuning
+        self.started: float | None = None
+
+    def begin(self) -> None:
+        self.started = time.monotonic()
+
+
 class _Deliveries:
     """Delivery reports of one flush: errors, and the last changelog offset per partition."""
 
@@ -218,8 +213,8 @@ class _Deliveries:
 
 
 def _produce(producer: Any, topic: str, key: bytes, value: bytes | None,
-             partition: int | None, on_delivery: Callable[[KafkaError | None, Any], None]
-             ) -> None:
+             partition: int | None, on_delivery: Callable[[KafkaError | None, Any], None],
+             queue_full_wait_s: float) -> None:
     """Queue one record, waiting (blocking, in a worker thread) while the queue is full."""
     extra = {} if partition is None else {"partition": partition}
     while True:
@@ -227,31 +222,33 @@ def _produce(producer: Any, topic: str, key: bytes, value: bytes | None,
             producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **extra)
             return
         except BufferError:
-            producer.poll(_QUEUE_FULL_WAIT_S)
+            producer.poll(queue_full_wait_s)
 
 
 class _Transactions:
     """A transactional producer per owned partition: its state, and with `outputs` its
     output records too, one transaction per partition and batch (F1-F5)."""
 
-    def __init__(self, conf: dict[str, Any], topics: dict[Role, str], changelog: str,
-                 app_id: str, partitions: int, make_producer: ProducerFactory,
-                 counters: Counter[str] | None, *, outputs: bool) -> None:
+    def __init__(self, ctx: WorkerContext, conf: dict[str, Any],
+                 make_producer: ProducerFactory, *, outputs: bool) -> None:
+        tuning = ctx.tuning
         self._conf = {**conf, "enable.idempotence": True, "acks": "all",
-                      "transaction.timeout.ms": int(TRANSACTION_TIMEOUT_S * 1000)}
-        self._topics = topics
-        self._changelog = changelog
-        self._app_id = app_id
+                      "transaction.timeout.ms": int(tuning.transaction_timeout_s * 1000)}
+        self._topics = dict(ctx.topics)
+        self._changelog = ctx.changelog
+        self._app_id = ctx.settings.app_id
         self._outputs = outputs
         self._make_producer = make_producer
         self._producers: dict[int, Any] = {}
+        self.steps = _Steps(tuning)
         # "transactions.retried": tries after one proven never committed (`_commit_one`);
         # "transactions.fenced": partitions whose commit a newer owner fenced.
-        self.counters: Counter[str] = counters if counters is not None else Counter()
+        self.counters = ctx.counters
         # Transactional ids being taken: the inits of an assignment cut short (a
         # revocation cancelled its takeover) go on in their threads; see `_settle`.
         self._initing: dict[int, Future[Any]] = {}
-        self._executor = ThreadPoolExecutor(max(1, partitions), thread_name_prefix="xwait-tx")
+        self._executor = ThreadPoolExecutor(max(1, ctx.settings.partitions),
+                                            thread_name_prefix="xwait-tx")
 
     def transactional_id(self, partition: int) -> str:
         return f"{self._app_id}-{partition}"
@@ -286,9 +283,10 @@ class _Transactions:
 
     def _init(self, partition: int) -> Any:
         conf = {**self._conf, "transactional.id": self.transactional_id(partition)}
+        self.steps.begin()
         try:
             producer = self._make_producer(conf)
-            producer.init_transactions(TRANSACTION_TIMEOUT_S)
+            producer.init_transactions(self.steps.tuning.transaction_timeout_s)
         except KafkaException as exc:
             raise CommitFailed(f"cannot start the transactional producer "
                                f"{conf['transactional.id']}: {exc}") from exc
@@ -329,7 +327,8 @@ class _Transactions:
         The producer that committed it is returned (the next batch uses it),
         with the try that did; no offsets when a newer owner fenced it.
         """
-        for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
+        attempts = self.steps.tuning.transaction_attempts
+        for attempt in range(1, attempts + 1):
             try:
                 return self._transaction(producer, part), producer, attempt
             except _Fenced as fenced:
@@ -339,14 +338,14 @@ class _Transactions:
                             "decides its inputs", part.partition, fenced)
                 return None, producer, attempt
             except _Aborted as aborted:
-                if attempt == TRANSACTION_ATTEMPTS:
+                if attempt == attempts:
                     raise CommitFailed(
                         f"the transaction of partition {part.partition} failed "
                         f"{attempt} times (last: {aborted}); each was aborted, so "
                         "nothing of it is visible to read_committed consumers") from aborted
                 log.warning("the transaction of partition %d failed and was aborted (%s); "
                             "trying it again on a new producer (%d of %d)", part.partition,
-                            aborted, attempt + 1, TRANSACTION_ATTEMPTS)
+                            aborted, attempt + 1, attempts)
                 producer = self._init(part.partition)  # fences the old one
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -365,17 +364,18 @@ class _Transactions:
         """
         deliveries = _Deliveries()
         committing = False
+        wait = self.steps.tuning.queue_full_wait_s
         try:
             producer.begin_transaction()
             if self._outputs:
                 for out in part.out:
                     _produce(producer, self._topics[out.role], out.key, out.value,
-                             out.partition, deliveries.output)
+                             out.partition, deliveries.output, wait)
             for key, value in _changelog_records(part):
                 _produce(producer, self._changelog, key, value, part.partition,
-                         deliveries.changelog)
+                         deliveries.changelog, wait)
             committing = True
-            _commit_transaction(producer, deliveries)
+            _commit_transaction(producer, deliveries, self.steps)
         except KafkaException as exc:
             err = kafka_error(exc)
             if _fenced(producer, err):
@@ -385,7 +385,7 @@ class _Transactions:
             # or librdkafka found records failed at the commit's flush, which comes
             # before the EndTxn (_INCONSISTENT, "N message(s) failed delivery").
             unsent = not committing or (err is not None and err.code() == _UNDELIVERED)
-            if may_abort and _abort(producer, err, unsent):
+            if may_abort and _abort(producer, err, unsent, self.steps):
                 raise _Aborted(str(exc)) from exc
             raise CommitFailed(f"the transaction of partition {part.partition} failed: "
                                f"{exc}; read_committed consumers see it only if the "
@@ -403,19 +403,19 @@ class AtLeastOnce:
     """at_least_once (see the module docstring): the outputs on one idempotent producer,
     acknowledged first; then each partition's state in a transaction of its own."""
 
-    def __init__(self, conf: dict[str, Any], topics: dict[Role, str], changelog: str,
-                 app_id: str, partitions: int, make_producer: ProducerFactory = Producer,
-                 counters: Counter[str] | None = None,
+    def __init__(self, ctx: WorkerContext, conf: dict[str, Any],
+                 make_producer: ProducerFactory = Producer,
                  make_output_producer: ProducerFactory = Producer) -> None:
+        tuning = ctx.tuning
         self._conf = {**conf, "enable.idempotence": True, "acks": "all",
-                      "message.timeout.ms": MESSAGE_TIMEOUT_MS}
-        self._topics = topics
+                      "message.timeout.ms": int(tuning.message_timeout_s * 1000)}
+        self._topics = dict(ctx.topics)
         self._make_producer = make_output_producer
         self._producer: Any = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="xwait-commit")
-        self.state = _Transactions(conf, topics, changelog, app_id, partitions, make_producer,
-                                   counters, outputs=False)
-        self.counters = self.state.counters
+        self.state = _Transactions(ctx, conf, make_producer, outputs=False)
+        self.steps = self.state.steps
+        self.counters = ctx.counters
 
     def _ensure_producer(self) -> Any:
         if self._producer is None:
@@ -441,13 +441,15 @@ class AtLeastOnce:
 
     def _produce_outputs(self, batch: Batch) -> None:
         producer = self._ensure_producer()
+        tuning = self.steps.tuning
         outputs = _Deliveries()
         for part in batch.parts.values():
             for out in part.out:
                 _produce(producer, self._topics[out.role], out.key, out.value, out.partition,
-                         outputs.output)
+                         outputs.output, tuning.queue_full_wait_s)
+        self.steps.begin()
         try:
-            remaining = producer.flush(FLUSH_TIMEOUT_S)
+            remaining = producer.flush(tuning.flush_timeout_s)
         except KafkaException as exc:
             raise CommitFailed(f"output records: {exc}") from exc
         if outputs.errors:
@@ -456,7 +458,8 @@ class AtLeastOnce:
                                "stored and its inputs will be decided again")
         if remaining:
             raise CommitFailed(f"{remaining} output records were not acknowledged within "
-                               f"{FLUSH_TIMEOUT_S:.0f}s; nothing of the batch is stored")
+                               f"{tuning.flush_timeout_s:.0f}s; nothing of the batch is "
+                               "stored")
 
     async def close(self) -> None:
         if self._producer is not None:
@@ -469,15 +472,13 @@ class AtLeastOnce:
 class ExactlyOnce(_Transactions):
     """exactly_once: outputs, rows and positions in one transaction per partition and batch."""
 
-    def __init__(self, conf: dict[str, Any], topics: dict[Role, str], changelog: str,
-                 app_id: str, partitions: int, make_producer: ProducerFactory = Producer,
-                 counters: Counter[str] | None = None) -> None:
-        super().__init__(conf, topics, changelog, app_id, partitions, make_producer, counters,
-                         outputs=True)
+    def __init__(self, ctx: WorkerContext, conf: dict[str, Any],
+                 make_producer: ProducerFactory = Producer) -> None:
+        super().__init__(ctx, conf, make_producer, outputs=True)
 
 
-def _commit_transaction(producer: Any, deliveries: _Deliveries) -> None:
-    """Commit; records that stand still in librdkafka's queue for STALL_S are purged.
+def _commit_transaction(producer: Any, deliveries: _Deliveries, steps: _Steps) -> None:
+    """Commit; records that stand still in librdkafka's queue for `stall_s` are purged.
 
     Calls that time out are called again (`_resumed`).  A producer whose
     partition's leader librdkafka lost track of after a broker restart kept
@@ -487,6 +488,7 @@ def _commit_transaction(producer: Any, deliveries: _Deliveries) -> None:
     next call reports the transaction abortable, and it is aborted and tried
     again on a new producer.  Records in flight are left alone.
     """
+    stall_s = steps.tuning.stall_s
     reports, since = deliveries.reports, time.monotonic()
 
     def stalled(err: KafkaError) -> None:
@@ -494,17 +496,18 @@ def _commit_transaction(producer: Any, deliveries: _Deliveries) -> None:
         now = time.monotonic()
         if deliveries.reports != reports:
             reports, since = deliveries.reports, now
-        elif now - since >= STALL_S:
+        elif now - since >= stall_s:
             log.warning("a transaction's records had no delivery report for %.0f s (%s): "
                         "purging those still queued, so that it is aborted and tried again "
                         "on a new producer", now - since, err)
             producer.purge(in_queue=True, in_flight=False, blocking=False)
             since = now
 
-    _resumed(producer.commit_transaction, "committing", STALL_S, stalled)
+    _resumed(producer.commit_transaction, "committing", steps, stall_s, stalled)
 
 
-def _resumed(call: Callable[[float], None], what: str, timeout: float = TRANSACTION_TIMEOUT_S,
+def _resumed(call: Callable[[float], None], what: str, steps: _Steps,
+             timeout: float | None = None,
              retrying: Callable[[KafkaError], None] | None = None,
              within: float | None = None) -> None:
     """`call` (a commit or an abort), called again while librdkafka says it goes on.
@@ -512,12 +515,17 @@ def _resumed(call: Callable[[float], None], what: str, timeout: float = TRANSACT
     A commit or abort that times out (its flush, its EndTxn) is retriable
     and carries on in the background; calling it again resumes it.  A commit
     whose records then expire with the transaction becomes abortable, which
-    the next call reports.  `within` seconds in all (two transaction
-    timeouts unless given), then the error.  `retrying` hears each retriable
-    error before the next call.
+    the next call reports.  Each call at most `timeout` (the transaction
+    timeout unless given), `within` seconds in all (two transaction timeouts
+    unless given), then the error.  `retrying` hears each retriable error
+    before the next call.
     """
-    deadline = time.monotonic() + (2 * TRANSACTION_TIMEOUT_S if within is None else within)
+    tuning = steps.tuning
+    timeout = tuning.transaction_timeout_s if timeout is None else timeout
+    deadline = time.monotonic() + (2 * tuning.transaction_timeout_s if within is None
+                                   else within)
     while True:
+        steps.begin()
         try:
             call(max(0.0, min(timeout, deadline - time.monotonic())))
             return
@@ -529,10 +537,10 @@ def _resumed(call: Callable[[float], None], what: str, timeout: float = TRANSACT
             if retrying is not None:
                 retrying(err)
             if err.code() != _TIMED_OUT:
-                time.sleep(_RETRY_WAIT_S)  # answered at once: do not spin
+                time.sleep(tuning.txn_retry_wait_s)  # answered at once: do not spin
 
 
-def _abort(producer: Any, err: KafkaError | None, unsent: bool) -> bool:
+def _abort(producer: Any, err: KafkaError | None, unsent: bool, steps: _Steps) -> bool:
     """Abort a failed transaction; whether it is proven never committed.
 
     Proven when the abort is acknowledged; or when the coordinator refuses
@@ -542,7 +550,7 @@ def _abort(producer: Any, err: KafkaError | None, unsent: bool) -> bool:
     controller and transaction coordinator was killed, a worker's purged
     transaction got that answer and the worker stopped: librdkafka issues
     3297, 4849.)  Also proven when the commit was never sent and the abort
-    does not finish within 2 x STALL_S: the new producer's init_transactions
+    does not finish within 2 x stall_s: the new producer's init_transactions
     fences this one, and the coordinator aborts the transaction it holds
     open before it answers.  (After a broker restart, a producer that had
     lost its partitions' leader went on not reaching the coordinator; its
@@ -555,11 +563,13 @@ def _abort(producer: Any, err: KafkaError | None, unsent: bool) -> bool:
     """
     if err is not None and err.fatal():
         return False
+    stall_s = steps.tuning.stall_s
     try:
         if unsent:
-            _resumed(producer.abort_transaction, "aborting", STALL_S, within=2 * STALL_S)
+            _resumed(producer.abort_transaction, "aborting", steps, stall_s,
+                     within=2 * stall_s)
         else:
-            _resumed(producer.abort_transaction, "aborting")
+            _resumed(producer.abort_transaction, "aborting", steps)
     except KafkaException as exc:
         refused = kafka_error(exc)
         if refused is not None and refused.code() in _FENCED_CODES:
@@ -570,7 +580,7 @@ def _abort(producer: Any, err: KafkaError | None, unsent: bool) -> bool:
             return True
         if unsent and refused is not None and refused.code() == _TIMED_OUT:
             log.warning("the abort did not finish within %.0f s (%s); its commit was never "
-                        "sent, so the new producer's fence aborts it", 2 * STALL_S, refused)
+                        "sent, so the new producer's fence aborts it", 2 * stall_s, refused)
             return True
         log.exception("aborting the transaction failed too")
         return False
@@ -605,5 +615,4 @@ def _changelog_records(part: PartitionBatch) -> list[tuple[bytes, bytes | None]]
 
 Committer = AtLeastOnce | ExactlyOnce
 
-__all__ = ["FLUSH_TIMEOUT_S", "MESSAGE_TIMEOUT_MS", "TRANSACTION_ATTEMPTS", "AtLeastOnce",
-           "CommitFailed", "Committed", "Committer", "ExactlyOnce"]
+__all__ = ["AtLeastOnce", "CommitFailed", "Committed", "Committer", "ExactlyOnce"]

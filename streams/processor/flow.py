@@ -1,7 +1,7 @@
 """Which input topic-partitions to fetch: those a partition waits for, not those it holds.
 
 The worker's reader fetches every owned input topic-partition into one
-queue, in turns of up to a megabyte each (`reader.FETCH`), and hands the
+queue, in turns of up to a megabyte each (`Tuning.input_fetch`), and hands the
 records over in that order.  The sequencer releases a partition's records
 only in the broker's time order across its topics, so a topic still to be
 fetched holds back everything its partition has taken, however much that
@@ -11,7 +11,7 @@ So while any partition waits for the fetch of one of its topics
 (`Sequencer.waiting_for`), the topic-partitions holding enough to go on
 with pause: the fetch then serves the ones that are waited for, and what is
 held stops growing.  Besides, a topic-partition pauses when it holds
-`HELD_MAX` records, which bounds the memory a backlog takes (about 1 KB a
+`Tuning.held_max` records, which bounds the memory a backlog takes (about 1 KB a
 record).  A pause costs little: the reader fetches the partition again from
 where it stopped.  A topic that holds nothing is never paused, so the one a
 partition waits for always fetches.
@@ -23,14 +23,7 @@ from collections.abc import Iterable
 
 from streams.processor.model import Role
 from streams.processor.sequencer import CLOCKED_ROLES, Sequencer
-
-HELD_MAX = 5000
-"""Records held for one input topic-partition before its fetching pauses, whatever else."""
-
-HELD_ENOUGH = 500
-"""Records held for one topic-partition that let it pause while another one is waited for:
-a few tenths of a second of the worker's work, so that the half it resumes at still covers
-the time the fetch takes to deliver again."""
+from streams.processor.tuning import TUNING, Tuning
 
 
 def waited_for(sequencer: Sequencer, partitions: Iterable[int]) -> bool:
@@ -38,19 +31,21 @@ def waited_for(sequencer: Sequencer, partitions: Iterable[int]) -> bool:
     return any(sequencer.waiting_for(p) is not None for p in partitions)
 
 
-def should_pause(held: int, role: Role, waiting: bool) -> bool:
-    """Whether a topic-partition holding `held` records should stop fetching for now."""
-    return held >= HELD_MAX or (waiting and role in CLOCKED_ROLES and held >= HELD_ENOUGH)
+def should_pause(held: int, role: Role, waiting: bool, tuning: Tuning = TUNING) -> bool:
+    """Whether a topic-partition holding `held` records should stop fetching for now:
+    `Tuning.held_max` whatever else, `held_enough` while another topic is waited for."""
+    return held >= tuning.held_max or (waiting and role in CLOCKED_ROLES
+                                       and held >= tuning.held_enough)
 
 
-def may_resume(held: int, role: Role, waiting: bool) -> bool:
+def may_resume(held: int, role: Role, waiting: bool, tuning: Tuning = TUNING) -> bool:
     """Whether a paused topic-partition holding `held` records may fetch again.
 
     At half the threshold that paused it, so that it does not flap with every record released.
     """
-    if held >= HELD_MAX // 2:
+    if held >= tuning.held_max // 2:
         return False
-    return not (waiting and role in CLOCKED_ROLES and held >= HELD_ENOUGH // 2)
+    return not (waiting and role in CLOCKED_ROLES and held >= tuning.held_enough // 2)
 
 
-__all__ = ["HELD_ENOUGH", "HELD_MAX", "may_resume", "should_pause", "waited_for"]
+__all__ = ["may_resume", "should_pause", "waited_for"]

@@ -30,37 +30,12 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from streams.errors import XwaitError
 from streams.kafka_errors import error_code
 from streams.processor.model import InputRecord, Role
+from streams.processor.tuning import TUNING, Tuning
 
 log = logging.getLogger(__name__)
 
-# A range the broker does not deliver within this time is an outage: the
-# worker stops rather than guess (its inputs are read again on restart).
-READ_TIMEOUT_S = 60.0
-
-
 class GapReadFailed(XwaitError):
     """The offsets of a gap could not be read."""
-
-
-# What one of these consumers fetches ahead of the records it hands over.
-# librdkafka's defaults (100,000 records or 64 MiB per partition) would fetch
-# far past a range of a few thousand records behind a deep backlog, and leave
-# tens of megabytes of allocations to the worker's heap each time.
-#
-# With limits this small the queue is often full, and librdkafka then waits
-# fetch.queue.backoff.ms (default 1 s) before it fetches that partition again,
-# however soon the queue drains: the reader of a 20,000-wait backlog handed
-# records over in bursts a second apart, and the partitions it had not reached
-# yet waited for them (4-6 of 8 partitions of a drain were read directly after
-# STUCK_S).  At 20 ms the whole backlog's first records arrive within 0.1 s of
-# the first fetch.
-# fetch.wait.max.ms: a fetch in flight for partitions without new records
-# (an empty topic, a paused one) holds back the next fetch to the same broker
-# this long; librdkafka's 500 ms delayed the first records after an
-# assignment by 0.5 s or 1 s, and a resumed partition likewise.
-PREFETCH = {"queued.min.messages": 2000, "queued.max.messages.kbytes": 4096,
-            "fetch.max.bytes": 4 * 1024 * 1024, "fetch.queue.backoff.ms": 20,
-            "fetch.wait.max.ms": 100}
 
 
 def input_record(role: Role, msg: Message, follows: int | None = None) -> InputRecord:
@@ -72,10 +47,15 @@ def input_record(role: Role, msg: Message, follows: int | None = None) -> InputR
 
 
 class GapReader:
-    def __init__(self, conf: dict[str, Any]) -> None:
+    """Reads a range of an input partition directly from the broker (a gap, a stall)."""
+
+    def __init__(self, conf: dict[str, Any], tuning: Tuning = TUNING) -> None:
         self._conf = {**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                       "isolation.level": "read_committed", "enable.partition.eof": False,
-                      **PREFETCH}
+                      **tuning.prefetch()}
+        # A range the broker does not deliver within this time is an outage: the
+        # worker stops rather than guess (its inputs are read again on restart).
+        self._timeout_s = tuning.gap_read_timeout_s
 
     def read(self, role: Role, topic: str, partition: int, start: int, stop: int,
              limit: int | None = None) -> list[InputRecord]:
@@ -89,7 +69,7 @@ class GapReader:
         """
         consumer = Consumer(self._conf)
         out: list[InputRecord] = []
-        give_up = time.monotonic() + READ_TIMEOUT_S
+        give_up = time.monotonic() + self._timeout_s
         where = TopicPartition(topic, partition)
         try:
             consumer.assign([TopicPartition(topic, partition, start)])
@@ -106,7 +86,7 @@ class GapReader:
                     return out
                 if time.monotonic() > give_up:
                     raise GapReadFailed(f"{topic}[{partition}] offsets {start}..{stop - 1}: "
-                                        f"not read within {READ_TIMEOUT_S:.0f}s")
+                                        f"not read within {self._timeout_s:.0f}s")
         except KafkaException as exc:
             raise GapReadFailed(f"{topic}[{partition}]: {exc}") from exc
         finally:
@@ -123,12 +103,16 @@ class EndOffsets:
     """
 
     def __init__(self, conf: dict[str, Any],
-                 make_admin: Callable[[dict[str, Any]], Any] = AdminClient) -> None:
+                 make_admin: Callable[[dict[str, Any]], Any] = AdminClient,
+                 tuning: Tuning = TUNING) -> None:
         # Made now, not at the first request: an admin client asked right after
         # it was made sometimes answers only after a retry 1 s or 3 s later (2 of
         # 15 tries in a row), and the first request is the takeover's.
         self._conf = conf
         self._make_admin = make_admin
+        self._attempt_s = tuning.offsets_attempt_s
+        self._same_client_s = tuning.offsets_same_client_s
+        self._leader_retry_s = tuning.offsets_leader_retry_s
         self._admin = make_admin(conf)
         self._stale = False  # the last request left partitions unanswered: a new client
         self._unanswered_since: float | None = None  # this client's answers stopped
@@ -151,7 +135,7 @@ class EndOffsets:
         """(topic, partition) -> end offset, or with `earliest` the offset of the
         earliest record kept (blocking: run it in a thread).
 
-        Each request waits at most ATTEMPT_S.  A partition is answered only by
+        Each request waits at most `Tuning.offsets_attempt_s`.  A partition is answered only by
         an offset of 0 or more.  While a broker is down, librdkafka 2.x answers
         a ListOffsets request only at its timeout, and for each partition that
         broker led with offset -1001 (OFFSET_INVALID) and no error, again and
@@ -164,7 +148,7 @@ class EndOffsets:
         A partition not answered - offset -1001, or an error fresh metadata
         clears (FENCED_LEADER_EPOCH, NOT_LEADER...) - is asked again through a
         new admin client, until `timeout`; a broker away (the request did not
-        reach it) through the same one, for at most SAME_CLIENT_S.  With
+        reach it) through the same one, for at most `offsets_same_client_s`.  With
         `partial`, the partitions answered by the first request are returned and
         the others left out (the next call asks them again): stream time moves
         on for the partitions whose leaders answer while another waits for its own.
@@ -179,7 +163,7 @@ class EndOffsets:
                 self._admin = self._make_admin(self._conf)  # fresh metadata
                 self._stale = False
                 self._unanswered_since = None
-            wait = min(left, ATTEMPT_S)
+            wait = min(left, self._attempt_s)
             futures = self._admin.list_offsets(
                 {TopicPartition(t, p): spec.earliest() if earliest else spec.latest()
                  for t, p in pending},
@@ -212,7 +196,8 @@ class EndOffsets:
             now = time.monotonic()
             if self._unanswered_since is None:
                 self._unanswered_since = now
-            self._stale = self._stale or moved or now - self._unanswered_since >= SAME_CLIENT_S
+            away_long = now - self._unanswered_since >= self._same_client_s
+            self._stale = self._stale or moved or away_long
             if partial:
                 return out
             if time.monotonic() >= give_up:
@@ -223,7 +208,7 @@ class EndOffsets:
             log.info("end offsets asked again partitions=%d: %s", len(again),
                      "a leader moved" if moved else "the broker is not answering")
             pending = again
-            time.sleep(LEADER_RETRY_S)
+            time.sleep(self._leader_retry_s)
 
 
 # Errors of a partition whose leader is moving: fresh metadata (a new client) clears them.
@@ -245,15 +230,6 @@ _BROKER_AWAY = frozenset({  # librdkafka's local error codes start with "_"
     KafkaError._TIMED_OUT,  # noqa: SLF001
     KafkaError._ALL_BROKERS_DOWN,  # noqa: SLF001
 })
-LEADER_RETRY_S = 0.2
-# How long a client whose requests do not reach the broker is asked again before a new
-# one is made: librdkafka reconnects on its own, but a client's cached metadata is
-# what kept partitions unanswered for good after a broker restart (see _LEADER_MOVING).
-SAME_CLIENT_S = 5.0
-# The longest one ListOffsets request may take.  Answers come only when every
-# leader asked has answered or this passed; an answer takes milliseconds, up to
-# about 1.5 s on a machine at load 15, so a dead leader costs a probe this much.
-ATTEMPT_S = 2.0
 
 
 __all__ = ["EndOffsets", "GapReadFailed", "GapReader", "input_record"]

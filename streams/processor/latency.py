@@ -4,7 +4,7 @@
     released  append time -> released by the sequencer (waiting for older input)
     durable   append time -> its batch committed (what a downstream consumer waits)
     commit    one batch's commit: outputs and changelog acknowledged, RocksDB written
-    tick      one punctuator tick: the end-offset probe (stream time of quiet partitions)
+    tick      one stream clock tick: the end-offset probe (stream time of quiet partitions)
     scan_us   taking what is due from the stored timer index before a batch, in microseconds
     gc_us     one pass of Python's cyclic garbage collector, in microseconds
               (streams.processor.collector; workers started by `xwait worker`)
@@ -18,14 +18,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-# Samples kept per stage: enough for a stable p99 at any load, a few KB each.
-WINDOW = 4096
+from streams.processor.tuning import TUNING
+
 STAGES = ("taken", "released", "durable", "commit", "tick", "scan_us", "gc_us")
 
 
 class Latencies:
-    def __init__(self) -> None:
-        self._samples: dict[str, deque[int]] = {s: deque(maxlen=WINDOW) for s in STAGES}
+    def __init__(self, window: int = TUNING.latency_window) -> None:
+        """`window`: samples kept per stage (`Tuning.latency_window`)."""
+        self._samples: dict[str, deque[int]] = {s: deque(maxlen=window) for s in STAGES}
 
     def add(self, stage: str, ms: int) -> None:
         self._samples[stage].append(max(0, ms))
@@ -46,4 +47,4 @@ class Latencies:
         return out
 
 
-__all__ = ["STAGES", "WINDOW", "Latencies"]
+__all__ = ["STAGES", "Latencies"]

@@ -158,12 +158,8 @@ class Handled:
     # all: its index entry, if any, must not stay.  Before batches kept the
     # index in decision order, a wait parked and ended in one batch left its
     # first timers in the index; each was emitted again on every start and
-    # held the punctuator's scan back to it.  Deleting the entry heals that.
+    # held the due-timer scan back to it.  Deleting the entry heals that.
     unindexed: tuple[TimerKind, int] | None = None
     # The timer a timer record named, or the latest a fired timer fired (for the
     # lateness metric).
     timer: ArmedTimer | None = None
-    # The wait's (stage, level) after the record, for the console's activity
-    # counts: read from the decision, where decoding the row again cost the
-    # worker a slot decode for every action sent.
-    place: tuple[int, int] | None = None

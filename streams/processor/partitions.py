@@ -9,9 +9,11 @@ next one added.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from streams.processor.census import Census
+from streams.processor.context import PartitionStart
 from streams.processor.positions import Positions
 from streams.timers.stored import Summary
 
@@ -28,10 +30,13 @@ class PartitionBook:
     """Armed timers, the lowest due time and the waits by state, as decided."""
     census: Census = field(default_factory=Census)
 
-    def take(self, partition: int, positions: Positions, summary: Summary) -> None:
-        self.decided[partition] = self.durable[partition] = positions
-        self.summaries[partition] = summary
-        self.census.replace_partition(partition, Counter(summary.waits))
+    def take(self, starts: Sequence[PartitionStart]) -> None:
+        """Partitions taken over, with their restored positions and summaries."""
+        for start in starts:
+            p = start.partition
+            self.decided[p] = self.durable[p] = start.positions
+            self.summaries[p] = start.summary
+            self.census.replace_partition(p, Counter(start.summary.waits))
 
     def forget(self, partitions: set[int]) -> None:
         for p in partitions:

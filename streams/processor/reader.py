@@ -40,49 +40,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from streams.polling import available
-from streams.processor.gaps import PREFETCH, input_record
+from streams.processor.gaps import input_record
 from streams.processor.model import InputRecord, Role
+from streams.processor.tuning import TUNING, Tuning
 
 log = logging.getLogger(__name__)
-
-# Records handed over at a time, and how long a fetch waits for the first (never
-# longer while records are there: `streams.polling`).
-BATCH = 1000
-POLL_S = 0.1
-# With a batch linger, a fetch waits at the broker for this much, or the linger,
-# before it answers.  With librdkafka's fetch.min.bytes of 1 it answered with
-# the first record: under live traffic a record or two a fetch, hundreds of
-# fetches a second (at 500 waits/s the consumer's librdkafka thread took
-# 0.04-0.06 of a core, a tenth of the worker), and the reader then waited in
-# the worker for more.  Waiting at the broker, each fetch brings what came
-# during the linger: that thread took 0.02, and at 1,000 waits/s the reply
-# p99 fell from 493-610 ms to 242-355 (docs/speed.md).  A backlog fills a
-# fetch at once.
-LINGER_FETCH_BYTES = 64 * 1024
-# What librdkafka fetches ahead (PREFETCH) and how much of one partition a
-# fetch asks for: 1 MiB, as large as the largest record batch the broker takes
-# by default (message.max.bytes).  The broker returns nothing for a partition
-# whose next batch is larger than its share, unless that partition comes
-# first in the fetch; librdkafka puts each partition first in turn, one fetch
-# after another.  At 128 KiB a producer catching up in batches of a few
-# hundred kilobytes starved its partition for seconds (about 10 s in a drain
-# of 20,000 waits), and the worker read it directly every STUCK_S.  Turns of
-# a megabyte serve one partition after another from one queue: `flow` pauses
-# what is held while a partition waits for one of its topics.
-FETCH = {**PREFETCH, "max.partition.fetch.bytes": 1024 * 1024}
-# How long the reader waits for its topics' metadata when it starts.
-METADATA_TIMEOUT_S = 5.0
-# A broker error is logged at most this often (librdkafka retries on its own).
-ERROR_LOG_EVERY_S = 30.0
-
-
-def linger_fetch(linger: float) -> dict[str, int]:
-    """The fetch settings of a batch linger (seconds): each hand-over wakes the event
-    loop, so under a trickle of live traffic the broker gathers what comes."""
-    if linger <= 0:
-        return {}
-    return {"fetch.min.bytes": LINGER_FETCH_BYTES, "fetch.wait.max.ms": round(linger * 1000)}
-
 
 _Command = tuple[str, Any]
 _TP = tuple[str, int]
@@ -115,10 +77,13 @@ class InputReader:
     """Fetches the assigned input partitions in a thread and hands the records to the loop."""
 
     def __init__(self, conf: Mapping[str, Any], roles: Mapping[str, Role],
-                 linger: float = 0.0) -> None:
+                 linger: float = 0.0, tuning: Tuning = TUNING) -> None:
+        """`linger`: the batch linger (`Settings.batch_linger`): the fetch waits at the
+        broker for what comes meanwhile (`Tuning.input_fetch`)."""
         self._conf = {**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                       "isolation.level": "read_committed", "enable.partition.eof": False,
-                      **FETCH, **linger_fetch(linger)}
+                      **tuning.input_fetch(linger)}
+        self._tuning = tuning
         self._roles = dict(roles)
         self._run: _Run | None = None
         self._assignment: dict[tuple[str, int], int] = {}
@@ -196,16 +161,16 @@ class InputReader:
             while not run.stop.is_set():
                 consumer, assigned = self._apply_commands(run, consumer, assigned, at)
                 if not assigned:
-                    time.sleep(POLL_S)
+                    time.sleep(self._tuning.read_poll_s)
                     continue
                 fetched = Fetched()
-                msgs = available(consumer, BATCH, POLL_S)
+                msgs = available(consumer, self._tuning.read_batch, self._tuning.read_poll_s)
                 for msg in msgs:
                     err = msg.error()
                     if err is not None:
                         if err.fatal():
                             raise RuntimeError(f"input consumer: {err}")
-                        if time.monotonic() - last_error > ERROR_LOG_EVERY_S:
+                        if time.monotonic() - last_error > self._tuning.error_log_every_s:
                             last_error = time.monotonic()
                             log.warning("input fetch: %s (retrying)", err)
                         continue
@@ -239,7 +204,7 @@ class InputReader:
         """
         for topic in self._roles:
             try:
-                consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+                consumer.list_topics(topic, timeout=self._tuning.metadata_timeout_s)
             except KafkaException as exc:
                 log.info("input reader: metadata of %s not read ahead: %s", topic, exc)
                 return

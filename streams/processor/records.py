@@ -51,6 +51,7 @@ from streams.processor.model import (
     RowWrite,
     head_of,
 )
+from streams.timers.firing import FiredTimer, event_to_fire, is_armed
 
 log = logging.getLogger(__name__)
 
@@ -135,18 +136,6 @@ def to_event(role: Role, record: Mapping[str, Any], origin: Origin | None = None
     )
 
 
-def fired_record(topic: str, partition: int, wait_key: str, kind: str, due_at: int,
-                 generation: int) -> InputRecord:
-    """A due timer of the worker's own index, as the batch carries it (`RecordHandler.fire`).
-
-    Offset -1: it was read from no topic, so it moves no input position and
-    is never taken for a replay.  Its time is its due time (decisions and
-    the lateness figures go by it); the value names the arming, `kind:generation`.
-    """
-    return InputRecord(Role.TIMERS, topic, partition, -1, wait_key.encode(),
-                       f"{kind}:{generation}".encode("ascii"), due_at)
-
-
 def timer_record(wait_key: str, kind: str, due_at: int, generation: int, now_ms: int) -> bytes:
     return codec.encode(RecordType.TIMER, {
         "correlationKey": wait_key, "kind": kind, "dueAt": due_at,
@@ -209,31 +198,43 @@ class RecordHandler:
     `internal_error` (the input is kept, the state left as it was) and logged.
     """
 
-    def __init__(self, definitions: Mapping[str, WaitDefinition], partitions: int) -> None:
+    def __init__(self, definitions: Mapping[str, WaitDefinition], partitions: int,
+                 timers_topic: str = "timers") -> None:
+        """`timers_topic` names where a Rejected record about a fired timer says it was
+        (a fired timer was read from no topic: offset -1)."""
         self.definitions = definitions
         self.partitions = partitions
+        self.timers_topic = timers_topic
 
-    def rejected(self, rec: InputRecord, reason: str, detail: str, now_ms: int,
+    def rejected(self, about: InputRecord | FiredTimer, reason: str, detail: str, now_ms: int,
                  original: bytes | None = None, key: bytes | None = None,
                  at: Origin | None = None) -> OutRecord:
-        """A Rejected record about `rec`, or about the record at `at` (one held before)."""
-        data = rec.value if original is None else original
+        """A Rejected record about an input or a fired timer, or about the record at `at`
+        (one held before)."""
+        if isinstance(about, FiredTimer):
+            source = (self.timers_topic, about.partition, -1)
+            own_key: bytes | None = about.wait_key.encode()
+            own_value: bytes | None = timer_record(about.wait_key, about.kind.value,
+                                                   about.due_at, about.generation, now_ms)
+        else:
+            source = (about.topic, about.partition, about.offset)
+            own_key, own_value = about.key, about.value
+        data = own_value if original is None else original
         if data is not None and len(data) > MAX_REJECTED_ORIGINAL:
             detail += (f" (original cut to its first {MAX_REJECTED_ORIGINAL} of {len(data)} "
                        "bytes; the whole record is at the topic, partition and offset above)")
             data = data[:MAX_REJECTED_ORIGINAL]
-        where = (rec.topic, rec.partition, rec.offset) if at is None else (
-            at.topic, at.partition, at.offset)
+        where = source if at is None else (at.topic, at.partition, at.offset)
         value = codec.encode(RecordType.REJECTED, {
             "topic": where[0], "partition": where[1], "offset": where[2],
-            "key": rec.key if key is None else key, "reason": reason, "detail": detail,
+            "key": own_key if key is None else key, "reason": reason, "detail": detail,
             "original": data, "rejectedAt": now_ms,
         })
-        return OutRecord(Role.REJECTED, rec.key or key or b"", value)
+        return OutRecord(Role.REJECTED, own_key or key or b"", value)
 
-    def _refuse(self, rec: InputRecord, reason: ProcessorReject, detail: str,
+    def _refuse(self, about: InputRecord | FiredTimer, reason: ProcessorReject, detail: str,
                 now_ms: int) -> Handled:
-        return Handled(out=[self.rejected(rec, reason.value, detail, now_ms)],
+        return Handled(out=[self.rejected(about, reason.value, detail, now_ms)],
                        counters=[f"rejected.{reason.value}"])
 
     def handle(self, rec: InputRecord, load: Callable[[str], bytes | None], now_ms: int,
@@ -295,42 +296,29 @@ class RecordHandler:
             return self._refuse(rec, ProcessorReject.INTERNAL_ERROR,
                                 f"{type(exc).__name__}: {exc}", now_ms)
 
-    def fire(self, rec: InputRecord, load: Callable[[str], bytes | None], now_ms: int,
+    def fire(self, timer: FiredTimer, load: Callable[[str], bytes | None], now_ms: int,
              until: int) -> Handled:
-        """Decide a due timer the worker took from its own index (`fired_record`).
+        """Decide a due timer the worker took from its own index (`streams.timers.firing`).
 
-        Every timer of the wait due by `until` (its partition's due-by time)
-        fires in this one decision, each at its own due time: the decision
-        names the latest of them, and the core catches up to it.  The index
-        is read in due-time order a batch's room at a time, so the timer taken
-        is often a wait's first due one; firing only that decided a storm's
-        waits three times each (two reminders, then the deadline).  The
-        timer is no input: it is never a replay and moves no position.  One
-        whose arming is gone is stale, as a timer record's would be.
+        The event decided is the latest timer of the wait due by `until` (its
+        partition's stream time: `firing.event_to_fire`); a timer whose arming
+        is gone is stale.  A fired timer is no input: it is never a replay and
+        moves no position.
         """
-        if rec.key is None or rec.timestamp is None or rec.value is None:
-            raise ValueError("expected a record made by fired_record")
-        wait_key = rec.key.decode("utf-8")
-        kind, generation = rec.value.decode("ascii").split(":")
-        event = TimerFired(wait_key, TimerKind(kind), rec.timestamp, int(generation))
         try:
-            stored = load(wait_key)
+            stored = load(timer.wait_key)
             row = decode_row(stored) if stored is not None else Row(None)
-            if _armed_in(row.head, event):
-                latest = max((t for t in row.head.timers if t.due_at <= until),
-                             key=lambda t: t.due_at, default=None)
-                if latest is not None and latest.due_at > event.due_at:
-                    event = TimerFired(wait_key, latest.kind, latest.due_at, latest.generation)
-            handled = self._decide(rec, wait_key, event, load, now_ms, row)
+            event = event_to_fire(timer, row.head.timers, until)
+            handled = self._decide(timer, timer.wait_key, event, load, now_ms, row)
         except Exception as exc:  # a bug must not stop the partition: see the class
-            log.exception("decide failed key=%s timer=%s due_at=%s", wait_key, kind,
-                          rec.timestamp)
-            return self._refuse(rec, ProcessorReject.INTERNAL_ERROR,
+            log.exception("decide failed key=%s timer=%s due_at=%s", timer.wait_key,
+                          timer.kind.value, timer.due_at)
+            return self._refuse(timer, ProcessorReject.INTERNAL_ERROR,
                                 f"{type(exc).__name__}: {exc}", now_ms)
         handled.timer = ArmedTimer(event.kind, event.due_at, event.generation)
         return handled
 
-    def _decide(self, rec: InputRecord, wait_key: str, event: Event,
+    def _decide(self, about: InputRecord | FiredTimer, wait_key: str, event: Event,
                 load: Callable[[str], bytes | None], now_ms: int,
                 row: Row | None = None) -> Handled:
         """Everything from the stored row (`row`, if the caller read it) to the row to
@@ -338,28 +326,25 @@ class RecordHandler:
         if row is None:
             stored = load(wait_key)
             row = decode_row(stored) if stored is not None else Row(None)
-        fired = rec.offset < 0  # a timer the worker fired itself: no input, no position
-        if not fired and row.is_replay(rec.role, rec.offset):
+        rec = about if isinstance(about, InputRecord) else None  # None: a fired timer
+        if rec is not None and row.is_replay(rec.role, rec.offset):
             return self._replay(rec, row)
-        if isinstance(event, TimerFired) and not _armed_in(row.head, event):
+        if isinstance(event, TimerFired) and not is_armed(row.head.timers, event):
             return _stale_timer(wait_key, row.head, event)
         slot = decode_slot(row.slot) if row.slot is not None else None
         decision = decide(slot, event, now_ms, self.definitions)
-        handled = self._effects(rec, wait_key, decision, now_ms)
+        handled = self._effects(about, wait_key, decision, now_ms)
         handled.head_before = row.head  # read with the row: the stored slot's head
-        after = decision.slot.wait if decision.slot is not None else None
-        if after is not None:
-            handled.place = (after.stage, after.level)
         if decision.slot != slot:
             if decision.slot is None:
                 handled.row = RowWrite.DELETE
             else:
-                seen = row.seen if fired else {**row.seen, rec.role: rec.offset}
+                seen = row.seen if rec is None else {**row.seen, rec.role: rec.offset}
                 handled.row = encode_row(Row(encode_slot(decision.slot), seen, (),
                                              handled.head_after))
         too_large = _too_large(handled)
         if too_large is not None:
-            return self._refuse(rec, ProcessorReject.TOO_LARGE, too_large, now_ms)
+            return self._refuse(about, ProcessorReject.TOO_LARGE, too_large, now_ms)
         return handled
 
     @staticmethod
@@ -373,7 +358,7 @@ class RecordHandler:
         """
         return Handled(out=list(row.replayed(rec.role, rec.offset)), counters=["replayed"])
 
-    def _effects(self, rec: InputRecord, wait_key: str, decision: Decision,
+    def _effects(self, source: InputRecord | FiredTimer, wait_key: str, decision: Decision,
                  now_ms: int) -> Handled:
         handled = Handled(wait_key=wait_key)
         handled.timers_before = decision.armed_before
@@ -385,9 +370,9 @@ class RecordHandler:
                 about = effect.reply or effect.command or effect.result
                 origin = about.origin if about is not None else None
                 if origin is not None:  # a held record: it is named and carried as sent
-                    handled.out.append(self.rejected(rec, effect.reason.value, effect.detail,
-                                                     now_ms, original=origin.value, key=key,
-                                                     at=origin))
+                    handled.out.append(self.rejected(source, effect.reason.value,
+                                                     effect.detail, now_ms,
+                                                     original=origin.value, key=key, at=origin))
                 else:
                     original = (
                         codec.encode(RecordType.REPLY, reply_record(effect.reply))
@@ -396,8 +381,9 @@ class RecordHandler:
                         if effect.command is not None
                         else codec.encode(RecordType.ACTION_RESULT, result_record(effect.result))
                         if effect.result is not None else None)
-                    handled.out.append(self.rejected(rec, effect.reason.value, effect.detail,
-                                                     now_ms, original=original, key=key))
+                    handled.out.append(self.rejected(source, effect.reason.value,
+                                                     effect.detail, now_ms, original=original,
+                                                     key=key))
                 handled.counters.append(f"rejected.{effect.reason.value}")
             elif isinstance(effect, Discard):
                 handled.counters.append(f"discarded.{effect.reason.value}")
@@ -411,12 +397,6 @@ class RecordHandler:
                     RecordType.ACTION, action_record(effect))))
                 handled.counters.append(f"actions.{effect.action.value}")
         return handled
-
-
-def _armed_in(head: RowHead, event: TimerFired) -> bool:
-    """Whether the stored wait still has the timer a timer record names (`decide`'s match)."""
-    return any(t.kind is event.kind and t.generation == event.generation
-               and t.due_at == event.due_at for t in head.timers)
 
 
 def _stale_timer(wait_key: str, head: RowHead, event: TimerFired) -> Handled:

@@ -19,7 +19,7 @@ waits changelog (`<app id>-waits-changelog`) into the partitions' databases
   partition a standby on another worker) is followed for as long as it is
   one, so that taking it over restores only the last few records.
 
-Records are applied in write batches of up to `BATCH` records without the
+Records are applied in write batches of up to `Tuning.restore_batch` records without the
 WAL (`PartitionState.apply_changelog`), each with the offset of its last
 record; a restore ends with a flush.  A crash mid-restore leaves a prefix,
 and the next start reads on from where it ends.
@@ -55,28 +55,10 @@ from streams.processor.state import (
     head_or_none,
     summary_move,
 )
+from streams.processor.tuning import TUNING, Tuning
 from streams.timers.stored import Summary, index_changes
 
 log = logging.getLogger(__name__)
-
-# Records taken from librdkafka at a time and applied in one write batch per partition.
-BATCH = 10_000
-# How long the thread waits for records while something is being read, and for a
-# command while nothing is.
-POLL_S = 0.05
-IDLE_S = 0.2
-# How long a restore may make no progress at all (no record, no position) before the
-# reader takes a new consumer.
-RESTORE_STALL_S = 20.0
-# How long the watermarks of a partition may take to come (the broker is away: the
-# takeover fails and the worker stops, to be restarted by its supervisor).
-WATERMARK_TIMEOUT_S = 30.0
-# What librdkafka fetches ahead for a restore: far more than the input reader,
-# because a restore reads as fast as it can and nothing waits behind it.
-FETCH = {"queued.min.messages": 100_000, "queued.max.messages.kbytes": 65_536,
-         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 8_388_608,
-         "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": 10}
-
 
 class RestoreFailed(XwaitError):
     """A partition could not be restored from its changelog."""
@@ -109,10 +91,12 @@ class _Reading:
 class ChangelogReader:
     """Restores and follows changelog partitions into their databases, in a thread."""
 
-    def __init__(self, conf: Mapping[str, Any], topic: str, stores: StateStores) -> None:
+    def __init__(self, conf: Mapping[str, Any], topic: str, stores: StateStores,
+                 tuning: Tuning = TUNING) -> None:
         self._conf = {**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                       "isolation.level": "read_committed", "enable.partition.eof": False,
-                      **FETCH}
+                      **tuning.restore_fetch()}
+        self._tuning = tuning
         self._admin_conf = {k: v for k, v in conf.items() if k != "group.id"}
         self._topic_id: str | None = None
         self.topic = topic
@@ -179,12 +163,12 @@ class ChangelogReader:
             while not self._stop.is_set():
                 self._apply_commands(consumer)
                 if not self._reading:
-                    self._apply_commands(consumer, wait=IDLE_S)
+                    self._apply_commands(consumer, wait=self._tuning.restore_idle_s)
                     continue
                 if self._read(consumer):
                     self._moved_at = time.monotonic()
                 elif (any(r.target is not None for r in self._reading.values())
-                        and time.monotonic() - self._moved_at > RESTORE_STALL_S):
+                        and time.monotonic() - self._moved_at > self._tuning.restore_stall_s):
                     consumer = self._renew(consumer)
         except BaseException as exc:  # noqa: BLE001 - reported to every waiter; the worker stops
             self.failure = exc
@@ -234,8 +218,9 @@ class ChangelogReader:
                 done: asyncio.Future[Restored] | None) -> None:
         state = self.stores.open(p)
         last = state.changelog_offset()
-        low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                   timeout=WATERMARK_TIMEOUT_S, cached=False)
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(self.topic, p), timeout=self._tuning.watermark_timeout_s,
+            cached=False)
         topic_id = self._changelog_id()
         known = state.get(CHANGELOG_ID_KEY)
         other = known is not None and topic_id is not None and known.decode() != topic_id
@@ -273,7 +258,7 @@ class ChangelogReader:
             admin = AdminClient(self._admin_conf)
             try:
                 found = admin.describe_topics(TopicCollection([self.topic]))[self.topic].result(
-                    timeout=WATERMARK_TIMEOUT_S)
+                    timeout=self._tuning.watermark_timeout_s)
                 self._topic_id = str(found.topic_id)
             except KafkaException as exc:
                 log.warning("changelog topic id not known (%s): a database is checked "
@@ -296,11 +281,11 @@ class ChangelogReader:
 
     def _renew(self, consumer: Consumer) -> Consumer:
         """A new consumer for every partition being read, from the offset after the last
-        record each database holds: a restore made no progress for RESTORE_STALL_S (a
+        record each database holds: a restore made no progress for restore_stall_s (a
         librdkafka consumer can stand still for good after a broker restart)."""
         log.warning("changelog reader: no progress for %.0f s restoring partitions %s: a new "
-                    "consumer", RESTORE_STALL_S, sorted(p for p, r in self._reading.items()
-                                                        if r.target is not None))
+                    "consumer", self._tuning.restore_stall_s,
+                    sorted(p for p, r in self._reading.items() if r.target is not None))
         consumer.close()
         consumer = Consumer(self._conf)
         starts = {p: r.state.changelog_offset() for p, r in self._reading.items()}
@@ -313,7 +298,8 @@ class ChangelogReader:
     def _read(self, consumer: Consumer) -> bool:
         """Read and apply what the fetch has; whether anything moved (records applied, a
         restore's position advanced or done)."""
-        msgs = consumer.consume(BATCH, timeout=POLL_S)
+        msgs = consumer.consume(self._tuning.restore_batch,
+                                timeout=self._tuning.restore_poll_s)
         by_partition: dict[int, list[tuple[int, bytes | None, bytes | None]]] = {}
         for msg in msgs:
             err = msg.error()

@@ -36,9 +36,10 @@ shifts the boundary between "in time" and "late" by the skew.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from streams.processor.context import PartitionStart
 from streams.processor.model import InputRecord, Role
 
 CLOCKED_ROLES = (Role.REQUESTS, Role.REPLIES, Role.COMMANDS)
@@ -90,6 +91,16 @@ class Sequencer:
 
     def drop(self, partition: int) -> None:
         self._parts.pop(partition, None)
+
+    def take(self, starts: Sequence[PartitionStart]) -> None:
+        """Partitions taken over (ownership's `Partitioned`)."""
+        for start in starts:
+            self.assign(start.partition, start.next_offset, start.stream_time)
+
+    def forget(self, partitions: set[int]) -> None:
+        """Partitions given up (ownership's `Partitioned`): what they held goes."""
+        for p in partitions:
+            self.drop(p)
 
     def partitions(self) -> set[int]:
         return set(self._parts)

@@ -50,6 +50,7 @@ from streams.processor.positions import (
     decode_positions,
     encode_positions,
 )
+from streams.processor.tuning import TUNING, Tuning
 from streams.timers.stored import SUMMARY_KEY, Summary, raw_due, raw_index_entry
 
 log = logging.getLogger(__name__)
@@ -60,28 +61,18 @@ OWN_PREFIX = b"\x00"
 CHANGELOG_OFFSET_KEY = b"\x00xwait.changelog_offset"
 CHANGELOG_ID_KEY = b"\x00xwait.changelog_id"
 
-# RocksDB sizing per partition: 4 MiB write buffers x 2 and an 8 MiB block
-# cache keep a worker with 8 partitions under ~150 MiB of RocksDB memory
-# (RocksDB's defaults, 64 MiB buffers x 3 and a large cache per database,
-# reserve gigabytes).  Larger buffers help only at far higher write rates.
-WRITE_BUFFER_BYTES = 4 * 1024 * 1024
-WRITE_BUFFERS = 2
-BLOCK_CACHE_BYTES = 8 * 1024 * 1024
-TARGET_FILE_BYTES = 16 * 1024 * 1024
-BLOOM_BITS = 10
-MAX_OPEN_FILES = 512
 
-
-def _options() -> rocksdict.Options:
+def _options(tuning: Tuning) -> rocksdict.Options:
+    """RocksDB's options per partition (`Tuning.write_buffer_bytes` and the rest say why)."""
     options = rocksdict.Options(raw_mode=True)
     options.create_if_missing(True)
-    options.set_max_open_files(MAX_OPEN_FILES)
-    options.set_write_buffer_size(WRITE_BUFFER_BYTES)
-    options.set_max_write_buffer_number(WRITE_BUFFERS)
-    options.set_target_file_size_base(TARGET_FILE_BYTES)
+    options.set_max_open_files(tuning.max_open_files)
+    options.set_write_buffer_size(tuning.write_buffer_bytes)
+    options.set_max_write_buffer_number(tuning.write_buffers)
+    options.set_target_file_size_base(tuning.target_file_bytes)
     table = rocksdict.BlockBasedOptions()
-    table.set_bloom_filter(BLOOM_BITS, True)
-    table.set_block_cache(rocksdict.Cache(BLOCK_CACHE_BYTES))
+    table.set_bloom_filter(tuning.bloom_bits, True)
+    table.set_block_cache(rocksdict.Cache(tuning.block_cache_bytes))
     options.set_block_based_table_factory(table)
     return options
 
@@ -95,13 +86,6 @@ def _restore_write_options() -> rocksdict.WriteOptions:
     options = rocksdict.WriteOptions()
     setattr(options, "disable_wal", True)  # noqa: B010 - a property the stubs call a method
     return options
-
-
-# Changelog records applied in one write batch from which it goes without the WAL: a
-# restore's fetches bring thousands; a standby that keeps up gets a few at a time, and
-# writes them with the WAL, so that taking it over needs no flush (about 0.1 s a
-# partition on a busy machine, one after another).
-BULK_RECORDS = 1000
 
 
 _STATES = list(WaitStatus)
@@ -150,11 +134,12 @@ def summary_move(summary: Summary, before: RowHead, after: RowHead, deletes: int
 class PartitionState:
     """One partition's database: reads, the applier's atomic write, restored records."""
 
-    def __init__(self, partition: int, path: Path) -> None:
+    def __init__(self, partition: int, path: Path, tuning: Tuning = TUNING) -> None:
         self.partition = partition
         self.path = path
+        self.bulk_records = tuning.bulk_records  # from here on a write goes without the WAL
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db: Any = rocksdict.Rdict(str(path), options=_options())
+        self.db: Any = rocksdict.Rdict(str(path), options=_options(tuning))
         self.unflushed = False  # written without the WAL since the last flush
 
     def get(self, key: bytes) -> bytes | None:
@@ -294,7 +279,7 @@ class PartitionState:
             summary.low = low
             wb.put(SUMMARY_KEY, summary.encode())
             wb.put(CHANGELOG_OFFSET_KEY, str(last).encode())
-            if n >= BULK_RECORDS:
+            if n >= self.bulk_records:
                 db.write(wb, write_opt=_restore_write_options())
                 self.unflushed = True
             else:
@@ -350,9 +335,10 @@ class WrittenKeys:
 class StateStores:
     """The open databases of the partitions a worker owns or keeps warm."""
 
-    def __init__(self, folder: Path, name: str = "waits") -> None:
+    def __init__(self, folder: Path, name: str = "waits", tuning: Tuning = TUNING) -> None:
         self.folder = folder
         self.name = name
+        self.tuning = tuning
         self._open: dict[int, PartitionState] = {}
         # The loop and the changelog reader's thread both open and close databases.
         self._lock = threading.Lock()
@@ -365,7 +351,8 @@ class StateStores:
         with self._lock:
             state = self._open.get(partition)
             if state is None:
-                state = self._open[partition] = PartitionState(partition, self.path(partition))
+                state = self._open[partition] = PartitionState(partition, self.path(partition),
+                                                               self.tuning)
             return state
 
     def __getitem__(self, partition: int) -> PartitionState:

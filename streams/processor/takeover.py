@@ -38,29 +38,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping, Sequence
 
 from streams.processor.applier import Applier
 from streams.processor.commit import Committer
-from streams.processor.intake import Intake
+from streams.processor.context import Partitioned, PartitionStart, WorkerContext
 from streams.processor.model import INPUT_ROLES, Role
-from streams.processor.partitions import PartitionBook
 from streams.processor.positions import Positions
-from streams.processor.punctuator import Punctuator
 from streams.processor.restore import ChangelogReader, Restored, RestoreFailed
-from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
-from streams.timers.due import DueTimers
+from streams.processor.stream_clock import StreamClock
 from streams.timers.stored import Summary
 
 log = logging.getLogger(__name__)
-
-# How long a stopping worker waits for the batch it is committing (under the
-# 30 s a Kubernetes pod gets by default between SIGTERM and SIGKILL).
-STOP_COMMIT_WAIT_S = 20.0
-
-Fail = Callable[[BaseException, str], Awaitable[None]]
 
 
 class _Laps:
@@ -85,33 +75,31 @@ class _Laps:
 class Ownership:
     """Takes assigned partitions over (fence, restore, seek) and gives them up."""
 
-    def __init__(self, *, stores: StateStores, restorer: ChangelogReader, committer: Committer,
-                 intake: Intake, applier: Applier, sequencer: Sequencer, book: PartitionBook,
-                 index: DueTimers, punctuator: Punctuator, topics: Mapping[Role, str],
-                 changelog: str, counters: Counter[str], lock: asyncio.Lock,
-                 wake: asyncio.Event, ready: asyncio.Event, fail: Fail,
-                 retake_after: float = 20.0) -> None:
+    def __init__(self, ctx: WorkerContext, stores: StateStores, restorer: ChangelogReader,
+                 committer: Committer, applier: Applier, clock: StreamClock,
+                 rooms: Sequence[Partitioned]) -> None:
+        """`rooms`: every room holding per-partition state, in the order a partition taken
+        over is handed to them (the one that starts reading last); `clock` answers the end
+        and earliest offsets a takeover asks."""
+        self.ctx = ctx
         self.stores = stores
         self.restorer = restorer
         self.committer = committer
-        self.intake = intake
         self.applier = applier
-        self.sequencer = sequencer
-        self.book = book
-        self.index = index
-        self.punctuator = punctuator
-        self.topics = dict(topics)
-        self.changelog = changelog
-        self.counters = counters
-        self.lock = lock
-        self.wake = wake
-        self.ready = ready
-        self.fail = fail
+        self.clock = clock
+        self.rooms = list(rooms)
+        self.topics = dict(ctx.topics)
+        self.changelog = ctx.changelog
+        self.counters = ctx.counters
+        self.ready = asyncio.Event()  # set while every assigned partition decides
         self.active: set[int] = set()  # deciding
         self.assigned: set[int] = set()  # to decide: active, or being taken over
         self.standbys: set[int] = set()
         self.restores: dict[int, Restored] = {}  # the last restore of each partition
-        self.retake_after = retake_after  # see `lost`
+        # How long a partition lost (`lost`) waits for a rebalance before this worker
+        # takes it over again: the session timeout, in which the group hears of any
+        # change of members.
+        self.retake_after = ctx.settings.session_timeout
         self._takeover: asyncio.Task[None] | None = None
         self._stopping = False
         self._generation = 0  # one more at every assignment and revocation faust makes
@@ -154,8 +142,8 @@ class Ownership:
         try:
             await self.committer.assign(new)  # 1. fence the previous owners
             steps.lap("fence")
-            ends = await self.punctuator.ask([(self.changelog, p) for p in sorted(new)])
-            earliest = await self.punctuator.ask(
+            ends = await self.clock.ask([(self.changelog, p) for p in sorted(new)])
+            earliest = await self.clock.ask(
                 [(self.topics[r], p) for p in sorted(new) for r in INPUT_ROLES], earliest=True)
             steps.lap("offsets")
             pending = {self.restorer.restore(p, ends[(self.changelog, p)]): p
@@ -176,7 +164,7 @@ class Ownership:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. the broker is gone: stop, be restarted
-            await self.fail(exc, f"taking over partitions {sorted(new)}")
+            await self.ctx.fail(exc, f"taking over partitions {sorted(new)}")
             return
         if self.assigned <= self.active:
             self.ready.set()
@@ -187,8 +175,8 @@ class Ownership:
     async def _activate(self, restored: list[Restored],
                         earliest: Mapping[tuple[str, int], int]) -> None:
         """Step 3 for restored partitions: seek their inputs and let them decide."""
-        async with self.lock:
-            starts: dict[int, dict[Role, int]] = {}
+        async with self.ctx.lock:
+            starts: list[PartitionStart] = []
             for r in restored:
                 p = r.partition
                 if p not in self.assigned or p in self.active:
@@ -197,19 +185,18 @@ class Ownership:
                 self.counters["restore.records"] += r.records
                 state = self.stores[p]
                 stored = state.positions()
-                starts[p] = self._starts(p, stored, earliest)
-                stream_time = stored.stream_time if stored is not None else 0
-                summary = state.summary() or Summary()
-                self.book.take(p, Positions(starts[p], stream_time), summary)
-                self.sequencer.assign(p, starts[p], stream_time)
-                self.index.take(p, summary.low)
+                start = PartitionStart(p, self._starts(p, stored, earliest),
+                                       stored.stream_time if stored is not None else 0,
+                                       state.summary() or Summary())
+                starts.append(start)
                 self.active.add(p)
                 log.info("partition taken over partition=%d restored_records=%d "
                          "restore_seconds=%.2f positions=%s", p, r.records, r.seconds,
-                         {role.value: o for role, o in starts[p].items()})
+                         {role.value: o for role, o in start.next_offset.items()})
             if starts:
-                self.intake.take_over(starts)
-                self.wake.set()
+                for room in self.rooms:
+                    room.take(starts)
+                self.ctx.wake.set()
 
     def _starts(self, p: int, stored: Positions | None,
                 earliest: Mapping[tuple[str, int], int]) -> dict[Role, int]:
@@ -243,7 +230,7 @@ class Ownership:
         asyncio.ensure_future(self._lose(partitions, self._generation))
 
     async def _lose(self, partitions: frozenset[int], generation: int) -> None:
-        async with self.lock:
+        async with self.ctx.lock:
             if generation != self._generation or self._stopping:
                 return
             gone = set(partitions) & self.active
@@ -279,7 +266,7 @@ class Ownership:
         for p in sorted(self.assigned - self.active):
             asyncio.ensure_future(self.restorer.release(p))  # its restore stops
         self.assigned -= partitions
-        async with self.lock:
+        async with self.ctx.lock:
             await self.applier.drain()
             self.ready.clear()
             gone = partitions & self.active
@@ -295,12 +282,8 @@ class Ownership:
     def forget(self, partitions: set[int]) -> None:
         """Everything the worker knows of these partitions, but their databases."""
         self.active -= partitions
-        self.intake.forget(partitions)
-        self.applier.forget(partitions)
-        self.book.forget(partitions)
-        for p in partitions:
-            self.sequencer.drop(p)
-            self.index.drop(p)
+        for room in self.rooms:
+            room.forget(partitions)
 
     async def stop(self, failed: bool) -> None:
         """The worker stops: give every partition up before faust leaves the group.
@@ -317,17 +300,18 @@ class Ownership:
             return
         self._stopping = True
         giving_up = asyncio.ensure_future(self._give_up(set(self.active) | self.assigned))
-        done, _ = await asyncio.wait({giving_up}, timeout=STOP_COMMIT_WAIT_S)
+        wait_s = self.ctx.tuning.stop_commit_wait_s
+        done, _ = await asyncio.wait({giving_up}, timeout=wait_s)
         if not done:
             # A commit hanging on an unreachable broker: stop regardless, as a crash
             # would. Nothing of the batch is stored here; the next owner fences this
             # worker's transactions and reads whatever of it the changelog holds.
             log.warning("stopping with a batch still committing after %.0f s: the next "
-                        "owner of its partitions decides it again", STOP_COMMIT_WAIT_S)
+                        "owner of its partitions decides it again", wait_s)
             return
         self.restorer.stop()
         self.stores.close_all()
         log.info("stopping: the batch in flight is committed, every partition given up")
 
 
-__all__ = ["STOP_COMMIT_WAIT_S", "Ownership"]
+__all__ = ["Ownership"]

@@ -8,15 +8,18 @@ One input record's path, and where each guarantee is kept:
       -> applier                  decides a batch (core.decide)           applier.py, batch.py
       -> committer                outputs, then a txn per partition       commit.py
       -> state                    one RocksDB write per partition         state.py
-    punctuator (punctuator.py)    probes end offsets: stream time for quiet partitions;
-    applier again                 decides the timers due by stream time   applier.py, timers/due.py
+    stream clock                  probes end offsets: stream time for     stream_clock.py
+                                  quiet partitions
+    timers                        due by stream time, fired in a batch    streams/timers/firing.py
     ownership (takeover.py): fence -> restore (restore.py) -> seek, per partition;
     faust (streams/frame/app.py): group membership, the tasks, the web server.
 
-The worker holds what the rooms share (counters, latencies, the ownership
-lock, the wake-up event) and the failure policy: a batch that cannot be made
-durable stops the process (exit 70) before any position moves, to be
-restarted by its supervisor and read its inputs again.
+What the rooms share is one `context.WorkerContext`, built here, with the
+two policies the worker sets: a batch that cannot be made durable stops the
+process (`fail`, exit 70) before any position moves, to be restarted by its
+supervisor and read its inputs again; partitions whose commit another owner
+fenced are given up (`lose`, `takeover.Ownership.lost`).  Tuning constants
+and how they relate: `tuning.Tuning`.
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ from typing import Any
 from streams.config import Guarantee, Settings
 from streams.core import WaitDefinition
 from streams.processor import collector
-from streams.processor.applier import Applier, Observer
+from streams.processor.applier import Applier
 from streams.processor.census import Census
-from streams.processor.commit import FLUSH_TIMEOUT_S, AtLeastOnce, Committer, ExactlyOnce
+from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
+from streams.processor.context import WorkerContext
 from streams.processor.gaps import EndOffsets, GapReader
 from streams.processor.inputs import InputGate
 from streams.processor.intake import Intake
@@ -44,27 +48,20 @@ from streams.processor.latency import Latencies
 from streams.processor.looplag import LoopLag
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.partitions import PartitionBook
-from streams.processor.punctuator import Punctuator
 from streams.processor.reader import InputReader
 from streams.processor.records import RecordHandler
 from streams.processor.restore import ChangelogReader
 from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
+from streams.processor.stream_clock import StreamClock
 from streams.processor.takeover import Ownership
+from streams.processor.tuning import TUNING, Tuning
 from streams.timers.due import DueTimers
 
 log = logging.getLogger(__name__)
 
 # Exit code of a worker stopped because a batch could not be made durable.
 EXIT_COMMIT_FAILED = 70
-# How long faust's own shutdown may take after a failure before the process exits
-# regardless (it can hang on a broker that is gone).
-FAIL_EXIT_AFTER_S = 10.0
-# A commit still not returned after this long hangs in the Kafka client: every step of
-# it is bounded well below (commit.FLUSH_TIMEOUT_S, commit.TRANSACTION_TIMEOUT_S), so
-# the worker stops, with every thread's stack in its log, to be started again.
-COMMIT_HANG_S = FLUSH_TIMEOUT_S + 60
-WATCH_EVERY_S = 10.0
 
 
 def changelog_topic(settings: Settings) -> str:
@@ -79,77 +76,74 @@ def assignment_topic(settings: Settings) -> str:
 class Worker:
     """Builds the rooms, holds what they share, and answers the console (`ConsoleHost`)."""
 
-    def __init__(self, settings: Settings, definitions: Mapping[str, WaitDefinition]) -> None:
+    def __init__(self, settings: Settings, definitions: Mapping[str, WaitDefinition],
+                 tuning: Tuning = TUNING) -> None:
         self.settings = settings
         self.definitions = definitions
-        self.counters: Counter[str] = Counter()
-        self.latency = Latencies()
-        self.loop_lag = LoopLag()
-        self.observers: list[Observer] = []  # called after each record is durable
-        self.ready = asyncio.Event()  # set while every assigned partition decides
-        self.failure: BaseException | None = None
+        self.ctx = ctx = WorkerContext(
+            settings, changelog_topic(settings), tuning,
+            latency=Latencies(tuning.latency_window), fail=self.fail,
+            lose=lambda partitions: self.ownership.lost(partitions))
+        self.counters = ctx.counters
+        self.latency = ctx.latency
+        self.observers = ctx.observers  # called after each record is durable
+        self.loop_lag = LoopLag(interval_s=tuning.loop_lag_interval_s,
+                                window_s=tuning.loop_lag_window_s)
         self.gc_watch: collector.GcWatch | None = None  # set by `run` (a whole process)
         self.app: Any = None  # the faust app (`streams.frame.app.build`)
-        self.topics = {role: settings.topic(role.value) for role in Role}
-        self.changelog = changelog_topic(settings)
+        self.topics = dict(ctx.topics)
+        self.changelog = ctx.changelog
         self.assignment = assignment_topic(settings)
-        lock, wake = asyncio.Lock(), asyncio.Event()
+        app_id = settings.app_id
 
-        self.stores = StateStores(settings.data_dir / settings.app_id)
+        self.stores = StateStores(settings.data_dir / app_id, tuning=tuning)
         self.sequencer = Sequencer()
-        self.gate = InputGate()
         self.book = PartitionBook()
-        self.index = DueTimers(self.stores.db)
+        self.index = DueTimers(self.stores.db, scan_slack=tuning.timer_scan_slack)
         conf = settings.confluent(**{"partitioner": "murmur2_random", "linger.ms": 5})
         self.committer: Committer = (
-            ExactlyOnce(conf, self.topics, self.changelog, settings.app_id, settings.partitions,
-                        counters=self.counters)
-            if settings.guarantee is Guarantee.EXACTLY_ONCE
-            else AtLeastOnce(conf, self.topics, self.changelog, settings.app_id,
-                             settings.partitions, counters=self.counters))
-        self.reader = InputReader(settings.confluent(**{"group.id": f"{settings.app_id}-inputs"}),
+            ExactlyOnce(ctx, conf) if settings.guarantee is Guarantee.EXACTLY_ONCE
+            else AtLeastOnce(ctx, conf))
+        self.reader = InputReader(settings.confluent(**{"group.id": f"{app_id}-inputs"}),
                                   {self.topics[r]: r for r in INPUT_ROLES},
-                                  linger=settings.batch_linger)
+                                  linger=settings.batch_linger, tuning=tuning)
         self.intake = Intake(
-            self.reader, GapReader(settings.confluent(**{"group.id": f"{settings.app_id}-gaps"})),
-            self.gate, self.sequencer, self.topics, self.counters, self.latency, wake,
-            self.fail)
-        self.punctuator = Punctuator(
-            settings=settings, sequencer=self.sequencer, book=self.book, reader=self.reader,
-            end_offsets=EndOffsets(settings.confluent()), topics=self.topics,
-            counters=self.counters, latency=self.latency, wake=wake, fail=self.fail,
-            active=self.owned_partitions)
+            ctx, self.reader,
+            GapReader(settings.confluent(**{"group.id": f"{app_id}-gaps"}), tuning),
+            InputGate(), self.sequencer)
+        self.stream_clock = StreamClock(
+            ctx, self.sequencer, self.book, self.reader,
+            EndOffsets(settings.confluent(), tuning=tuning), self.owned_partitions)
         self.applier = Applier(
-            handler=RecordHandler(definitions, settings.partitions), sequencer=self.sequencer,
-            stores=self.stores, committer=self.committer, book=self.book, index=self.index,
-            intake=self.intake, counters=self.counters, latency=self.latency,
-            observers=self.observers, lock=lock, wake=wake, fail=self.fail,
-            probe_soon=self.punctuator.probe_soon, timers_topic=self.topics[Role.TIMERS],
-            linger=settings.batch_linger,
-            on_fenced=lambda partitions: self.ownership.lost(partitions))
+            ctx, RecordHandler(definitions, settings.partitions, self.topics[Role.TIMERS]),
+            self.sequencer, self.stores, self.committer, self.book, self.index,
+            self.stream_clock)
         self.restorer = ChangelogReader(
-            settings.confluent(**{"group.id": f"{settings.app_id}-restore"}), self.changelog,
-            self.stores)
+            settings.confluent(**{"group.id": f"{app_id}-restore"}), self.changelog,
+            self.stores, tuning)
+        # The rooms that hold per-partition state, in the order a partition taken over is
+        # handed to them: intake, which starts reading its inputs, last.
         self.ownership = Ownership(
-            stores=self.stores, restorer=self.restorer, committer=self.committer,
-            intake=self.intake, applier=self.applier, sequencer=self.sequencer, book=self.book,
-            index=self.index, punctuator=self.punctuator, topics=self.topics,
-            changelog=self.changelog, counters=self.counters, lock=lock, wake=wake,
-            ready=self.ready, fail=self.fail, retake_after=settings.session_timeout)
+            ctx, self.stores, self.restorer, self.committer, self.applier, self.stream_clock,
+            rooms=[self.book, self.sequencer, self.index, self.applier, self.intake])
+        self.ready = self.ownership.ready  # set while every assigned partition decides
+
+    @property
+    def failure(self) -> BaseException | None:
+        return self.ctx.failure.exc
 
     # -- the failure policy ----------------------------------------------------------
     async def fail(self, exc: BaseException, what: str) -> None:
         """Stop the worker: `what` could not be made durable, and nothing of it was stored."""
-        if self.failure is not None:
+        if self.ctx.failure.exc is not None:
             return
-        self.failure = self.applier.failure = self.intake.failure = exc
-        self.punctuator.failure = exc
+        self.ctx.failure.exc = exc
         log.critical("stopping the worker: %s failed (%s: %s). Nothing of it was stored; "
                      "its input is read again from the stored positions when the worker "
                      "is started again.", what, type(exc).__name__, exc)
         self.counters["failures"] += 1
         loop = asyncio.get_running_loop()
-        loop.call_later(FAIL_EXIT_AFTER_S, os._exit, EXIT_COMMIT_FAILED)
+        loop.call_later(self.ctx.tuning.fail_exit_after_s, os._exit, EXIT_COMMIT_FAILED)
         try:
             if self.app is not None:
                 await self.app.stop()
@@ -157,14 +151,21 @@ class Worker:
             os._exit(EXIT_COMMIT_FAILED)
 
     async def watch(self) -> None:
-        """Stop a worker whose commit hangs (see COMMIT_HANG_S) instead of idling for good."""
+        """Stop a worker one step of whose commit hangs (`Tuning.commit_hang_s`: longer than
+        any step may take) instead of idling for good, with every thread's stack in its log."""
+        tuning = self.ctx.tuning
         while self.failure is None:
-            await asyncio.sleep(WATCH_EVERY_S)
+            await asyncio.sleep(tuning.watch_every_s)
             since = self.applier.committing_since
-            if since is not None and time.monotonic() - since > COMMIT_HANG_S:
+            if since is None:
+                continue
+            step = self.committer.steps.started
+            moved = since if step is None else max(since, step)
+            if time.monotonic() - moved > tuning.commit_hang_s:
                 faulthandler.dump_traceback(all_threads=True)  # to stderr: the worker's log
-                await self.fail(TimeoutError(f"the commit in flight has not returned in "
-                                             f"{COMMIT_HANG_S:.0f} s"), "a commit")
+                await self.fail(TimeoutError(f"a step of the commit in flight has not "
+                                             f"returned in {tuning.commit_hang_s:.0f} s"),
+                                "a commit")
                 return
 
     # -- what the console reads (streams.console.host.ConsoleHost) --------------------
@@ -201,7 +202,7 @@ class Worker:
         return self.book.armed(self.owned_partitions())
 
     def input_lag(self) -> dict[tuple[str, int], int]:
-        return self.punctuator.input_lag()
+        return self.stream_clock.input_lag()
 
     def stats(self) -> dict[str, Any]:
         owned = self.owned_partitions()
@@ -224,7 +225,7 @@ class Worker:
             "streamTime": {str(p): t for p, t in sorted(self.sequencer.times().items())},
             # what a probe proves less than its send time (XWAIT_COMMIT_GRACE); null
             # until an automatic grace has seen the input topics
-            "commitGraceMs": self.punctuator.grace_ms,
+            "commitGraceMs": self.stream_clock.grace_ms,
             "held": self.sequencer.held(),
             "latencyMs": self.latency.summary(),
             "loopLagMs": self.loop_lag.summary(),

@@ -54,8 +54,8 @@ from confluent_kafka import (
 from streams import codec
 from streams.config import Guarantee, Settings
 from streams.processor.gaps import EndOffsets
-from streams.processor.punctuator import grace_for_replicas
 from streams.processor.sequencer import CLOCKED_ROLES
+from streams.processor.stream_clock import grace_for_replicas
 from streams.testing.workers import WorkerProcess
 
 # How long the watch may read nothing while a partition holds records beyond it before
@@ -490,7 +490,7 @@ def expected_outcome(wait: Wait, grace_ms: int = 0) -> str | None:
 
 
 def commit_grace_ms(settings: Settings) -> int:
-    """The commit grace a worker of `settings` uses (`streams.processor.punctuator`)."""
+    """The commit grace a worker of `settings` uses (`streams.processor.stream_clock`)."""
     if settings.commit_grace is not None:
         return round(settings.commit_grace * 1000)
     inputs = [settings.topic(role.value) for role in CLOCKED_ROLES]

@@ -1,10 +1,9 @@
 """Which timers are due: the stored index read up to each partition's stream time.
 
-The applier takes what is due before each batch (`pop_due`) and decides it
-in the batch (`applier.Applier._due`); a timer taken is *emitted* until the
-row its decision wrote is stored.  Emitted, not sent: until 2026-12 each
-went to the timers topic as a record and came back to be decided, and the
-names kept here are those of that time.
+The applier takes what is due before each batch (`pop_due`), each a
+`streams.timers.firing.FiredTimer`, and decides it in the batch (where a
+timer fires, step by step: `streams.timers.firing`); a timer taken is
+*emitted* (in flight) until the row its decision wrote is stored.
 
 What is in memory is bounded by what is in flight, not by how many waits
 are parked: per owned partition, the lowest due time that may still be
@@ -33,16 +32,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from streams.core import ArmedTimer, TimerKind
+from streams.timers.firing import FiredTimer
 from streams.timers.stored import armed_in_order, due_entries
 
-# Most index entries one read looks at per partition beyond those it emits:
-# entries emitted and still in flight are skipped, and must not make a read
-# walk the whole backlog of a lagging partition.
-SCAN_SLACK = 10_000
 # `next` of a partition whose index holds nothing after what was read.
 NOTHING_LATER = 2**63
 
@@ -54,20 +49,24 @@ _KINDS = tuple(TimerKind)
 Emitted = dict[tuple[str, TimerKind], tuple[int, int, bool]]
 
 
-@dataclass(frozen=True, order=True)
-class DueTimer:
-    """A timer to emit: where, for which wait, and which arming of it."""
+class Starting(Protocol):
+    """A partition taken over: its index's lowest due time that may be pending."""
 
-    partition: int
-    wait_key: str
-    kind: str
-    due_at: int
-    generation: int
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def low(self) -> int: ...
 
 
 class DueTimers:
-    def __init__(self, db_for: Callable[[int], Any]) -> None:
+    """The due timers of the owned partitions (see the module docstring)."""
+
+    def __init__(self, db_for: Callable[[int], Any], *, scan_slack: int) -> None:
+        """`scan_slack`: most entries a read looks at per partition beyond those it emits
+        (`streams.processor.tuning.Tuning.timer_scan_slack` says why)."""
         self._db_for = db_for
+        self._scan_slack = scan_slack
         self._low: dict[int, int] = {}
         # No index entry of the partition that is not in flight is due before
         # this, beyond what the last read covered: every entry put since was
@@ -78,7 +77,17 @@ class DueTimers:
         self._start: dict[int, int] = {}
         self._emitted: dict[int, Emitted] = {}
 
-    def take(self, partition: int, low: int) -> None:
+    def take(self, starts: Iterable[Starting]) -> None:
+        """Own these partitions, each from its `low` on (ownership's `Partitioned`)."""
+        for start in starts:
+            self.own(start.partition, start.low)
+
+    def forget(self, partitions: Iterable[int]) -> None:
+        """Give these partitions up (ownership's `Partitioned`)."""
+        for p in partitions:
+            self.drop(p)
+
+    def own(self, partition: int, low: int) -> None:
         """Own a partition whose index starts at `low`; nothing of it is emitted yet."""
         self._low[partition] = low
         self._next[partition] = low  # not read yet
@@ -135,9 +144,9 @@ class DueTimers:
                 if partition in self._low:
                     self._lower(partition, due)
 
-    def requeue(self, timer: DueTimer) -> None:
+    def requeue(self, timer: FiredTimer) -> None:
         emitted = self._emitted.get(timer.partition)
-        kind = TimerKind(timer.kind)
+        kind = timer.kind
         mark = emitted.get((timer.wait_key, kind)) if emitted is not None else None
         if emitted is not None and mark is not None and mark[:2] == (timer.due_at,
                                                                      timer.generation):
@@ -155,7 +164,7 @@ class DueTimers:
         if due_at < self._start[partition]:
             self._start[partition] = due_at
 
-    def forget(self, partition: int, wait_key: str, kind: TimerKind, due_at: int) -> None:
+    def forget_entry(self, partition: int, wait_key: str, kind: TimerKind, due_at: int) -> None:
         """An index entry the row did not list was deleted: its emitted mark goes too."""
         emitted = self._emitted.get(partition)
         mark = emitted.get((wait_key, kind)) if emitted is not None else None
@@ -169,14 +178,14 @@ class DueTimers:
         following = self._next
         return any(until >= following[p] for p, until in due_by.items() if p in following)
 
-    def pop_due(self, due_by: Mapping[int, int], limit: int) -> list[DueTimer]:
+    def pop_due(self, due_by: Mapping[int, int], limit: int) -> list[FiredTimer]:
         """Timers due by their partition's time and not emitted yet, earliest first per partition.
 
         Each is marked emitted.  Reads the index from where the last read
         stopped (`start`), or from an entry announced below it since, only as
         far as it must.
         """
-        out: list[DueTimer] = []
+        out: list[FiredTimer] = []
         for p, until in due_by.items():
             if p not in self._low or len(out) >= limit or until < self._next[p]:
                 continue
@@ -189,7 +198,7 @@ class DueTimers:
             # One timer per wait: the last of its due timers.  Deciding it fires
             # the earlier ones first, at their own due times (the core catches up),
             # so a wait with three timers due costs one decision, not three.
-            latest: dict[str, DueTimer] = {}
+            latest: dict[str, FiredTimer] = {}
             for entry in due_entries(self._db_for(p), self._start[p], until, beyond):
                 if first is None:
                     first = entry.due_at
@@ -203,16 +212,16 @@ class DueTimers:
                                                              False)
                     if not rides:
                         latest.pop(entry.wait_key, None)
-                        latest[entry.wait_key] = DueTimer(p, entry.wait_key, entry.kind.value,
-                                                          entry.due_at, entry.generation)
+                        latest[entry.wait_key] = FiredTimer(p, entry.wait_key, entry.kind,
+                                                            entry.due_at, entry.generation)
                         if len(out) + len(latest) >= limit:
                             whole = False
                             break
-                if looked >= limit + SCAN_SLACK:
+                if looked >= limit + self._scan_slack:
                     whole = False
                     break
             for t in latest.values():  # the others of its wait ride on it
-                emitted[(t.wait_key, TimerKind(t.kind))] = (t.due_at, t.generation, True)
+                emitted[(t.wait_key, t.kind)] = (t.due_at, t.generation, True)
             out += sorted(latest.values(), key=lambda t: t.due_at)
             # Read to the end: everything due by `until` is emitted, and nothing
             # new is due until the first entry after it.  Stopped short: the rest
@@ -266,4 +275,4 @@ def _record_in_flight(emitted: Emitted, wait_key: str) -> bool:
     return any(sent for _, _, sent in _marks(emitted, wait_key).values())
 
 
-__all__ = ["SCAN_SLACK", "DueTimer", "DueTimers"]
+__all__ = ["DueTimers", "Starting"]

@@ -11,7 +11,7 @@ nothing per row.  A partition restored from the changelog (an empty disk, a
 standby) gets them from the same hook that applies the restored rows.  They
 never travel in the changelog: they are local to each copy.
 
-The punctuator reads only what is due, from the lowest due time that may
+The applier reads only what is due, from the lowest due time that may
 still be pending (`Summary.low`): rows deleted from the front of an ordered
 RocksDB index leave tombstones that a scan from the start would walk again
 and again (LittleHorse #1742, Zeebe #16691).  Anything armed earlier than

@@ -23,6 +23,7 @@ from streams.console.waits import (
 from streams.core import ArmedTimer, OutcomeKind, Slot, TimerKind, Wait, WaitStatus, encode_slot
 from streams.processor.envelope import Row, encode_row
 from streams.processor.model import RowHead
+from streams.processor.tuning import TUNING
 from streams.timers.due import DueTimers
 from streams.timers.stored import index_changes
 
@@ -127,9 +128,9 @@ class Indexed:
         for (p, key, _), head in zip(self.rows, found, strict=True):
             for k, v in index_changes(key.decode(), (), head.timers)[1]:
                 self.dbs[p].put(k, v)
-        self.index = DueTimers(self.dbs.__getitem__)
+        self.index = DueTimers(self.dbs.__getitem__, scan_slack=TUNING.timer_scan_slack)
         for p in range(4):
-            self.index.take(p, low=0)
+            self.index.own(p, low=0)
         self.reads = 0
 
     def read_row(self, key: bytes, partition: int) -> bytes | None:

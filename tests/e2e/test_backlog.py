@@ -37,7 +37,7 @@ from confluent_kafka import Producer
 
 from streams.config import Settings
 from streams.partitioning import partition_for
-from streams.processor.flow import HELD_MAX
+from streams.processor.tuning import TUNING
 from tests.e2e.conftest import new_e2e
 from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
 
@@ -87,7 +87,7 @@ def test_a_backlog_that_pauses_the_fetch_is_read_once_and_every_reply_wins(
     assert sorted(o["correlationKey"] for o in seen.outcomes) == sorted(replied)
     assert {o["outcome"] for o in seen.outcomes} == {"RECEIVED"}
     # The scenario did pause the fetch (else it shows nothing) ...
-    assert REPLIES > HELD_MAX
+    assert REPLIES > TUNING.held_max
     assert counters.get("inputs.paused", 0) >= 1, counters
     assert counters.get("inputs.resumed", 0) >= 1, counters
     # ... the records fetched before the pause were delivered, and no topic

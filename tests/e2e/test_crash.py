@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +31,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams import topics
 from streams.config import Guarantee, Settings
-from streams.processor import commit
 from streams.processor.batch import Batch, PartitionBatch
 from streams.processor.commit import ExactlyOnce
 from streams.processor.gaps import EndOffsets
 from streams.processor.model import OutRecord, Role
 from streams.processor.positions import POSITIONS_KEY, Positions
+from streams.processor.tuning import TUNING
 from streams.testing.chaos import Broker, Plan, Report, chaos_settings, run_chaos
 from streams.testing.workers import free_broker_port
 from tests.made_topics import create_topics, read_keys
 from tests.prefixes import unique_prefix
+from tests.processor.contexts import context
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -241,11 +243,11 @@ class _Watched:
 
 
 def test_an_exactly_once_commit_held_by_a_frozen_broker_is_purged_and_committed_once(
-    own_broker: tuple[str, Broker], monkeypatch: pytest.MonkeyPatch
+    own_broker: tuple[str, Broker]
 ) -> None:
     """A transaction's records that cannot leave librdkafka's queue (the broker frozen
     with SIGSTOP here; after a broker restart, a partition leader the producer lost
-    track of) are purged after STALL_S: the transaction is aborted and committed on a
+    track of) are purged after `Tuning.stall_s`: the transaction is aborted and committed on a
     new producer, and a read_committed consumer sees the batch once."""
     bootstrap, _broker = own_broker
     port = bootstrap.rsplit(":", 1)[1]
@@ -254,14 +256,13 @@ def test_an_exactly_once_commit_held_by_a_frozen_broker_is_purged_and_committed_
     found = re.search(r"\(pid (\d+)\)", status.stdout)
     assert found is not None, status.stdout
     pid = int(found.group(1))
-    monkeypatch.setattr(commit, "STALL_S", 1.0)
     prefix = unique_prefix("f")
     outcomes, changelog = f"{prefix}.outcomes", f"{prefix}.changelog"
     create_topics(bootstrap, NewTopic(outcomes, 1, 1), NewTopic(changelog, 1, 1))
     _Watched.made, _Watched.purged = [], threading.Event()
-    committer = ExactlyOnce({"bootstrap.servers": bootstrap},
-                            {role: f"{prefix}.{role.value}" for role in Role}, changelog,
-                            prefix, 1, make_producer=_Watched)
+    ctx = context(topic_prefix=prefix, app_id=prefix, changelog=changelog, partitions=1,
+                  tuning=replace(TUNING, stall_s=1.0))
+    committer = ExactlyOnce(ctx, {"bootstrap.servers": bootstrap}, make_producer=_Watched)
     batch = Batch(parts={0: PartitionBatch(
         0, Positions(next_offset={Role.REPLIES: 1}),
         out=[OutRecord(Role.OUTCOMES, b"wait-1", b"outcome", partition=0)],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +20,18 @@ import pytest
 
 from streams import codec
 from streams.partitioning import partition_for
-from streams.processor import applier as applier_module
-from streams.processor.applier import BATCH_MAX, TIMERS_MAX, Applier, now_ms
+from streams.processor.applier import Applier
 from streams.processor.batch import Batch
 from streams.processor.commit import Committed
-from streams.processor.latency import Latencies
+from streams.processor.context import wall_ms as now_ms
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.partitions import PartitionBook
 from streams.processor.positions import Positions
 from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
+from streams.processor.tuning import TUNING, Tuning
 from streams.timers.due import DueTimers
+from tests.processor.contexts import Escalations, context
 from tests.processor.test_records import KEY, NOW, PART, PARTITIONS, handler, record, reply, request
 
 pytestmark = [pytest.mark.rule2]  # timers fire after the records appended before them
@@ -57,18 +58,14 @@ class FakeCommitter:
         return Committed({p: self.offset for p in batch.parts if p not in fenced}, fenced)
 
 
-class FakeIntake:
-    async def housekeep(self) -> None:
-        pass
-
-
 def port(fake: object) -> Any:
     """A fake where the room expects the real thing (it uses only what the fake has)."""
     return fake
 
 
 class World:
-    def __init__(self, tmp_path: Path, partitions: tuple[int, ...] = (PART,)) -> None:
+    def __init__(self, tmp_path: Path, partitions: tuple[int, ...] = (PART,),
+                 tuning: Tuning = TUNING) -> None:
         self.stores = StateStores(tmp_path)
         self.sequencer = Sequencer()
         self.book = PartitionBook()
@@ -78,21 +75,21 @@ class World:
             self.sequencer.assign(p, start, 0)
             self.book.decided[p] = self.book.durable[p] = Positions(start, 0)
         self.committer = FakeCommitter()
-        self.failures: list[str] = []
-        self.lost: list[frozenset[int]] = []
-        self.index = DueTimers(self.stores.db)
+        self.escalations = Escalations()
+        self.failures = self.escalations.failures
+        self.lost = self.escalations.lost
+        self.index = DueTimers(self.stores.db, scan_slack=tuning.timer_scan_slack)
         for p in partitions:
-            self.index.take(p, 0)
+            self.index.own(p, 0)
+        self.ctx = context(tuning=tuning, escalations=self.escalations, partitions=PARTITIONS,
+                           batch_linger=0.0)
+        self.applier = Applier(self.ctx, handler, self.sequencer, self.stores,
+                               port(self.committer), self.book, self.index, None)
 
-        async def fail(exc: BaseException, what: str) -> None:
-            self.failures.append(f"{what}: {exc}")
-
-        self.applier = Applier(
-            handler=handler, sequencer=self.sequencer, stores=self.stores,
-            committer=port(self.committer), book=self.book, index=self.index,
-            intake=port(FakeIntake()), counters=Counter(), latency=Latencies(),
-            observers=[], lock=asyncio.Lock(), wake=asyncio.Event(), fail=fail,
-            probe_soon=lambda: None, timers_topic="xwait.timers", on_fenced=self.lost.append)
+    def stop(self) -> None:
+        """The worker failed: every loop ends."""
+        self.ctx.failure.exc = RuntimeError("the test is over")
+        self.ctx.wake.set()
 
     def stage(self, *records: Any) -> None:
         self.applier._staged += list(records)
@@ -209,16 +206,17 @@ def requests_in(partition: int, count: int, first: int = 0, name: str = "w") -> 
     return [start_request(next(mine), partition, first + i) for i in range(count)]
 
 
-@pytest.mark.parametrize("yield_after_s", [0.0, float("inf")])
+@pytest.mark.parametrize("yield_after_s", [0.0, 600.0])
 def test_a_long_batch_lets_the_loop_run_between_its_decisions_and_decides_the_same(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, yield_after_s: float
+    tmp_path: Path, yield_after_s: float
 ) -> None:
     """A long batch does not hold the event loop: other tasks run between its decisions."""
-    monkeypatch.setattr(applier_module, "YIELD_AFTER_S", yield_after_s)
     requests = requests_in_partitions(3)
+    tuning = replace(TUNING, yield_after_s=yield_after_s,
+                     idle_wake_s=max(TUNING.idle_wake_s, 2 * yield_after_s))
 
     async def scenario() -> None:
-        w = World(tmp_path, tuple(r.partition for r in requests))
+        w = World(tmp_path, tuple(r.partition for r in requests), tuning)
         turns = 0
 
         async def other_task() -> None:
@@ -305,20 +303,21 @@ def test_due_timers_are_not_held_back_by_a_full_batch_of_input(tmp_path: Path) -
     """
     async def scenario() -> None:
         w = World(tmp_path)
-        parked = requests_in(PART, TIMERS_MAX + 50)
+        parked = requests_in(PART, TUNING.timers_max + 50)
         w.stage(*parked)
         await w.applier.run_batch()
         await w.settle()
         w.committer.gates[0].set_result(None)
         await w.applier.drain()
         far_ahead(w)  # every parked wait's first timer is due
-        w.stage(*requests_in(PART, BATCH_MAX, first=len(parked), name="new"))
+        w.stage(*requests_in(PART, TUNING.batch_max, first=len(parked), name="new"))
         await w.applier.run_batch()
         await w.settle()
         batch = w.committer.batches[1]
-        assert batch.counters["processed.requests"] == BATCH_MAX
-        assert len(batch.parts[PART].rows) == BATCH_MAX + TIMERS_MAX  # new waits, fired ones
-        assert batch.counters["timers.fired"] == TIMERS_MAX
+        assert batch.counters["processed.requests"] == TUNING.batch_max
+        # new waits, then the fired ones
+        assert len(batch.parts[PART].rows) == TUNING.batch_max + TUNING.timers_max
+        assert batch.counters["timers.fired"] == TUNING.timers_max
         assert w.failures == []
 
     asyncio.run(scenario())
@@ -350,17 +349,16 @@ def test_a_timer_due_while_the_reply_that_ended_its_wait_commits_is_found_stale(
     asyncio.run(scenario())
 
 
-def test_a_commit_that_never_returns_stops_the_worker(
-    tmp_path: Path, monkeypatch: Any
-) -> None:
+def test_a_commit_that_never_returns_stops_the_worker(tmp_path: Path) -> None:
     """Every step of a commit is bounded; one that still has not returned long after hangs
     in the Kafka client, and the worker stops (to be started again) instead of idling."""
     from types import SimpleNamespace
 
-    from streams.processor import worker as worker_module
+    from streams.processor.worker import Worker
 
-    monkeypatch.setattr(worker_module, "COMMIT_HANG_S", 0.05)
-    monkeypatch.setattr(worker_module, "WATCH_EVERY_S", 0.01)
+    quick = replace(TUNING, message_timeout_s=0.01, flush_timeout_s=0.02,
+                    transaction_timeout_s=0.01, stall_s=0.001, commit_hang_s=0.05,
+                    watch_every_s=0.01)
 
     async def scenario() -> list[str]:
         w = World(tmp_path)
@@ -373,11 +371,14 @@ def test_a_commit_that_never_returns_stops_the_worker(
             stopped.append(f"{what}: {exc}")
             host.failure = exc
 
-        host = SimpleNamespace(failure=None, applier=w.applier, fail=fail)
-        await asyncio.wait_for(worker_module.Worker.watch(host), 5)  # type: ignore[arg-type]
+        host = SimpleNamespace(failure=None, applier=w.applier, fail=fail,
+                               ctx=SimpleNamespace(tuning=quick),
+                               committer=SimpleNamespace(steps=SimpleNamespace(started=None)))
+        await asyncio.wait_for(Worker.watch(host), 5)  # type: ignore[arg-type]
         return stopped
 
-    assert asyncio.run(scenario()) == ["a commit: the commit in flight has not returned in 0 s"]
+    assert asyncio.run(scenario()) == [
+        "a commit: a step of the commit in flight has not returned in 0 s"]
 
 
 @pytest.mark.parametrize("linger", [0.0, 1.0])
@@ -405,7 +406,7 @@ def test_a_linger_gathers_the_records_released_meanwhile_into_the_next_batch(
             w.sequencer.add(rec, now_ms())
             w.sequencer.probed(now_ms() + 1, [(role, PART, 0) for role in INPUT_ROLES
                                               if role is not rec.role])
-            w.applier.wake.set()
+            w.ctx.wake.set()
             await w.settle()
 
         async def committed(n: int) -> None:
@@ -421,8 +422,7 @@ def test_a_linger_gathers_the_records_released_meanwhile_into_the_next_batch(
         await asyncio.wait_for(committed(2), 10)
         if linger == 0:
             await asyncio.wait_for(committed(3), 10)
-        w.applier.failure = RuntimeError("the test is over")
-        w.applier.wake.set()
+        w.stop()
         await asyncio.wait_for(running, 10)
         return [len(b) for b in w.committer.batches], starts[1] - starts[0]
 
@@ -452,16 +452,15 @@ def test_a_full_batch_does_not_wait_for_the_linger(tmp_path: Path) -> None:
 
         w.sequencer.add(request(0), now_ms())
         w.sequencer.probed(now_ms() + 1, [(role, PART, 0) for role in roles])
-        w.applier.wake.set()
+        w.ctx.wake.set()
         await asyncio.wait_for(committed(1), 10)  # the first batch: nothing to linger after
-        for offset in range(1, BATCH_MAX + 1):  # one wait's requests, repeated: refused
+        for offset in range(1, TUNING.batch_max + 1):  # one wait's requests, repeated: refused
             w.sequencer.add(request(offset), now_ms())
         w.sequencer.probed(now_ms() + 1, [(role, PART, 0) for role in roles])
-        w.applier.wake.set()
+        w.ctx.wake.set()
         await asyncio.wait_for(committed(2), 10)
-        w.applier.failure = RuntimeError("the test is over")
-        w.applier.wake.set()
+        w.stop()
         await asyncio.wait_for(running, 10)
         return [len(b) for b in w.committer.batches]
 
-    assert asyncio.run(scenario()) == [1, BATCH_MAX]
+    assert asyncio.run(scenario()) == [1, TUNING.batch_max]

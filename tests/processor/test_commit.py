@@ -19,16 +19,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from streams.processor import commit
 from streams.processor.batch import Batch, PartitionBatch
-from streams.processor.commit import TRANSACTION_ATTEMPTS, CommitFailed, Committed, ExactlyOnce
+from streams.processor.commit import CommitFailed, Committed, ExactlyOnce
+from streams.processor.context import WorkerContext
 from streams.processor.model import OutRecord, Role
 from streams.processor.positions import POSITIONS_KEY, Positions
+from streams.processor.tuning import TUNING, Tuning
+from tests.processor.contexts import context
 
 
 class FakeProducer:
@@ -59,8 +62,7 @@ def test_a_revocation_waits_for_the_ids_a_cancelled_takeover_was_taking() -> Non
     FakeProducer.gate.clear()
 
     async def scenario() -> None:
-        committer = ExactlyOnce({}, {role: role.value for role in Role}, "changelog", "app", 2,
-                                make_producer=FakeProducer)
+        committer = ExactlyOnce(_ctx(partitions=2), {}, make_producer=FakeProducer)
         takeover = asyncio.ensure_future(committer.assign([0, 1]))
         await until(lambda: len(FakeProducer.entered) == 2, "both inits started")
         takeover.cancel()  # a revocation cuts the takeover short
@@ -155,13 +157,17 @@ NO_OPEN_TRANSACTION = KafkaError(
 ABORTABLE_AT_END = KafkaError(KafkaError.UNKNOWN, "EndTxn failed", txn_requires_abort=True)
 
 
-def _committer_with(script: list[KafkaError],
-                    abort_error: KafkaError | None = None) -> ExactlyOnce:
+def _ctx(partitions: int = 1, tuning: Tuning = TUNING) -> WorkerContext:
+    """Topics `t.<role>`, the changelog `changelog`, transactional ids `app-<p>`."""
+    return context(tuning=tuning, changelog="changelog", app_id="app", partitions=partitions)
+
+
+def _committer_with(script: list[KafkaError], abort_error: KafkaError | None = None,
+                    tuning: Tuning = TUNING) -> ExactlyOnce:
     ScriptedProducer.script = list(script)
     ScriptedProducer.made, ScriptedProducer.visible = [], []
     ScriptedProducer.abort_error = abort_error
-    return ExactlyOnce({}, {role: role.value for role in Role}, "changelog", "app", 1,
-                       make_producer=ScriptedProducer)
+    return ExactlyOnce(_ctx(tuning=tuning), {}, make_producer=ScriptedProducer)
 
 
 def _batch(n: int) -> Batch:
@@ -194,18 +200,17 @@ def test_a_transaction_whose_records_expired_is_committed_again_on_a_new_produce
     assert first.aborts == 1
     assert committer.counters["transactions.retried"] == 1, "operators see it in /metrics"
     assert ScriptedProducer.visible == [
-        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY),
-        ("outcomes", b"wait-2"), ("changelog", b"wait-2"), ("changelog", POSITIONS_KEY)]
+        ("t.outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY),
+        ("t.outcomes", b"wait-2"), ("changelog", b"wait-2"), ("changelog", POSITIONS_KEY)]
     assert second.offset == 6, "the next batch went on the new producer"
 
 
-def test_a_commit_still_in_flight_when_its_time_is_up_stops_the_worker_unaborted(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_commit_still_in_flight_when_its_time_is_up_stops_the_worker_unaborted() -> None:
     """Its EndTxn may yet commit it: committing the batch again could show its outcomes
     twice, so the worker stops and its restart restores what the coordinator decided."""
-    monkeypatch.setattr(commit, "TRANSACTION_TIMEOUT_S", 0.05)
-    committer = _committer_with([FLUSH_TIMED_OUT] * 1_000_000)
+    committer = _committer_with([FLUSH_TIMED_OUT] * 1_000_000,
+                                tuning=replace(TUNING, transaction_timeout_s=0.05,
+                                               stall_s=0.01))
     with pytest.raises(CommitFailed, match="Failed to flush"):
         _commit(committer, _batch(1))
     assert len(ScriptedProducer.made) == 1, "no second producer tried the batch"
@@ -264,14 +269,14 @@ def test_a_transaction_whose_commit_was_never_sent_is_tried_again_when_its_abort
     assert first.aborts == 1
     assert committer.counters["transactions.retried"] == 1
     assert ScriptedProducer.visible == [
-        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+        ("t.outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
 
 
 def test_a_transaction_that_keeps_failing_stops_the_worker_after_its_attempts() -> None:
-    committer = _committer_with([DELIVERIES_FAILED] * TRANSACTION_ATTEMPTS)
-    with pytest.raises(CommitFailed, match=f"failed {TRANSACTION_ATTEMPTS} times"):
+    committer = _committer_with([DELIVERIES_FAILED] * TUNING.transaction_attempts)
+    with pytest.raises(CommitFailed, match=f"failed {TUNING.transaction_attempts} times"):
         _commit(committer, _batch(1))
-    assert len(ScriptedProducer.made) == TRANSACTION_ATTEMPTS
+    assert len(ScriptedProducer.made) == TUNING.transaction_attempts
     assert ScriptedProducer.visible == []
 
 
@@ -318,13 +323,10 @@ class SlowProducer(ScriptedProducer):
         raise AssertionError("a producer whose records are acknowledged was purged")
 
 
-def test_records_queued_with_no_acknowledgement_are_purged_and_the_batch_tried_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_records_queued_with_no_acknowledgement_are_purged_and_the_batch_tried_again() -> None:
     """The producer that stood still after a broker restart: instead of waiting for its
-    records to expire with the transaction, they are purged after STALL_S."""
-    monkeypatch.setattr(commit, "STALL_S", 0.0)
-    committer = _committer_with([])
+    records to expire with the transaction, they are purged after `Tuning.stall_s`."""
+    committer = _committer_with([], tuning=replace(TUNING, stall_s=0.0))
     committer._make_producer = StuckProducer
     _commit(committer, _batch(1))
 
@@ -332,20 +334,17 @@ def test_records_queued_with_no_acknowledgement_are_purged_and_the_batch_tried_a
     assert isinstance(first, StuckProducer) and first.purged and first.aborts == 1
     assert committer.counters["transactions.retried"] == 1
     assert ScriptedProducer.visible == [
-        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+        ("t.outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
 
 
-def test_a_commit_whose_records_are_being_acknowledged_is_waited_for_not_purged(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(commit, "STALL_S", 0.0)
-    committer = _committer_with([])
+def test_a_commit_whose_records_are_being_acknowledged_is_waited_for_not_purged() -> None:
+    committer = _committer_with([], tuning=replace(TUNING, stall_s=0.0))
     committer._make_producer = SlowProducer
     _commit(committer, _batch(1))
     assert len(ScriptedProducer.made) == 1
     assert committer.counters["transactions.retried"] == 0
     assert ScriptedProducer.visible == [
-        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+        ("t.outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
 
 
 ABORT_TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "Timed out waiting for operation to "
@@ -353,31 +352,28 @@ ABORT_TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "Timed out waiting for opera
 
 
 def test_a_transaction_whose_commit_was_never_sent_is_tried_again_when_its_abort_hangs(
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The CI failure after a broker restart: a producer that lost its partition's leader
     had its records purged, its commit failed before any EndTxn, and its abort timed out
     again and again (the worker stood still, 567 of 600 waits never ended).  Now the
-    abort is given 2 x STALL_S; the new producer's init fences the old one, whose
+    abort is given 2 x `stall_s`; the new producer's init fences the old one, whose
     transaction the coordinator aborts.  The batch is committed once."""
-    monkeypatch.setattr(commit, "STALL_S", 0.05)
     committer = _committer_with([FLUSH_TIMED_OUT, DELIVERIES_FAILED],
-                                abort_error=ABORT_TIMED_OUT)
+                                abort_error=ABORT_TIMED_OUT,
+                                tuning=replace(TUNING, stall_s=0.05))
     _commit(committer, _batch(1))
     first, _second = ScriptedProducer.made
     assert first.aborts >= 1
     assert committer.counters["transactions.retried"] == 1
     assert ScriptedProducer.visible == [
-        ("outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+        ("t.outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
 
 
-def test_an_abort_that_hangs_after_a_commit_may_have_been_sent_stops_the_worker(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_abort_that_hangs_after_a_commit_may_have_been_sent_stops_the_worker() -> None:
     """An EndTxn(commit) may be in the coordinator's hands: not tried again."""
-    monkeypatch.setattr(commit, "STALL_S", 0.05)
-    monkeypatch.setattr(commit, "TRANSACTION_TIMEOUT_S", 0.05)
-    committer = _committer_with([ABORTABLE_AT_END], abort_error=ABORT_TIMED_OUT)
+    committer = _committer_with([ABORTABLE_AT_END], abort_error=ABORT_TIMED_OUT,
+                                tuning=replace(TUNING, stall_s=0.05,
+                                               transaction_timeout_s=0.1))
     with pytest.raises(CommitFailed):
         _commit(committer, _batch(1))
     assert len(ScriptedProducer.made) == 1

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from streams.processor import gaps
 from streams.processor.gaps import EndOffsets
+from streams.processor.tuning import TUNING
 
 ENDS = {("t", 0): 120, ("t", 1): 75, ("t", 2): 9}
 
@@ -77,13 +78,13 @@ def test_a_partial_probe_returns_the_answered_partitions_and_the_next_uses_a_new
     assert [n for n, _ in cluster.asked] == [1, 2]
 
 
-def test_an_offset_never_answered_is_an_error_at_the_timeout_not_an_end_offset(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gaps, "LEADER_RETRY_S", 0.01)
+def test_an_offset_never_answered_is_an_error_at_the_timeout_not_an_end_offset() -> None:
     cluster = DeadLeader({("t", 2)}, stale_clients=10**6)
     started = time.monotonic()
     with pytest.raises(KafkaException, match=r"not answered within 1s.*t\[2\]"):
-        EndOffsets({}, make_admin=cluster).get(list(ENDS), timeout=1.0)
+        EndOffsets({}, make_admin=cluster,
+                   tuning=replace(TUNING, offsets_leader_retry_s=0.01)).get(list(ENDS),
+                                                                           timeout=1.0)
     assert time.monotonic() - started < 3
     assert cluster.made > 2
 
@@ -91,7 +92,7 @@ def test_an_offset_never_answered_is_an_error_at_the_timeout_not_an_end_offset(
 def test_each_request_waits_at_most_the_attempt_time() -> None:
     cluster = DeadLeader(set())
     EndOffsets({}, make_admin=cluster).get(list(ENDS), timeout=30.0)
-    assert cluster.timeouts == [gaps.ATTEMPT_S]
+    assert cluster.timeouts == [TUNING.offsets_attempt_s]
 
 
 class NoLeaders:
@@ -136,11 +137,10 @@ def test_no_leaders_found_is_asked_again_through_a_new_client() -> None:
     assert cluster.made == 2
 
 
-def test_a_client_that_cannot_reach_the_broker_is_replaced_after_a_while(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gaps, "SAME_CLIENT_S", 0.05)
+def test_a_client_that_cannot_reach_the_broker_is_replaced_after_a_while() -> None:
     cluster = NoLeaders(KafkaError._TRANSPORT)  # noqa: SLF001 - librdkafka's own code
-    ends = EndOffsets({}, make_admin=cluster)
+    ends = EndOffsets({}, make_admin=cluster,
+                      tuning=replace(TUNING, offsets_same_client_s=0.05, offsets_attempt_s=0.01))
     assert ends.get(list(ENDS), partial=True) == {}
     assert ends.get(list(ENDS), partial=True) == {}, "asked again on the same client at first"
     assert cluster.made == 1

@@ -5,9 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.processor.flow import HELD_ENOUGH, HELD_MAX, may_resume, should_pause, waited_for
+from streams.processor.flow import may_resume, should_pause, waited_for
 from streams.processor.model import InputRecord, Role
 from streams.processor.sequencer import Sequencer
+from streams.processor.tuning import TUNING
+
+HELD_ENOUGH, HELD_MAX = TUNING.held_enough, TUNING.held_max
 
 roles = st.sampled_from([Role.REQUESTS, Role.REPLIES, Role.COMMANDS, Role.TIMERS])
 helds = st.integers(min_value=0, max_value=3 * HELD_MAX)

@@ -1,10 +1,11 @@
-"""A stalled input range is read beside the applier, not in its way.
+"""Direct reads of input ranges run beside intake, never in its way.
 
-A topic-partition behind its probed end offset for STUCK_S is read directly
-(`Intake._unstick`).  Its leader may be a broker that just died: the read then
-waits until another leader is elected (about 9 s by default).  The applier
-calls the housekeeping that starts the read, so it must not wait for it, or
-every partition of the worker stands still meanwhile.
+A topic-partition behind its probed end offset for `Tuning.stuck_s` is read
+directly (`Intake._unstick`); a range the fetch passed over (a gap) is read
+before the record that revealed it.  Their leader may be a broker that just
+died: the read then waits until another leader is elected (about 9 s by
+default).  Neither may hold the housekeeping, or the other partitions'
+records, meanwhile.
 """
 
 from __future__ import annotations
@@ -12,29 +13,33 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import Counter
+from dataclasses import replace
 from typing import Any
 
-import pytest
-
-from streams.processor import intake as intake_module
+from streams.processor.context import WorkerContext
 from streams.processor.inputs import InputGate
 from streams.processor.intake import Intake
-from streams.processor.latency import Latencies
 from streams.processor.model import INPUT_ROLES, InputRecord, Role
 from streams.processor.sequencer import Sequencer
+from streams.processor.tuning import TUNING
+from tests.processor.contexts import context
 
-TOPICS = {role: f"x.{role.value}" for role in Role}
 PART = 0
 
 
 class Reader:
-    """The input reader's surface the housekeeping touches."""
+    """The input reader's surface intake touches: which partitions it pauses."""
+
+    def __init__(self) -> None:
+        self.paused: set[tuple[str, int]] = set()
 
     def pause(self, topic: str, partition: int) -> None:
-        pass
+        self.paused.add((topic, partition))
 
     def resume(self, topic: str, partition: int) -> None:
+        self.paused.discard((topic, partition))
+
+    def assign(self, assignment: dict[tuple[str, int], int]) -> None:
         pass
 
 
@@ -57,29 +62,27 @@ def port(fake: object) -> Any:
     return fake
 
 
-def test_a_stalled_range_whose_leader_is_away_does_not_hold_the_housekeeping(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(intake_module, "STUCK_S", 0.0)
+def _ctx() -> WorkerContext:
+    return context(tuning=replace(TUNING, stuck_s=0.0), topic_prefix="x")
+
+
+def test_a_stalled_range_whose_leader_is_away_does_not_hold_the_housekeeping() -> None:
     gaps = DeadLeaderGaps()
     gate, sequencer = InputGate(), Sequencer()
     start = {role: 0 for role in INPUT_ROLES}
     gate.assign(PART, start)
     sequencer.assign(PART, start, 0)
-
-    async def fail(exc: BaseException, what: str) -> None:
-        raise AssertionError(f"{what}: {exc}")
-
-    intake = Intake(port(Reader()), port(gaps), gate, sequencer, TOPICS, Counter(),
-                    Latencies(), asyncio.Event(), fail)
+    ctx = _ctx()
+    intake = Intake(ctx, port(Reader()), port(gaps), gate, sequencer)
     # The last probe saw five replies the fetch has not delivered.
     sequencer.probed(900, [(Role.REQUESTS, PART, 0), (Role.REPLIES, PART, 5),
                            (Role.COMMANDS, PART, 0)])
 
     async def run() -> None:
-        await intake.housekeep()  # notes since when it is behind
+        intake.housekeep()  # notes since when it is behind
         started = time.monotonic()
-        await intake.housekeep()  # starts the direct read
-        await intake.housekeep()  # one read at a time: no second one
+        intake.housekeep()  # starts the direct read
+        intake.housekeep()  # one read at a time: no second one
         assert time.monotonic() - started < 1.0, "the housekeeping waited for the read"
         await asyncio.sleep(0.1)
         assert gaps.reads == [(Role.REPLIES, PART, 0, 5)]
@@ -93,3 +96,43 @@ def test_a_stalled_range_whose_leader_is_away_does_not_hold_the_housekeeping(
     asyncio.run(run())
     assert sequencer.held(PART, Role.REPLIES) == 5, "the records read are taken"
     assert gate.expected(Role.REPLIES, PART) == 5
+
+
+def _record(role: Role, partition: int, offset: int) -> InputRecord:
+    return InputRecord(role, f"x.{role.value}", partition, offset, b"k", b"{}", 1_000 + offset,
+                       True)
+
+
+def test_a_gap_is_read_beside_intake_while_other_partitions_records_are_taken() -> None:
+    """The fetch passed over offsets 0-2 of partition 0's replies: they are read directly
+    while partition 1's records are taken; partition 0's later records wait behind the
+    read, in order, and its fetch pauses meanwhile."""
+    gaps = DeadLeaderGaps()
+    gate, sequencer = InputGate(), Sequencer()
+    start = {role: 0 for role in INPUT_ROLES}
+    for p in (0, 1):
+        gate.assign(p, start)
+        sequencer.assign(p, start, 0)
+    ctx = _ctx()
+    reader = Reader()
+    intake = Intake(ctx, port(reader), port(gaps), gate, sequencer)
+
+    async def run() -> None:
+        intake.offer(_record(Role.REPLIES, 0, 3))  # offsets 0-2 never came: a gap
+        intake.offer(_record(Role.REPLIES, 0, 4))  # behind it
+        intake.offer(_record(Role.REPLIES, 1, 0))  # another partition: taken at once
+        await asyncio.sleep(0.05)
+        assert gaps.reads == [(Role.REPLIES, 0, 0, 3)]
+        assert sequencer.held(1, Role.REPLIES) == 1, "the gap held another partition"
+        assert sequencer.held(0, Role.REPLIES) == 0
+        assert ("x.replies", 0) in reader.paused, "nothing piles up behind the read"
+        gaps.elected.set()
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if sequencer.held(0, Role.REPLIES) == 5:
+                break
+
+    asyncio.run(run())
+    assert sequencer.held(0, Role.REPLIES) == 5, "the gap's records, then those behind it"
+    assert gate.expected(Role.REPLIES, 0) == 5
+    assert ("x.replies", 0) not in reader.paused

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from streams.processor.looplag import INTERVAL_S, WINDOW_S, LoopLag
+from streams.processor.looplag import LoopLag
+from streams.processor.tuning import TUNING
+
+INTERVAL_S, WINDOW_S = TUNING.loop_lag_interval_s, TUNING.loop_lag_window_s
 
 
 class Clock:

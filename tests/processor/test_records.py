@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams import codec
-from streams.console.waits import read_slot
 from streams.core import ArmedTimer, TimerKind, WaitStatus
 from streams.definitions import load_definitions
 from streams.partitioning import partition_for
@@ -35,7 +34,8 @@ from streams.processor.model import (
     RowHead,
     RowWrite,
 )
-from streams.processor.records import RecordHandler, fired_record, timer_record
+from streams.processor.records import RecordHandler, timer_record
+from streams.timers.firing import FiredTimer
 
 pytestmark = [pytest.mark.rule8]
 
@@ -156,8 +156,7 @@ def test_a_fired_timer_fires_every_timer_of_its_wait_due_by_then_and_names_no_in
     store.apply(handler.handle(request(), store.load, NOW))
     stored = store.rows[KEY]
     first, deadline = sorted(decode_row(stored).head.timers, key=lambda t: t.due_at)
-    timer = fired_record("xwait.timers", PART, KEY, first.kind.value, first.due_at,
-                         first.generation)
+    timer = FiredTimer(PART, KEY, first.kind, first.due_at, first.generation)
     # Taken from the index first (its due time comes first), decided through the deadline:
     # the second reminder, armed by the first, fires on the way.
     all_due = handler.fire(timer, store.load, NOW, until=deadline.due_at)
@@ -174,23 +173,6 @@ def test_a_fired_timer_fires_every_timer_of_its_wait_due_by_then_and_names_no_in
     store.apply(all_due)
     stale = handler.fire(timer, store.load, NOW, until=deadline.due_at)
     assert stale.out == [] and stale.counters == ["discarded.stale_timer"]
-
-
-def test_a_decision_names_the_stage_and_level_the_wait_is_left_at() -> None:
-    """What the console's activity counts an action at, read from the decision (as the
-    stored row would tell, without decoding it again)."""
-    store = Store()
-    parked = handler.handle(request(), store.load, NOW)
-    assert parked.place == (0, 0)
-    store.apply(parked)
-    first, deadline = sorted(decode_row(store.rows[KEY]).head.timers, key=lambda t: t.due_at)
-    timer = fired_record("xwait.timers", PART, KEY, first.kind.value, first.due_at,
-                         first.generation)
-    escalated = handler.fire(timer, store.load, NOW, until=deadline.due_at)
-    store.apply(escalated)
-    slot = read_slot(store.rows[KEY])
-    assert slot is not None and slot.wait is not None
-    assert escalated.place == (slot.wait.stage, slot.wait.level) == (0, 1)
 
 
 def test_a_key_with_a_nul_character_is_refused_as_invalid() -> None:
@@ -457,16 +439,15 @@ def test_a_stale_timer_record_is_decided_as_decide_would(
             rec = _timer(offset, "deadline", NOW + pick, pick)
         now = NOW + 10_000_000 if rec.role is Role.TIMERS else NOW + offset
         fast = handler.handle(rec, store.load, now)
-        original = records_module._armed_in
-        records_module._armed_in = lambda head, event: True
+        original = getattr(records_module, "is_armed")  # noqa: B009 - not exported
+        setattr(records_module, "is_armed", lambda armed, event: True)  # noqa: B010
         try:
             full = handler.handle(rec, store.load, now)
         finally:
-            records_module._armed_in = original
+            setattr(records_module, "is_armed", original)  # noqa: B010
         # ...except that the fast path also names an index entry the row does
-        # not list at all (any generation), to be deleted, and no stage and
-        # level (it sends no action for the console to count).
-        assert replace(fast, unindexed=None) == replace(full, place=fast.place)
+        # not list at all (any generation), to be deleted.
+        assert replace(fast, unindexed=None) == full
         event = codec.decode("Timer", rec.value) if rec.role is Role.TIMERS else None
         listed = event is not None and any(
             t.kind.value == event["kind"] and t.due_at == event["dueAt"] for t in armed)

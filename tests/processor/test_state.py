@@ -20,7 +20,8 @@ from streams.processor.envelope import VERSION_SEPARATOR, Row, encode_row, raw_f
 from streams.processor.model import RowHead
 from streams.processor.positions import POSITIONS_KEY, Positions, encode_positions
 from streams.processor.restore import _build_summary
-from streams.processor.state import BULK_RECORDS, PartitionState, StateStores, WrittenKeys
+from streams.processor.state import PartitionState, StateStores, WrittenKeys
+from streams.processor.tuning import TUNING
 from streams.timers.stored import (
     Summary,
     due_entries,
@@ -197,11 +198,11 @@ def test_a_bulk_restore_skips_the_wal_until_a_small_batch_flushes_it_first(
     first, so what survives a crash is always a prefix, and a takeover need not flush."""
     state = PartitionState(0, tmp_path / "p0")
     summary = Summary()
-    bulk = [(i, f"k{i}".encode(), _row()) for i in range(BULK_RECORDS)]
+    bulk = [(i, f"k{i}".encode(), _row()) for i in range(TUNING.bulk_records)]
     state.apply_changelog(bulk, summary)
     assert state.unflushed
-    state.apply_changelog([(BULK_RECORDS, b"late", _row())], summary)
-    assert not state.unflushed and state.changelog_offset() == BULK_RECORDS
+    state.apply_changelog([(TUNING.bulk_records, b"late", _row())], summary)
+    assert not state.unflushed and state.changelog_offset() == TUNING.bulk_records
     state.close()
     reopened = PartitionState(0, tmp_path / "p0")
     assert reopened.get(b"k0") is not None and reopened.get(b"late") is not None

@@ -9,12 +9,13 @@ cuts restores short.  These run in milliseconds, without a broker.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from streams.processor.context import PartitionStart
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.partitions import PartitionBook
 from streams.processor.positions import Positions
@@ -22,9 +23,11 @@ from streams.processor.restore import Restored, RestoreFailed
 from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
 from streams.processor.takeover import Ownership
+from streams.processor.tuning import TUNING
 from streams.timers.due import DueTimers
+from tests.processor.contexts import Escalations, context
 
-TOPICS = {role: f"t.{role.value}" for role in Role}
+TOPICS = {role: f"t.{role.value}" for role in Role}  # as `context()` names them
 CHANGELOG = "t-processor-waits-changelog"
 
 
@@ -103,9 +106,9 @@ class FakeIntake:
         self.log = log
         self.starts: dict[int, dict[Role, int]] = {}
 
-    def take_over(self, starts: dict[int, dict[Role, int]]) -> None:
-        self.log.calls.append(f"seek {sorted(starts)}")
-        self.starts.update(starts)
+    def take(self, starts: Sequence[PartitionStart]) -> None:
+        self.log.calls.append(f"seek {sorted(s.partition for s in starts)}")
+        self.starts.update({s.partition: s.next_offset for s in starts})
 
     def forget(self, partitions: set[int]) -> None:
         self.log.calls.append(f"forget {sorted(partitions)}")
@@ -120,6 +123,9 @@ class FakeApplier:
     async def drain(self) -> None:
         await self.committing.wait()
         self.log.calls.append("drained")
+
+    def take(self, starts: Sequence[PartitionStart]) -> None:
+        pass
 
     def forget(self, partitions: set[int]) -> None:
         pass
@@ -140,20 +146,16 @@ class World:
         self.applier = FakeApplier(self.log)
         self.sequencer = Sequencer()
         self.book = PartitionBook()
-        self.failures: list[str] = []
-        self.ready = asyncio.Event()
-
-        async def fail(exc: BaseException, what: str) -> None:
-            self.failures.append(f"{what}: {exc}")
-
+        self.escalations = Escalations()
+        self.failures = self.escalations.failures
+        ctx = context(escalations=self.escalations, changelog=CHANGELOG,
+                      session_timeout=retake_after)
+        index = DueTimers(self.stores.db, scan_slack=TUNING.timer_scan_slack)
         self.ownership = Ownership(
-            stores=self.stores, restorer=port(self.restorer),
-            committer=port(FakeCommitter(self.log)), intake=port(self.intake),
-            applier=port(self.applier), sequencer=self.sequencer, book=self.book,
-            index=DueTimers(self.stores.db), punctuator=port(FakePunctuator(self.log, earliest)),
-            topics=TOPICS, changelog=CHANGELOG, counters=Counter(),
-            lock=asyncio.Lock(), wake=asyncio.Event(), ready=self.ready, fail=fail,
-            retake_after=retake_after)
+            ctx, self.stores, port(self.restorer), port(FakeCommitter(self.log)),
+            port(self.applier), port(FakePunctuator(self.log, earliest)),
+            rooms=[self.book, self.sequencer, index, port(self.applier), port(self.intake)])
+        self.ready = self.ownership.ready
 
     async def settle(self) -> None:
         for _ in range(20):

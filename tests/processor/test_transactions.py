@@ -26,6 +26,7 @@ from streams.processor.model import OutRecord, Role
 from streams.processor.positions import POSITIONS_KEY, Positions
 from tests.made_topics import create_topics, limit_record_size, read_keys
 from tests.prefixes import unique_prefix
+from tests.processor.contexts import context
 
 pytestmark = pytest.mark.kafka
 
@@ -42,9 +43,9 @@ def _no_producer_outlives_the_test() -> Iterator[None]:
 
 
 def _committer(bootstrap: str, prefix: str, make_producer: Any) -> ExactlyOnce:
-    return ExactlyOnce({"bootstrap.servers": bootstrap},
-                       {role: f"{prefix}.{role.value}" for role in Role},
-                       f"{prefix}.changelog", prefix, 1, make_producer=make_producer)
+    ctx = context(topic_prefix=prefix, app_id=prefix, changelog=f"{prefix}.changelog",
+                  partitions=1)
+    return ExactlyOnce(ctx, {"bootstrap.servers": bootstrap}, make_producer=make_producer)
 
 
 def _commit(committer: ExactlyOnce, batch: Batch) -> dict[int, int]:

@@ -28,6 +28,7 @@ from streams.processor.restore import ChangelogReader
 from streams.processor.state import StateStores
 from tests.made_topics import create_topics, read_keys
 from tests.prefixes import unique_prefix
+from tests.processor.contexts import context
 
 pytestmark = pytest.mark.kafka
 
@@ -49,9 +50,9 @@ def prefix(kafka_bootstrap: str) -> str:
 
 
 def _committer(kind: type[Any], bootstrap: str, prefix: str) -> AtLeastOnce | ExactlyOnce:
-    committer: AtLeastOnce | ExactlyOnce = kind(
-        {"bootstrap.servers": bootstrap}, {role: f"{prefix}.{role.value}" for role in Role},
-        f"{prefix}.changelog", prefix, 1)
+    ctx = context(topic_prefix=prefix, app_id=prefix, changelog=f"{prefix}.changelog",
+                  partitions=1)
+    committer: AtLeastOnce | ExactlyOnce = kind(ctx, {"bootstrap.servers": bootstrap})
     return committer
 
 

@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core import ArmedTimer, TimerKind
-from streams.timers.due import DueTimer, DueTimers
+from streams.processor.tuning import TUNING
+from streams.timers.due import DueTimers
+from streams.timers.firing import FiredTimer
 from streams.timers.stored import index_changes
 
 
@@ -21,8 +23,8 @@ class _Waits:
     def __init__(self, db: Any) -> None:
         self.db = db
         self.armed: dict[str, dict[TimerKind, ArmedTimer]] = {}
-        self.due = DueTimers(lambda p: db)
-        self.due.take(0, low=0)
+        self.due = DueTimers(lambda p: db, scan_slack=TUNING.timer_scan_slack)
+        self.due.own(0, low=0)
         self.generation = 0
 
     def timer(self, kind: TimerKind, due_at: int) -> ArmedTimer:
@@ -40,7 +42,7 @@ class _Waits:
             self.db.put(k, v)
         self.due.changed(0, key, before, tuple(timers.values()))
 
-    def decide(self, record: DueTimer, follow_up: int | None) -> bool:
+    def decide(self, record: FiredTimer, follow_up: int | None) -> bool:
         """Decide a timer record as the core does; False when it is stale.
 
         Every timer of its wait due by the record's due time fires, in order,
@@ -103,12 +105,12 @@ def test_a_timer_riding_on_a_record_that_went_stale_is_emitted_again(tmp_path: P
     # The reminder's record was not delivered: one record now, for both.
     waits.due.requeue(lost[0])
     sent = waits.due.pop_due({0: 3_500}, limit=10)
-    assert sent == [DueTimer(0, "w", "deadline", 3_000, deadline.generation)]
+    assert sent == [FiredTimer(0, "w", TimerKind.DEADLINE, 3_000, deadline.generation)]
     # An operator moves the deadline: its record is stale, the reminder is due alone.
     waits.set("w", {TimerKind.REMINDER: reminder,
                     TimerKind.DEADLINE: waits.timer(TimerKind.DEADLINE, 9_000)})
     assert waits.due.pop_due({0: 3_500}, limit=10) == [
-        DueTimer(0, "w", "reminder", 1_000, reminder.generation)]
+        FiredTimer(0, "w", TimerKind.REMINDER, 1_000, reminder.generation)]
     assert not waits.decide(sent[0], follow_up=None)
 
 
@@ -129,7 +131,7 @@ def test_every_due_timer_fires_and_records_go_stale_only_when_a_wait_was_changed
     tmp_path_factory: Any, ops: list[tuple[str, str, int, int]], limit: int
 ) -> None:
     waits = _Waits(rdict(tmp_path_factory.mktemp("ride")))
-    flight: list[DueTimer] = []
+    flight: list[FiredTimer] = []
     until = stale = 0
     changed_outside = False  # a reply, a moved deadline, a record lost
 

@@ -10,12 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core import ArmedTimer, TimerKind
-from streams.timers.due import DueTimer, DueTimers
+from streams.processor.tuning import TUNING
+from streams.timers.due import DueTimers
+from streams.timers.firing import FiredTimer
 from streams.timers.stored import (
     index_changes,
     index_key,
     parse_index,
 )
+
+
+def _due(db: Any) -> DueTimers:
+    return DueTimers(lambda p: db, scan_slack=TUNING.timer_scan_slack)
 
 
 def rdict(tmp_path: Path, name: str = "db") -> Any:
@@ -46,25 +52,25 @@ def test_a_tick_emits_what_is_due_once_and_again_only_when_handed_back(tmp_path:
     db = rdict(tmp_path)
     arm(db, "a", ArmedTimer(TimerKind.DEADLINE, 1_000, 1))
     arm(db, "b", ArmedTimer(TimerKind.REMINDER, 2_000, 2))
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
-    assert due.pop_due({0: 1_500}, limit=10) == [DueTimer(0, "a", "deadline", 1_000, 1)]
+    due = _due(db)
+    due.own(0, low=0)
+    assert due.pop_due({0: 1_500}, limit=10) == [FiredTimer(0, "a", TimerKind.DEADLINE, 1_000, 1)]
     assert due.pop_due({0: 1_500}, limit=10) == [], "emitted once, however long it takes"
-    due.requeue(DueTimer(0, "a", "deadline", 1_000, 1))
+    due.requeue(FiredTimer(0, "a", TimerKind.DEADLINE, 1_000, 1))
     assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=10)] == ["a", "b"]
     assert due.low(0) == 1_000, "the low mark never passes a timer still pending"
 
 
 def test_a_timer_armed_before_the_low_mark_lowers_it(tmp_path: Path) -> None:
     db = rdict(tmp_path)
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
+    due = _due(db)
+    due.own(0, low=0)
     assert due.pop_due({0: 5_000}, limit=10) == []
     assert due.low(0) == 5_001
     early = ArmedTimer(TimerKind.DEADLINE, 4_000, 3)  # resumed with time overdue
     arm(db, "c", early)
     due.changed(0, "c", (), (early,))
-    assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "c", "deadline", 4_000, 3)]
+    assert due.pop_due({0: 5_000}, limit=10) == [FiredTimer(0, "c", TimerKind.DEADLINE, 4_000, 3)]
 
 
 def test_a_wait_with_several_timers_due_gets_one_record_for_the_last(tmp_path: Path) -> None:
@@ -73,10 +79,10 @@ def test_a_wait_with_several_timers_due_gets_one_record_for_the_last(tmp_path: P
               ArmedTimer(TimerKind.DEADLINE, 3_000, 3))
     arm(db, "w", *timers)
     arm(db, "x", ArmedTimer(TimerKind.DEADLINE, 1_500, 1))
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
-    assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "x", "deadline", 1_500, 1),
-                                                DueTimer(0, "w", "deadline", 3_000, 3)]
+    due = _due(db)
+    due.own(0, low=0)
+    assert due.pop_due({0: 5_000}, limit=10) == [FiredTimer(0, "x", TimerKind.DEADLINE, 1_500, 1),
+                                                FiredTimer(0, "w", TimerKind.DEADLINE, 3_000, 3)]
     assert due.pop_due({0: 5_000}, limit=10) == []
 
 
@@ -87,8 +93,8 @@ def test_when_the_timer_emitted_for_a_wait_goes_its_others_are_emitted_again(
     reminder = ArmedTimer(TimerKind.REMINDER, 1_000, 1)
     deadline = ArmedTimer(TimerKind.DEADLINE, 3_000, 2)
     arm(db, "w", reminder, deadline)
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
+    due = _due(db)
+    due.own(0, low=0)
     assert [t.kind for t in due.pop_due({0: 5_000}, limit=10)] == ["deadline"]
     # An operator moved the deadline: the record emitted for it is stale now.
     moved = ArmedTimer(TimerKind.DEADLINE, 9_000, 3)
@@ -98,7 +104,7 @@ def test_when_the_timer_emitted_for_a_wait_goes_its_others_are_emitted_again(
     for k, v in puts:
         db.put(k, v)
     due.changed(0, "w", (reminder, deadline), (reminder, moved))
-    assert due.pop_due({0: 5_000}, limit=10) == [DueTimer(0, "w", "reminder", 1_000, 1)]
+    assert due.pop_due({0: 5_000}, limit=10) == [FiredTimer(0, "w", TimerKind.REMINDER, 1_000, 1)]
 
 
 class _CountingDb:
@@ -117,8 +123,8 @@ def test_an_idle_tick_reads_nothing_until_the_next_timer_is_due(tmp_path: Path) 
     db = _CountingDb(rdict(tmp_path))
     arm(db.db, "a", ArmedTimer(TimerKind.DEADLINE, 1_000, 1))
     arm(db.db, "b", ArmedTimer(TimerKind.DEADLINE, 9_000, 1))
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
+    due = _due(db)
+    due.own(0, low=0)
     assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=10)] == ["a"]
     reads = db.reads
     for until in range(2_100, 9_000, 500):  # ticks while nothing falls due
@@ -149,8 +155,8 @@ def test_a_tick_does_not_read_again_the_timers_emitted_and_still_on_their_way(
     db = _EntryCountingDb(rdict(tmp_path))
     for i in range(100):
         arm(db.db, f"w{i:03}", ArmedTimer(TimerKind.DEADLINE, 1_000 + i, 1))
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
+    due = _due(db)
+    due.own(0, low=0)
     assert len(due.pop_due({0: 1_049}, limit=1_000)) == 50
     db.entries = 0
     assert [t.wait_key for t in due.pop_due({0: 1_059}, limit=1_000)] == [
@@ -160,7 +166,8 @@ def test_a_tick_does_not_read_again_the_timers_emitted_and_still_on_their_way(
     late = ArmedTimer(TimerKind.REMINDER, 1_010, 2)  # armed meanwhile, among the emitted
     arm(db.db, "late", late)
     due.changed(0, "late", (), (late,))
-    assert due.pop_due({0: 1_059}, limit=1_000) == [DueTimer(0, "late", "reminder", 1_010, 2)]
+    assert due.pop_due({0: 1_059}, limit=1_000) == [
+        FiredTimer(0, "late", TimerKind.REMINDER, 1_010, 2)]
     for i in range(60):  # their records are processed: the waits ended
         gone = ArmedTimer(TimerKind.DEADLINE, 1_000 + i, 1)
         db.db.delete(index_key(gone.due_at, gone.kind, f"w{i:03}"))
@@ -175,8 +182,8 @@ def test_a_tick_stopped_by_its_limit_goes_on_next_tick_where_it_stopped(tmp_path
     for key in ("a", "b", "c", "d", "e"):
         arm(db, key, ArmedTimer(TimerKind.DEADLINE, 1_000, 1))  # one instant
     arm(db, "f", ArmedTimer(TimerKind.DEADLINE, 1_500, 1))
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
+    due = _due(db)
+    due.own(0, low=0)
     assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=2)] == ["a", "b"]
     assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=2)] == ["c", "d"]
     assert [t.wait_key for t in due.pop_due({0: 2_000}, limit=2)] == ["e", "f"]
@@ -198,14 +205,14 @@ def test_skipping_idle_and_emitted_reads_emits_exactly_what_reading_all_every_ti
     tmp_path_factory: Any, ops: list[tuple[str, str, TimerKind, int]], limit: int
 ) -> None:
     db = rdict(tmp_path_factory.mktemp("skip"))
-    fast, every = DueTimers(lambda p: db), DueTimers(lambda p: db)
-    fast.take(0, low=0)
-    every.take(0, low=0)
+    fast, every = _due(db), _due(db)
+    fast.own(0, low=0)
+    every.own(0, low=0)
     armed: dict[str, dict[TimerKind, ArmedTimer]] = {}
-    popped: list[DueTimer] = []
+    popped: list[FiredTimer] = []
     until, generation = 0, 0
 
-    def tick(at: int) -> list[DueTimer]:
+    def tick(at: int) -> list[FiredTimer]:
         # The reference reads at every tick, the whole index from its start.
         every._next[0] = every._start[0] = -(2**63)
         asked = fast.may_be_due({0: at})
@@ -249,11 +256,11 @@ def test_skipping_idle_and_emitted_reads_emits_exactly_what_reading_all_every_ti
 def test_an_index_entry_deleted_as_unlisted_leaves_no_mark_in_flight(tmp_path: Path) -> None:
     db = rdict(tmp_path)
     arm(db, "a", ArmedTimer(TimerKind.DEADLINE, 1_000, 1))
-    due = DueTimers(lambda p: db)
-    due.take(0, low=0)
-    assert due.pop_due({0: 1_500}, limit=10) == [DueTimer(0, "a", "deadline", 1_000, 1)]
-    due.forget(0, "a", TimerKind.REMINDER, 1_000)  # another kind: not this mark
-    due.forget(0, "a", TimerKind.DEADLINE, 999)  # another due time: not this mark
+    due = _due(db)
+    due.own(0, low=0)
+    assert due.pop_due({0: 1_500}, limit=10) == [FiredTimer(0, "a", TimerKind.DEADLINE, 1_000, 1)]
+    due.forget_entry(0, "a", TimerKind.REMINDER, 1_000)  # another kind: not this mark
+    due.forget_entry(0, "a", TimerKind.DEADLINE, 999)  # another due time: not this mark
     assert due.in_flight() == 1
-    due.forget(0, "a", TimerKind.DEADLINE, 1_000)
+    due.forget_entry(0, "a", TimerKind.DEADLINE, 1_000)
     assert due.in_flight() == 0

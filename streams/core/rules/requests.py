@@ -110,8 +110,8 @@ def _apply_early(wait: Wait, d: WaitDefinition, held_by: Slot, ctx: _Ctx) -> Slo
     that was appended after the deadline lost the race like any other reply,
     and is rejected ``late``.  A held item older than the wait is decided as
     the wait parks.  Timers due after the last of them and before the request
-    stay armed, overdue, as for a request without held input: the punctuator
-    emits them at once.
+    stay armed, overdue, as for a request without held input: the worker
+    fires them at once.
     """
     request_at = ctx.now
     slot: Slot | None = Slot(wait=wait)

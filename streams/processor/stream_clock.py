@@ -1,11 +1,15 @@
-"""The punctuator: stream time from end-offset probes, so that quiet partitions' timers fall due.
+"""The stream clock: stream time from end-offset probes, so that quiet partitions' timers fall due.
 
 Every `timer_tick` seconds it probes the inputs' end offsets (the
 sequencer's proof that nothing older is still to come: a record's partition
 has a stream time only as far as every topic of it is known to be taken) and
 wakes the applier, which decides the timers due by each partition's stream
-time in its next batch (`applier.Applier._due`).  Under load, records move
-stream time on their own; on a quiet partition only a probe does.
+time in its next batch (where a timer fires: `streams.timers.firing`).
+Under load, records move stream time on their own; on a quiet partition
+only a probe does.  Its tick also commits the durable input positions as the
+consumer group's offsets, for lag monitors (the worker starts from the
+positions stored with its state, never from these), and it answers the
+takeovers' end and earliest offsets on its own connections.
 
 The applier asks for a probe of its own when released records wait for proof
 (`probe_soon`): under a steady load a record of a partition whose commands
@@ -31,41 +35,20 @@ import asyncio
 import logging
 import math
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaException
 
-from streams.config import REPLICATED_COMMIT_GRACE, Settings
+from streams.config import REPLICATED_COMMIT_GRACE
+from streams.processor.context import WorkerContext
 from streams.processor.gaps import EndOffsets
-from streams.processor.latency import Latencies
-from streams.processor.model import INPUT_ROLES, Role
+from streams.processor.model import INPUT_ROLES
 from streams.processor.partitions import PartitionBook
 from streams.processor.reader import InputReader
 from streams.processor.sequencer import CLOCKED_ROLES, Sequencer
 
 log = logging.getLogger(__name__)
-
-# Least time between two probes the applier asks for itself (the punctuator
-# probes every tick besides): each is one ListOffsets request, and under a
-# steady load the applier asks after nearly every release.
-PROBE_MIN_S = 0.01
-# ... and after a probe that left partitions unanswered (a broker away): a refused
-# request returns at once, and the applier asked again every 10 ms, a hundred
-# requests a second while the broker restarted.
-PROBE_RETRY_S = 0.2
-# How often the input positions are committed as a consumer group's offsets
-# (for lag monitors; the worker itself starts from the stored positions).
-GROUP_COMMIT_INTERVAL_S = 2.0
-# How often an automatic commit grace looks at the input topics' replicas again
-# (a reassignment may add replicas), and again after a failed first look (one
-# metadata request, before a probe: at most its 2 s timeout while the broker is away).
-GRACE_RECHECK_S = 300.0
-GRACE_RETRY_S = 5.0
-
-Fail = Callable[[BaseException, str], Awaitable[None]]
-
 
 REPLICATED_GRACE_MS = round(REPLICATED_COMMIT_GRACE * 1000)
 
@@ -76,36 +59,32 @@ def grace_for_replicas(replicas: int) -> int:
     return REPLICATED_GRACE_MS if replicas > 1 else 0
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+class StreamClock:
+    """Probes the inputs' end offsets: stream time for quiet partitions (module docstring)."""
 
-
-class Punctuator:
-    def __init__(self, *, settings: Settings, sequencer: Sequencer, book: PartitionBook,
-                 reader: InputReader, end_offsets: EndOffsets, topics: Mapping[Role, str],
-                 counters: Counter[str], latency: Latencies, wake: asyncio.Event, fail: Fail,
+    def __init__(self, ctx: WorkerContext, sequencer: Sequencer, book: PartitionBook,
+                 reader: InputReader, end_offsets: EndOffsets,
                  active: Callable[[], set[int]]) -> None:
+        settings = ctx.settings
+        self.ctx = ctx
+        self.tuning = ctx.tuning
         self.settings = settings
         self.sequencer = sequencer
         self.book = book
         self.reader = reader
         self.end_offsets = end_offsets
-        self.topics = dict(topics)
+        self.topics = dict(ctx.topics)
         self.roles = {name: role for role, name in self.topics.items()}
-        self.counters = counters
-        self.latency = latency
-        self.wake = wake
-        self.fail = fail
+        self.counters = ctx.counters
         self.active = active
         self.ends: dict[tuple[str, int], int] = {}  # input end offsets seen by the last probe
-        self.failure: BaseException | None = None
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")
         self._probing = asyncio.Lock()
         self._last_probe = 0.0
         # Least time between two probes of the applier's: with a batch linger,
         # records wait for the next batch anyway, and probing for them more often
         # than batches start costs a request each (90 a second at 100 waits/s).
-        self._least_gap = max(PROBE_MIN_S, settings.batch_linger)
+        self._least_gap = max(self.tuning.probe_min_s, settings.batch_linger)
         self._probe_gap = self._least_gap  # least time before the next probe of the applier's
         self._background: asyncio.Future[None] | None = None
         self._last_group_commit = 0.0
@@ -126,7 +105,7 @@ class Punctuator:
         is in /xwait/stats (`latencyMs.tick`).
         """
         try:
-            while self.failure is None:
+            while not self.ctx.failed:
                 await asyncio.sleep(self.settings.timer_tick)
                 await self.tick()
         finally:
@@ -136,17 +115,17 @@ class Punctuator:
     async def tick(self) -> None:
         """Probe the inputs' end offsets (stream time); the applier then fires what fell due."""
         owned = self.active()
-        if not owned or self.failure is not None:
+        if not owned or self.ctx.failed:
             self.counters["punctuator.skipped"] += 1
             return
         started = time.monotonic()
         try:
             await self.probe(owned)
-            self.wake.set()
+            self.ctx.wake.set()
             self._commit_group_offsets(owned)
         except (KafkaException, TimeoutError) as exc:  # the broker is away: next tick again
-            log.warning("punctuator tick failed: %s", exc)
-        self.latency.add("tick", round((time.monotonic() - started) * 1000))
+            log.warning("stream clock tick failed: %s", exc)
+        self.ctx.latency.add("tick", round((time.monotonic() - started) * 1000))
 
     # -- stream time -----------------------------------------------------------------
     def probe_soon(self) -> None:
@@ -180,9 +159,9 @@ class Punctuator:
             except (KafkaException, TimeoutError) as exc:
                 log.warning("probe failed: %s", exc)
                 return
-            self.wake.set()
+            self.ctx.wake.set()
         except Exception as exc:  # noqa: BLE001 - a bug here must stop the worker, loudly
-            await self.fail(exc, "probing the inputs' end offsets")
+            await self.ctx.fail(exc, "probing the inputs' end offsets")
 
     async def probe(self, owned: set[int], tps: list[tuple[str, int]] | None = None) -> None:
         """Ask the end offsets of `tps` (by default every input of `owned`) for stream time."""
@@ -195,7 +174,7 @@ class Punctuator:
             loop = asyncio.get_running_loop()
             if time.monotonic() >= self._grace_due:
                 await self._resolve_grace(loop)
-            at = now_ms()  # before the request leaves: records appended later are not below
+            at = self.ctx.clock()  # before the request leaves: later records are not below
             # Partial: while a broker is down, the partitions it led are left out and the
             # others prove their partitions' stream time (gaps.EndOffsets.get).
             ends = await loop.run_in_executor(
@@ -204,7 +183,7 @@ class Punctuator:
             self.counters["probes"] += 1
             self.counters["probes.partitions"] += len(tps)
             self._probe_gap = (self._least_gap if len(ends) == len(tps)
-                               else max(PROBE_RETRY_S, self._least_gap))
+                               else max(self.tuning.probe_retry_s, self._least_gap))
             if len(ends) < len(tps):
                 self.counters["probes.unanswered"] += len(tps) - len(ends)
             self.sequencer.probed(at - self._grace_in_use(),
@@ -224,13 +203,14 @@ class Punctuator:
             log.warning("input topics' replicas unknown, commit grace %d ms: %s",
                         self._grace_in_use(), exc)
             self._grace_due = time.monotonic() + (
-                GRACE_RETRY_S if self.grace_ms is None else GRACE_RECHECK_S)
+                self.tuning.grace_retry_s if self.grace_ms is None
+                else self.tuning.grace_recheck_s)
             return
         grace = grace_for_replicas(replicas)
         if grace != self.grace_ms:
             log.info("commit grace %d ms (input topics have up to %d replicas)", grace, replicas)
         self.grace_ms = grace
-        self._grace_due = time.monotonic() + GRACE_RECHECK_S
+        self._grace_due = time.monotonic() + self.tuning.grace_recheck_s
 
     async def ask(self, tps: list[tuple[str, int]], *, earliest: bool = False
                   ) -> dict[tuple[str, int], int]:
@@ -241,7 +221,7 @@ class Punctuator:
         return got
 
     def _commit_group_offsets(self, owned: set[int]) -> None:
-        if time.monotonic() - self._last_group_commit < GROUP_COMMIT_INTERVAL_S:
+        if time.monotonic() - self._last_group_commit < self.tuning.group_commit_interval_s:
             return
         self._last_group_commit = time.monotonic()
         durable = self.book.durable
@@ -262,5 +242,4 @@ class Punctuator:
         return lag
 
 
-__all__ = ["GRACE_RECHECK_S", "GRACE_RETRY_S", "GROUP_COMMIT_INTERVAL_S", "PROBE_MIN_S",
-           "PROBE_RETRY_S", "REPLICATED_GRACE_MS", "Punctuator", "grace_for_replicas"]
+__all__ = ["REPLICATED_GRACE_MS", "StreamClock", "grace_for_replicas"]

@@ -11,20 +11,22 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from streams.config import Settings
-from streams.processor import punctuator as punctuator_module
-from streams.processor.latency import Latencies
+from streams.processor import stream_clock as clock_module
+from streams.processor.context import wall_ms
 from streams.processor.model import INPUT_ROLES, InputRecord, Role
 from streams.processor.partitions import PartitionBook
-from streams.processor.punctuator import Punctuator
 from streams.processor.sequencer import Sequencer
+from streams.processor.stream_clock import StreamClock
+from streams.processor.tuning import TUNING
+from tests.processor.contexts import context
 
 pytestmark = [pytest.mark.rule2]
 
@@ -53,24 +55,23 @@ class Ends:
         return {(t, p): self.ends.get(t, 0) for t, p in tps}
 
 
+def port(fake: object) -> Any:
+    """A fake where the room expects the real thing (it uses only what the fake has)."""
+    return fake
+
+
 class Fixture:
-    """A punctuator of one active partition, its sequencer, and a fake broker."""
+    """A stream clock of one active partition, its sequencer, and a fake broker."""
 
     def __init__(self, tmp_path: Path, linger: float = 0.0, grace: float | None = None) -> None:
         settings = Settings(data_dir=tmp_path, batch_linger=linger, commit_grace=grace)
         self.topics = {role: settings.topic(role.value) for role in Role}
         self.sequencer = Sequencer()
-        self.wake = asyncio.Event()
+        ctx = context(settings)
+        self.wake = ctx.wake
         self.ends = Ends({self.topics[Role.REQUESTS]: 1})
-
-        async def fail(exc: BaseException, what: str) -> None:
-            raise AssertionError(f"{what}: {exc}")
-
-        self.punctuator = Punctuator(
-            settings=settings, sequencer=self.sequencer, book=PartitionBook(), reader=None,  # type: ignore[arg-type]
-            end_offsets=self.ends, topics=self.topics,  # type: ignore[arg-type]
-            counters=Counter(), latency=Latencies(), wake=self.wake, fail=fail,
-            active=lambda: {0})
+        self.punctuator = StreamClock(ctx, self.sequencer, PartitionBook(), port(None),
+                                      port(self.ends), active=lambda: {0})
         start = {role: 0 for role in INPUT_ROLES}
         self.sequencer.assign(0, start, 0)
         self.sequencer.probed(1_000, [(role, 0, 0) for role in INPUT_ROLES])  # all empty
@@ -123,7 +124,7 @@ def test_one_background_probe_at_a_time_and_not_more_often_than_the_least_interv
     # `sent` is stamped in the probe thread, after the hand-over to it, whose delay
     # varies (0.8 ms more for the second probe than the first failed a run at 0.99x);
     # back to back without the wait they are well under a millisecond apart.
-    assert ends.sent[2] - ends.sent[1] >= punctuator_module.PROBE_MIN_S * 0.5
+    assert ends.sent[2] - ends.sent[1] >= TUNING.probe_min_s * 0.5
 
 
 def test_with_a_batch_linger_the_applier_probes_no_more_often_than_batches_start(
@@ -149,9 +150,9 @@ def quiet_partition_time(f: Fixture) -> tuple[int, int, int]:
     """A probe of a partition with nothing in it: (sent no earlier, stream time, no later)."""
     f.sequencer.assign(1, {role: 0 for role in INPUT_ROLES}, 0)
     f.ends.ends = {}  # every input empty
-    before = punctuator_module.now_ms()
+    before = wall_ms()
     asyncio.run(f.punctuator.probe({1}))
-    after = punctuator_module.now_ms()
+    after = wall_ms()
     stream_time = f.sequencer.time(1)
     assert stream_time is not None
     return before, stream_time, after
@@ -169,7 +170,7 @@ def test_a_probe_proves_its_inputs_only_up_to_the_commit_grace_before_it_was_sen
 
 def test_the_automatic_grace_is_the_replicated_one_unless_every_input_has_one_replica(
         tmp_path: Path) -> None:
-    replicated = punctuator_module.REPLICATED_GRACE_MS
+    replicated = clock_module.REPLICATED_GRACE_MS
     assert replicated == 200
     for replicas, grace in ((3, replicated), (1, 0)):
         f = Fixture(tmp_path)
