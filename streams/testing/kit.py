@@ -59,8 +59,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streams import codec
 from streams.client import Action, ActionKind, Outcome, Rejected, XwaitClient, _console
@@ -229,6 +235,7 @@ class KitSession:
         self.settings = replace(base, console_url=self.worker.url)
         self.client: XwaitClient | None = None
         self._consumer: Consumer | None = None
+        self._admin: AdminClient | None = None
         self._seen = _Seen()
         self._codec = codec.for_settings(self.settings)
         self._tests = 0
@@ -291,16 +298,20 @@ class KitSession:
         self.now = ms
 
     # -- settling ---------------------------------------------------------------------------
-    def settle(self, adapter: FakeAdapter | None = None, respond: Callable[[], bool] | None
-               = None, timeout: float = SETTLE_TIMEOUT_S) -> None:
+    def settle(self, respond: Callable[[], bool] | None = None,
+               timeout: float = SETTLE_TIMEOUT_S) -> None:
         """Until the worker has decided and stored everything due by the test's now, and the
         kit has read its outputs (module docstring); `respond` (the fake adapter's turn)
         says whether it sent anything, which is then settled too."""
         deadline = time.monotonic() + timeout
         while True:
-            why = self._unsettled()
+            # The inputs' ends before the worker's stats: everything sent so far is below
+            # them.  The outputs' ends after: what the stats call stored was acknowledged
+            # before, so it is below them.
+            inputs = self._ends(_INPUTS)
+            why = self._unsettled(inputs)
             if why is None:
-                self._read_to_end(deadline)
+                self._read_to({**inputs, **self._ends(tuple(_OUTPUT_TYPES))}, deadline)
                 if respond is None or not respond():
                     return
                 continue
@@ -310,7 +321,7 @@ class KitSession:
                                f"{self.worker.log_tail()}")
             time.sleep(POLL_S)
 
-    def _unsettled(self) -> str | None:
+    def _unsettled(self, inputs: Mapping[tuple[str, int], int]) -> str | None:
         """Why the worker has not settled at the test's now; None once it has."""
         if not self.worker.running:
             raise KitError(f"the kit's worker exited:\n{self.worker.log_tail()}")
@@ -326,42 +337,38 @@ class KitSession:
             return (f"stream time {', '.join(f'{p}: {_iso(t)}' for p, t in behind.items())} "
                     f"is before the test's now")
         durable = stats.get("durablePositions", {})
-        for (role, p), end in self._input_ends().items():
-            stored = int(durable.get(str(p), {}).get(role, 0))
+        roles = {self.settings.topic(role): role for role in _INPUTS}
+        for (topic, p), end in inputs.items():
+            stored = int(durable.get(str(p), {}).get(roles[topic], 0))
             if stored < end:
-                return f"{role}[{p}] is decided and stored up to offset {stored}, of {end}"
+                return f"{topic}[{p}] is decided and stored up to offset {stored}, of {end}"
         if stats.get("timersDue"):
             return f"{stats['timersDue']} timers due by stream time are not stored yet"
         return None
+
+    def _ends(self, roles: tuple[str, ...]) -> dict[tuple[str, int], int]:
+        """The end offsets (read_committed) of the roles' topics, in one request."""
+        if self._admin is None:
+            self._admin = AdminClient(self.settings.confluent())
+        spec: Any = OffsetSpec  # its class methods are not typed
+        asked = {TopicPartition(self.settings.topic(role), p): spec.latest()
+                 for role in roles for p in range(self.settings.partitions)}
+        futures = self._admin.list_offsets(asked, isolation_level=IsolationLevel.READ_COMMITTED,
+                                           request_timeout=10)
+        return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
 
     def _reader(self) -> Consumer:
         if self._consumer is None:
             raise KitError("the kit session is not started (KitSession.start)")
         return self._consumer
 
-    def _input_ends(self) -> dict[tuple[str, int], int]:
-        reader = self._reader()
-        ends = {}
-        for role in _INPUTS:
-            for p in range(self.settings.partitions):
-                _, high = reader.get_watermark_offsets(
-                    TopicPartition(self.settings.topic(role), p), timeout=10, cached=False)
-                ends[(role, p)] = int(high)
-        return ends
-
-    def _read_to_end(self, deadline: float) -> None:
-        """Read every topic the kit follows up to the end it has now."""
+    def _read_to(self, ends: Mapping[tuple[str, int], int], deadline: float) -> None:
+        """Read the kit's topics up to `ends`."""
         consumer, seen = self._reader(), self._seen
         roles = {self.settings.topic(role): role for role in (*_INPUTS, *_OUTPUT_TYPES)}
-        ends = {}
-        for topic in roles:
-            for p in range(self.settings.partitions):
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
-                                                         cached=False)
-                ends[(topic, p)] = int(high)
         while any(seen.next_offset.get(tp, 0) < end for tp, end in ends.items()):
             if time.monotonic() > deadline:
-                raise KitError(f"the kit's topics were not read to their end: {ends} "
+                raise KitError(f"the kit's topics were not read to their end: {dict(ends)} "
                                f"(read up to {seen.next_offset})")
             msg = consumer.poll(0.05)
             if msg is None:

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
-
 from streams.testing.kit import Kit
-
-pytestmark = [pytest.mark.kafka]
 
 DAY = timedelta(days=1)
 
