@@ -62,7 +62,6 @@ import yaml
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
-    IsolationLevel,
     KafkaError,
     TopicPartition,
 )
@@ -347,14 +346,20 @@ class KitSession:
         return None
 
     def _ends(self, roles: tuple[str, ...]) -> dict[tuple[str, int], int]:
-        """The end offsets (read_committed) of the roles' topics, in one request."""
+        """The end offsets of the roles' topics (high watermarks), in one request.
+
+        Not the last stable offsets: a transaction is committed before its markers
+        are written (the coordinator writes them after answering the producer), so
+        right after an exactly_once commit the last stable offset may still be below
+        the outputs committed.  The kit's read_committed reader reads up to the high
+        watermark, which it passes once those markers are written.
+        """
         if self._admin is None:
             self._admin = AdminClient(self.settings.confluent())
         spec: Any = OffsetSpec  # its class methods are not typed
         asked = {TopicPartition(self.settings.topic(role), p): spec.latest()
                  for role in roles for p in range(self.settings.partitions)}
-        futures = self._admin.list_offsets(asked, isolation_level=IsolationLevel.READ_COMMITTED,
-                                           request_timeout=10)
+        futures = self._admin.list_offsets(asked, request_timeout=10)
         return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
 
     def _reader(self) -> Consumer:
