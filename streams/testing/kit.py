@@ -36,9 +36,12 @@ and every timer due by now is due by stream time); the input positions
 stored with its state reached the end of every input partition (every record
 sent is decided, and its outputs were acknowledged before the state was
 stored); and no armed timer due by stream time is left unstored
-(``timersDue``).  Then the kit reads the output topics to their end, and the
-fake adapter answers the new sends of the test's waits at once, which may
-settle again.
+(``timersDue``).  Then the kit reads the output topics to their end (their
+high watermarks, not the last stable offsets: see `KitSession._ends`), and
+the fake adapter answers the new actions of the test's waits at once, which
+may settle again.  ``advance`` stops the clock at each due time of the
+test's waits on the way, so that the adapter answers each action at the
+time it went out, before the next timer, as the outside world would.
 
 Each test sees its own waits: those whose keys its input records named
 (a request, a reply, a command sent during the test, by the kit or by the
@@ -292,7 +295,8 @@ class KitSession:
             # Beyond the wall clock, producers' clocks (requestedAt) would be earlier
             # than the test's now, and waits would park in the test's past.
             raise KitError(f"the test clock would pass the wall clock ({_iso(ms)}): a "
-                           "session has 26 years of test time; split the session")
+                           f"session's clock starts at {_iso(KIT_START_MS)} and has until "
+                           "now; split the session")
         write_clock(self.clock_file, ms)
         self.now = ms
 
@@ -470,11 +474,31 @@ class Kit:
     # -- time -------------------------------------------------------------------------------
     def advance(self, duration: str | timedelta | int) -> None:
         """Move the clock forward (ISO 8601 such as ``"P3D"``, a timedelta, or ms) and wait
-        until everything due by then is decided, stored and readable."""
+        until everything due by then is decided, stored and readable.
+
+        The clock stops at each due time of the test's waits on the way (a reminder,
+        a deadline, a send's retry), and the fake adapter answers what went out
+        there, at that time, before the clock goes on: as the outside world would,
+        between one timer and the next.
+        """
         ms = _duration_ms(duration)
         self.settle()  # what was sent before is decided before the clock moves
-        self.session.set_clock(self.session.now + ms)
+        target = self.session.now + ms
+        while (due := self._next_due(before=target)) is not None:
+            self.session.set_clock(due)
+            self.settle()
+        self.session.set_clock(target)
         self.settle()
+
+    def _next_due(self, before: int) -> int | None:
+        """The earliest due time of the test's waits after now and before `before`."""
+        due = []
+        for key in self.keys():
+            code, body = _console.get(self.session.worker.url, _console.wait_path(key))
+            at = body.get("nextDueAt") if code == 200 and isinstance(body, dict) else None
+            if isinstance(at, int) and self.now < at < before:
+                due.append(at)
+        return min(due, default=None)
 
     def advance_to(self, at: int) -> None:
         """Move the clock to ``at`` (epoch ms, e.g. ``kit.started_at + ...``)."""
@@ -487,10 +511,12 @@ class Kit:
 
     def _respond(self) -> bool:
         """The fake adapter's turn: each new action of the test's waits is received; a send it
-        has a result for is reported at once.  Whether anything was reported."""
+        has a result for is reported at once.  Whether there was a new action: its handler
+        (your code) may have sent something too, which is then settled as well."""
         actions = self._actions()
-        reported = False
-        for action in actions[self._answered:]:
+        new = actions[self._answered:]
+        self._answered = len(actions)
+        for action in new:
             self.adapter.received.append(action)
             result = self.adapter.result_for(action) if action.action in SENDS else None
             if result is None:
@@ -502,9 +528,7 @@ class Kit:
                 self.client.report_failed(action.correlation_key, action.action_id,
                                           result.error or "send failed",
                                           permanent=result.permanent, at=self.now)
-            reported = True
-        self._answered = len(actions)
-        return reported
+        return bool(new)
 
     # -- reading ----------------------------------------------------------------------------
     def actions(self, key: str | None = None, kind: ActionKind | str | None = None

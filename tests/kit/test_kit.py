@@ -4,19 +4,17 @@ only, and a worker refuses a test clock on topics the broker stamps."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from streams import topics
-from streams.client import Action, ActionKind
+from streams.client import Action, ActionKind, Outcome
 from streams.config import Guarantee, Settings
 from streams.errors import ConfigError
 from streams.testing.clock import worker_clock, write_clock
-from streams.testing.kit import DELIVERED, Kit, KitSession, SendResult, failed
-from tests.kit.conftest import TOPOLOGY
+from streams.testing.kit import DELIVERED, Kit, SendResult, failed
 from tests.prefixes import unique_prefix
 
 pytestmark = [pytest.mark.kafka]
@@ -104,26 +102,31 @@ def test_a_worker_refuses_a_test_clock_on_input_topics_the_broker_stamps(
     assert "unset XWAIT_CLOCK in production" in str(refused.value)
 
 
-@pytest.fixture(scope="module")
-def exactly_once(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[KitSession]:
-    """A session of its own: three partitions, outputs in transactions."""
-    session = KitSession(kafka_bootstrap, TOPOLOGY / "waits", tmp_path_factory.mktemp("eos"),
-                         partitions=3, guarantee=Guarantee.EXACTLY_ONCE)
-    try:
-        yield session.start()
-    finally:
-        session.close()
-
-
 def test_under_exactly_once_advance_returns_with_the_committed_outputs_read(
-        exactly_once: KitSession) -> None:
+        xwait_kit: Kit) -> None:
     # A transaction's markers are written after its commit returns: read up to the
     # last stable offset right then, an advance missed outputs (2 in 40 here).
+    assert xwait_kit.settings.guarantee is Guarantee.EXACTLY_ONCE  # tests/kit/conftest.py
     for _ in range(6):
-        kit = exactly_once.new_test()
+        kit = xwait_kit.session.new_test()
         keys = [kit.start_wait("expense-approval") for _ in range(3)]
         kit.advance("P3D")
         assert {key: [a.action for a in _read_actions(kit, key)] for key in keys} == {
             key: ["SEND_REQUEST", "SEND_REMINDER", "SEND_REMINDER", "RUN_ESCALATION"]
             for key in keys}
+
+
+def test_the_fake_adapter_answers_each_action_at_the_time_it_goes_out(xwait_kit: Kit) -> None:
+    def manager(action: Action) -> None:  # answers when reminded, not before
+        if action.action is ActionKind.SEND_REMINDER:
+            xwait_kit.client.reply(action.correlation_key, {"decision": "approved"},
+                                   channel="portal")
+
+    xwait_kit.adapter.handler = manager
+    key = xwait_kit.start_wait("expense-approval")
+    xwait_kit.advance("P3D")  # the clock stops at the first reminder, a day in
+    outcomes = [xwait_kit.session.decode(Outcome, value)
+                for _, _, k, value in xwait_kit.session.records("outcomes")
+                if k == key.encode()]
+    assert [(o.outcome, xwait_kit.elapsed(o.ended_at)) for o in outcomes] == [
+        ("RECEIVED", timedelta(days=1))]
