@@ -49,13 +49,17 @@ def xwait_bootstrap() -> str:
     bootstrap = os.environ.get("XWAIT_BOOTSTRAP") or DEFAULT_BOOTSTRAP
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000})
+    from streams.config import LIBRDKAFKA_LOGGER  # librdkafka's retries: not on stderr
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
+                         "logger": LIBRDKAFKA_LOGGER})
     try:
         admin.list_topics(timeout=5)
     except Exception as exc:  # noqa: BLE001 - any failure means: no broker there
         pytest.fail(f"the xwait test kit needs a Kafka broker, and none answers at {bootstrap} "
                     f"({exc}): start one (`scripts/kafka start` in a checkout of xwait, or "
-                    "`docker compose up -d kafka`) or set XWAIT_BOOTSTRAP", pytrace=False)
+                    "`docker compose up -d kafka-1 kafka-2 kafka-3`) or set XWAIT_BOOTSTRAP",
+                    pytrace=False)
     return bootstrap
 
 
