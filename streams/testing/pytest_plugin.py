@@ -51,8 +51,9 @@ def xwait_bootstrap() -> str:
 
     from streams.config import LIBRDKAFKA_LOGGER  # librdkafka's retries: not on stderr
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
-                         "logger": LIBRDKAFKA_LOGGER})
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
+                            "logger": LIBRDKAFKA_LOGGER}
+    admin = AdminClient(conf)
     try:
         admin.list_topics(timeout=5)
     except Exception as exc:  # noqa: BLE001 - any failure means: no broker there
