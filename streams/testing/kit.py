@@ -208,7 +208,8 @@ def kit_topology(folder: Path, definitions: Path) -> Path:
 
 @dataclass
 class _Seen:
-    """Every record of the kit's topics read so far, per topic role, in offset order."""
+    """Every record of the kit's topics read so far, per topic role (each partition's in
+    offset order)."""
 
     records: dict[str, list[tuple[int, int, bytes, bytes | None]]] = field(
         default_factory=dict)  # role -> [(partition, offset, key, value)]
