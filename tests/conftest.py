@@ -54,7 +54,8 @@ SLOW_FIRST = ("tests/cluster/", "tests/e2e/test_crash.py", "tests/e2e/test_upgra
               "tests/console/", "tests/e2e/test_scaling.py")
 # Modules that share a session's or package's costly fixture run on one process.
 GROUPS = {"tests/console/": "console", "tests/codec/test_codec_registry.py": "registry",
-          "tests/e2e/test_registry.py": "registry", "tests/cluster/": "cluster"}
+          "tests/e2e/test_registry.py": "registry", "tests/cluster/": "cluster",
+          "tests/kit/": "kit"}
 
 
 # Hypothesis's default 200 ms deadline per example measures the machine, not the code:

@@ -56,6 +56,7 @@ from streams.processor.state import StateStores
 from streams.processor.stream_clock import StreamClock
 from streams.processor.takeover import Ownership
 from streams.processor.tuning import TUNING, Tuning
+from streams.testing.clock import worker_clock
 from streams.timers.due import DueTimers
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,8 @@ class Worker:
         self.ctx = ctx = WorkerContext(
             settings, changelog_topic(settings), tuning,
             latency=Latencies(tuning.latency_window), fail=self.fail,
-            lose=lambda partitions: self.ownership.lost(partitions))
+            lose=lambda partitions: self.ownership.lost(partitions),
+            clock=worker_clock(settings))  # the wall clock, or the test kit's (XWAIT_CLOCK)
         self.counters = ctx.counters
         self.latency = ctx.latency
         self.observers = ctx.observers  # called after each record is durable
@@ -233,6 +235,13 @@ class Worker:
             "gcPasses": None if self.gc_watch is None else list(self.gc_watch.passes),
             "positions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
                           for p, pos in sorted(self.book.decided.items())},
+            # What is durable (the test kit's `advance` waits for these, streams.testing.kit):
+            # the positions stored with the state, and the armed timers due by their
+            # partition's stream time whose decision is not stored yet (up to 1000).
+            "durablePositions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
+                                 for p, pos in sorted(self.book.durable.items())},
+            "timersDue": sum(self.index.count_due(t, [p], cap=1000)
+                             for p, t in self.sequencer.times().items() if p in owned),
         }
 
 
