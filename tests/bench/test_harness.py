@@ -88,3 +88,62 @@ def test_percentiles_interpolate_and_a_summary_says_how_many() -> None:
     assert figures.summary([], count="n") == {"p50": None, "p99": None, "max": None, "n": 0}
     assert figures.per_s(1000, 10_000, 12_000) == 500.0
     assert figures.per_s(1000, 12_000, 12_000) is None
+
+
+def test_a_topology_copies_the_topics_and_edits_only_what_the_bench_changes(
+        tmp_path: Path) -> None:
+    import yaml
+
+    from streams.testing.harness.topology import BENCH_WAITS, make_topology
+    from streams.testing.park import park_topology
+
+    changes = park_topology(tmp_path / "park", "PT7S")
+
+    assert changes == []
+    docs = {p.stem: yaml.safe_load(p.read_text()) for p in (tmp_path / "park" / "waits").glob("*")}
+    assert docs["park-bench"]["deadline"] == "PT7S"
+    assert {name for name, doc in docs.items() if doc.get("deadline") == "PT7S"} == {"park-bench"}
+    assert (tmp_path / "park" / "topics.yaml").is_file()
+    make_topology(tmp_path / "kit", [BENCH_WAITS / "bench-long.yaml"])
+    assert ((tmp_path / "kit" / "waits" / "bench-long.yaml").read_bytes()
+            == (BENCH_WAITS / "bench-long.yaml").read_bytes())
+
+
+def test_option_types_refuse_what_a_run_cannot_use_before_it_starts() -> None:
+    import argparse
+
+    from streams.testing.harness.options import duration, positive, share
+
+    assert positive("3") == 3 and share("0.25") == 0.25 and share("1") == 1.0
+    assert duration("auto")("auto") == "auto" and duration()("PT20S") == "PT20S"
+    for parse, text in ((positive, "0"), (positive, "x"), (share, "1.5"), (share, "-0.1"),
+                        (duration("auto"), "banana"), (duration(), "auto")):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)
+
+
+def test_a_plan_takes_the_options_of_its_fields_and_keeps_its_defaults_for_the_rest() -> None:
+    import argparse
+
+    from streams.testing.harness.options import plan_of
+    from streams.testing.park import ParkPlan
+
+    args = argparse.Namespace(waits=300, deadline="PT9S", out=None, unrelated=1)
+
+    plan = plan_of(ParkPlan, args, seed=5)
+
+    assert (plan.waits, plan.deadline, plan.seed) == (300, "PT9S", 5)
+    assert plan.reply_fraction == ParkPlan().reply_fraction
+
+
+def test_a_scratch_keeps_what_failed_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    from streams.testing.harness.scratch import Scratch
+
+    with Scratch("x_bench", "127.0.0.1:9", 2, workdir=tmp_path) as scratch:
+        assert scratch.prefix.startswith("xbench-")
+        assert scratch.settings.topic_prefix == scratch.prefix
+        raise ValueError("boom")
+
+    assert scratch.errors == ["ValueError: boom"]
+    assert not scratch.folder.exists()
+    assert scratch.topics_deleted == 0  # the broker was never reached: nothing to delete
