@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
+import json
+import random
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
-from streams.testing.workers import free_broker_port
+import pytest
+
+from streams.testing.workers import LOWEST_FREE_PORT, ephemeral_ports, free_broker_port
 from tests.conftest import broker_was_launched
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kafka"
@@ -206,3 +212,79 @@ def test_a_clean_stop_leaves_the_class_archive_that_the_next_start_maps(tmp_path
         assert not list(archive.parent.glob(f"*.{port}.partial"))
     finally:
         kafka("reset")
+
+
+def _ports(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """scripts/kafkactl/ports.py, as scripts/kafka imports it (its folder on the path)."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    return importlib.import_module("kafkactl.ports")
+
+
+def test_controller_ports_in_the_ephemeral_range_are_chosen_outside_it_and_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49: `start --nodes 3 --port 59092` put the controllers on 60092-60094, client
+    source ports of the kernel: a node connected to itself and died, and starts were
+    refused while other processes' connections held them."""
+    ports = _ports(monkeypatch)
+    ephemeral = range(32768, 61000)
+
+    def free(_port: int) -> bool:
+        return False
+
+    assert ports.plan([29092, 29093, 29094], None, ephemeral, free, True) == [30092, 30093,
+                                                                             30094]
+    clients = [59092, 59093, 59094]
+    got = ports.plan(clients, None, ephemeral, free, True)
+    assert len(set(got)) == 3 and all(ports.usable(p, ephemeral) for p in got)
+    assert not set(got) & set(clients)
+    assert ports.plan(clients, None, ephemeral, free, True) == got  # the same base, the same
+    assert ports.plan(clients, got, ephemeral, free, False) == got  # a later node finds them
+    assert ports.plan(clients, None, ephemeral, free, False) is None  # never chosen: none
+    # Another process took one: a start with no node running chooses again...
+    assert got[0] not in ports.plan(clients, got, ephemeral, lambda p: p == got[0], True)
+    # ...a node started beside running ones keeps the recorded ones (the check names it).
+    assert ports.plan(clients, got, ephemeral, lambda p: p == got[0], False) == got
+    # Past 65535 is no port either (a broker on 64959 once failed to bind 65959).
+    [high] = ports.plan([64959], None, ephemeral, free, True)
+    assert ports.usable(high, ephemeral)
+
+
+def test_a_broker_whose_controller_port_would_be_ephemeral_starts_with_one_outside_it(
+        tmp_path: Path) -> None:
+    ephemeral = ephemeral_ports()
+    if ephemeral.start - 1000 < LOWEST_FREE_PORT:
+        pytest.skip(f"no port below the ephemeral range {ephemeral} is 1000 away from it")
+    candidates = random.Random().sample(range(ephemeral.start - 1000, ephemeral.start), 200)
+    base = next(p for p in candidates if not _taken(p))
+    env = {"PATH": "/usr/bin:/bin", "XWAIT_KAFKA_HOME": str(tmp_path), "XWAIT_KAFKA_HEAP": "256m"}
+
+    def kafka(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(SCRIPT), *args, "--port", str(base)],
+                              env=env, capture_output=True, text=True, timeout=180, check=False)
+
+    try:
+        started = kafka("start")
+        assert started.returncode == 0, started.stdout + started.stderr
+        controller = json.loads((tmp_path / f"broker-{base}.json").read_text())["controllerPort"]
+        assert controller not in ephemeral and controller != base + 1000
+        assert f"the controller listens on 127.0.0.1:{controller}" in started.stdout
+        assert _taken(controller)  # the broker's controller listens there
+        status = kafka("status")
+        assert status.returncode == 0 and "answers metadata requests" in status.stdout
+        assert kafka("stop").returncode == 0
+        again = kafka("start")  # the recorded port, without a word
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "controller listens" not in again.stdout
+        assert (f"CONTROLLER://127.0.0.1:{controller}\n"
+                in (tmp_path / f"server-{base}.properties").read_text())
+    finally:
+        kafka("reset")
+
+
+def _taken(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
