@@ -46,6 +46,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--waits", type=positive, default=5000,
                    help="valid waits parked before the flood (5000)")
+    # Alike in shape with scale_bench.py's sample options (duplicates lists the pair):
+    # deliberate, each bench declares its own options; nothing is shared but argparse.
     flood = p.add_argument_group("the flood")
     flood.add_argument("--hostile", type=int, default=100_000,
                        help="hostile records in the flood (100000)")

@@ -41,7 +41,7 @@ from typing import Any
 from streams import codec, topics
 from streams.codec import RecordType
 from streams.config import Settings
-from streams.testing.harness.kafka import Sender
+from streams.testing.harness.producing import Sender
 from streams.testing.harness.results import default_out, envelope, write_json
 from streams.testing.harness.scratch import Scratch
 from streams.testing.harness.worker import owned, wait_for

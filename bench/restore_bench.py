@@ -42,7 +42,7 @@ from streams.config import Settings
 from streams.partitioning import partition_for
 from streams.processor.state import OWN_PREFIX
 from streams.testing.harness import BenchError
-from streams.testing.harness.kafka import produce
+from streams.testing.harness.producing import produce
 from streams.testing.harness.results import default_out, envelope
 from streams.testing.harness.scratch import Scratch
 from streams.testing.harness.worker import stoppable

@@ -74,6 +74,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     sample = p.add_argument_group(
         "the sample", "waits with a short deadline parked at each checkpoint, each of which "
         "must end exactly once after the restart and failovers")
+    # Alike in shape with flood_bench.py's flood options (duplicates lists the pair):
+    # deliberate, each bench declares its own options; nothing is shared but argparse.
     sample.add_argument("--sample", type=int, default=200, help="how many (200; 0: none)")
     sample.add_argument("--sample-deadline", default="PT60S", type=duration(),
                         help="their deadline (PT60S)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from kafkactl.broker import Broker
@@ -43,39 +44,19 @@ def main(doc: str) -> int:
     timeout = float(os.environ.get("XWAIT_KAFKA_START_TIMEOUT", "90"))
     broker = Broker(args.port, home, args.sasl_port)
     try:
-        if clustered:
-            if args.sasl_port is not None:
-                raise Fail("--sasl-port is for the single broker, not a cluster")
-            cluster = Cluster.recorded(args.port, home, args.nodes)
-            if args.node is not None:
-                broker = cluster.node(args.node)
-                return run_node(args.command, cluster, broker, timeout, args.lines)
-            if args.command in ("kill", "wipe", "logs", "freeze", "thaw"):
-                raise Fail(f"`{args.command}` needs a NODE (1..{cluster.nodes})")
-            if args.command == "start":
-                cluster.start(timeout)
-            elif args.command == "stop":
-                cluster.stop()
-            elif args.command == "reset":
-                cluster.reset()
-            else:
-                return cluster.status(args.json)
-            return 0
-        if args.command in ("kill", "wipe"):
-            raise Fail(f"`{args.command}` is for a node of a cluster: scripts/kafka "
-                       f"{args.command} NODE --nodes 3")
-        if args.command == "start":
-            broker.start(timeout)
-        elif args.command == "stop":
-            broker.stop()
-        elif args.command == "reset":
-            broker.reset()
-        elif args.command == "status":
-            return broker.status()
-        elif args.command in ("freeze", "thaw"):
-            broker.freeze(thaw=args.command == "thaw")
-        else:
-            broker.logs(args.lines)
+        if not clustered:
+            return run(args.command, broker_commands(broker, timeout, args.lines),
+                       f"is for a node of a cluster: scripts/kafka {args.command} NODE "
+                       "--nodes 3")
+        if args.sasl_port is not None:
+            raise Fail("--sasl-port is for the single broker, not a cluster")
+        cluster = Cluster.recorded(args.port, home, args.nodes)
+        if args.node is None:
+            return run(args.command, cluster_commands(cluster, timeout, args.json),
+                       f"needs a NODE (1..{cluster.nodes})")
+        broker = cluster.node(args.node)
+        return run(args.command, node_commands(cluster, broker, timeout, args.lines),
+                   "is for the whole cluster: drop the NODE")
     except Fail as exc:
         first, _, rest = str(exc).partition("\n")
         print(f"scripts/kafka: error: {first}", file=sys.stderr)
@@ -92,19 +73,30 @@ def main(doc: str) -> int:
     return 0
 
 
-def run_node(command: str, cluster: Cluster, broker: Broker, timeout: float, lines: int) -> int:
-    if command == "start":
-        cluster.start_node(broker.node_id, timeout)
-    elif command == "stop":
-        broker.stop()
-    elif command == "kill":
-        broker.kill()
-    elif command == "wipe":
-        broker.wipe()
-    elif command == "logs":
-        broker.logs(lines)
-    elif command in ("freeze", "thaw"):
-        broker.freeze(thaw=command == "thaw")
-    else:
-        raise Fail(f"`{command}` is for the whole cluster: drop the NODE")
-    return 0
+Commands = dict[str, Callable[[], object]]
+
+
+def run(command: str, commands: Commands, refusal: str) -> int:
+    """Run `command` of `commands` (its exit status: a number it returns, else 0), or fail
+    saying it `refusal`."""
+    if command not in commands:
+        raise Fail(f"`{command}` {refusal}")
+    status = commands[command]()
+    return status if isinstance(status, int) else 0
+
+
+def broker_commands(broker: Broker, timeout: float, lines: int) -> Commands:
+    return {"start": lambda: broker.start(timeout), "stop": broker.stop, "reset": broker.reset,
+            "status": broker.status, "freeze": broker.freeze,
+            "thaw": lambda: broker.freeze(thaw=True), "logs": lambda: broker.logs(lines)}
+
+
+def cluster_commands(cluster: Cluster, timeout: float, as_json: bool) -> Commands:
+    return {"start": lambda: cluster.start(timeout), "stop": cluster.stop,
+            "reset": cluster.reset, "status": lambda: cluster.status(as_json)}
+
+
+def node_commands(cluster: Cluster, broker: Broker, timeout: float, lines: int) -> Commands:
+    return {"start": lambda: cluster.start_node(broker.node_id, timeout), "stop": broker.stop,
+            "kill": broker.kill, "wipe": broker.wipe, "logs": lambda: broker.logs(lines),
+            "freeze": broker.freeze, "thaw": lambda: broker.freeze(thaw=True)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -22,20 +23,20 @@ def _enum_rows(members: list[Any]) -> list[list[str]]:
 
 
 def _avro_type(t: Any) -> str:
+    """An Avro type as the page says it: unions with "or", arrays and maps of their
+    items, enums with their symbols, records by name."""
     if isinstance(t, list):
         return " or ".join(_avro_type(x) for x in t)
-    if isinstance(t, dict):
-        kind = t["type"]
-        if kind == "array":
-            return f"array of {_avro_type(t['items'])}"
-        if kind == "enum":
-            return f"enum {t['name']}: {', '.join(t['symbols'])}"
-        if kind == "record":
-            return f"record {t['name']}"
-        if kind == "map":
-            return f"map of {_avro_type(t['values'])}"
-        return str(kind)
-    return str(t)
+    if not isinstance(t, dict):
+        return str(t)
+    said: dict[str, Callable[[], str]] = {
+        "array": lambda: f"array of {_avro_type(t['items'])}",
+        "map": lambda: f"map of {_avro_type(t['values'])}",
+        "enum": lambda: f"enum {t['name']}: {', '.join(t['symbols'])}",
+        "record": lambda: f"record {t['name']}",
+    }
+    kind = str(t["type"])
+    return said[kind]() if kind in said else kind
 
 
 def _record(schema: dict[str, Any]) -> str:

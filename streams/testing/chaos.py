@@ -113,6 +113,8 @@ class Report:
     # above the time Kafka took to commit it, what the commit grace is for.
     reply_ack_ms: tuple[int, int, int] | None = None
     load_warm_s: float | None = None  # how long the load's producer took to be ready (Load.warm)
+    # The counts of the run: alike in shape with a wait's own counts (streams/core/state.py;
+    # duplicates lists the pair), deliberately: fields of two records, no logic shared.
     duplicate_outcomes: int = 0
     duplicate_actions: int = 0
     outcome_records: int = 0

@@ -37,7 +37,8 @@ from streams.config import Settings
 from streams.core.durations import parse_duration_ms
 from streams.testing.harness import BenchError
 from streams.testing.harness.figures import rate, rnd, summary
-from streams.testing.harness.kafka import Sender, close, key_text, produce, reader
+from streams.testing.harness.kafka import close, key_text, reader
+from streams.testing.harness.producing import Sender, produce
 from streams.testing.harness.results import envelope
 from streams.testing.harness.scratch import Scratch
 from streams.testing.harness.topology import BENCH_WAITS, make_topology

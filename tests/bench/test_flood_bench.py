@@ -144,20 +144,15 @@ def test_bad_deadlines_are_all_refused_by_the_duration_parser() -> None:
 # -- the mix through the processor, in process --------------------------------------------
 
 
-class Store:
-    def __init__(self) -> None:
-        self.rows: dict[str, bytes] = {}
-
-    def load(self, key: str) -> bytes | None:
-        return self.rows.get(key)
+class Store(dict[str, bytes]):
+    """The waits table as the worker keeps it: rows by wait key (a hostile record has none)."""
 
     def apply(self, handled: Handled) -> None:
-        if handled.wait_key is None:
-            return
-        if handled.row is RowWrite.DELETE:
-            self.rows.pop(handled.wait_key, None)
-        elif isinstance(handled.row, bytes):
-            self.rows[handled.wait_key] = handled.row
+        key, row = handled.wait_key, handled.row
+        if key is not None and row is RowWrite.DELETE:
+            self.pop(key, None)
+        elif key is not None and isinstance(row, bytes):
+            self[key] = row
 
 
 def rejected_reasons(handled: Handled) -> list[str]:
@@ -185,7 +180,7 @@ def test_the_processor_refuses_or_ignores_every_hostile_record_as_its_kind_says(
         at = offsets[(role, partition)]
         offsets[(role, partition)] += 1
         rec = InputRecord(Role(role), f"x.{role}", partition, at, key, value, now, True)
-        handled = handler.handle(rec, store.load, now, stream_time=now)
+        handled = handler.handle(rec, store.get, now, stream_time=now)
         store.apply(handled)
         return handled
 
@@ -220,7 +215,7 @@ def test_the_processor_refuses_or_ignores_every_hostile_record_as_its_kind_says(
             assert p.fate is not mix.Fate.IGNORED and p.fate is not mix.Fate.HELD, p
             seen["rejected"] += 1
         elif p.fate is mix.Fate.HELD:
-            assert handled.out == [] and p.key is not None and p.key.decode() in store.rows
+            assert handled.out == [] and p.key is not None and p.key.decode() in store
             seen["held"] += 1
         else:
             assert p.fate in (mix.Fate.IGNORED, mix.Fate.REJECTED_OR_IGNORED), p

@@ -65,7 +65,8 @@ from streams.testing.flood.mix import (
 )
 from streams.testing.harness import BenchError
 from streams.testing.harness.figures import per_s, rnd
-from streams.testing.harness.kafka import close, produce, reader
+from streams.testing.harness.kafka import close, reader
+from streams.testing.harness.producing import produce
 from streams.testing.harness.results import envelope
 from streams.testing.harness.scratch import Scratch
 from streams.testing.harness.topology import SHIPPED, make_topology

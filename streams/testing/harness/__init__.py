@@ -5,10 +5,13 @@
   JSON under bench/results, and the `-latest.md` line beside it;
 * `figures`: percentiles, rates and the summaries of latencies;
 * `report`: Markdown tables, the plot's backend, publishing a plot to a tracked path;
-* `kafka`: producing inputs, reading a topic from its start (the outcome watch), deleting
-  what a run left on the broker;
+* `producing`: input records produced as users' services produce them;
+* `kafka`: reading a topic from its start (the outcome watch), deleting what a run left
+  on the broker;
 * `worker`: a worker's stats polled until a condition holds, its memory sampled;
 * `topology`: a run's topology folder (the repository's topics and chosen definitions);
+* `scratch`: a run's topic prefix and folder, removed however the run ends;
+* `options`: the command-line options several benches share;
 * `runbook`: the skeleton of the chaos benches (a run per guarantee, judged alike).
 
 Importable without touching `sys.path`: a bench runs as ``.venv/bin/python bench/x.py``

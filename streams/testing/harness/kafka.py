@@ -1,4 +1,4 @@
-"""A bench's Kafka clients: producing inputs, reading a topic from its start, cleaning up.
+"""A bench's Kafka consumers and admin: reading a topic from its start, cleaning up.
 
 A bench shares its broker with whatever else runs there (the shared broker of
 the test suite and the other helpers, or one of its own): every run makes its
@@ -14,15 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streams.config import Settings
@@ -36,44 +28,6 @@ def check_broker(admin: AdminClient, bootstrap: str) -> None:
     except KafkaException as exc:
         raise BenchError(f"the broker at {bootstrap} did not answer a metadata "
                          "request; is it running (scripts/kafka start)?") from exc
-
-
-def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None,
-            **kwargs: Any) -> None:
-    """Produce, letting the local queue drain while it is full (BufferError) instead of
-    failing: a bench produces faster than the broker acknowledges."""
-    while True:
-        try:
-            producer.produce(topic, key=key, value=value, **kwargs)
-            return
-        except BufferError:
-            producer.poll(0.05)
-
-
-class Sender:
-    """A producer of input records the way users' services produce them (murmur2,
-    acks=all, idempotent); `conf` adds or overrides librdkafka settings."""
-
-    def __init__(self, settings: Settings, **conf: Any) -> None:
-        self.producer = Producer(settings.confluent(**{
-            "partitioner": "murmur2_random", "linger.ms": 5, "acks": "all",
-            "enable.idempotence": True, **conf}))
-        self.errors: list[str] = []
-
-    def delivered(self, err: KafkaError | None, _msg: Message) -> None:
-        if err is not None and len(self.errors) < 100:
-            self.errors.append(str(err))
-
-    def send(self, topic: str, key: str, value: bytes) -> None:
-        produce(self.producer, topic, key.encode(), value, on_delivery=self.delivered)
-
-    def flush(self, timeout: float) -> None:
-        """Until every record is acknowledged; BenchError when one was not or failed."""
-        remaining = self.producer.flush(timeout)
-        if remaining:
-            raise BenchError(f"{remaining} records not delivered within {timeout:.0f}s")
-        if self.errors:
-            raise BenchError(f"{len(self.errors)} records failed: {self.errors[0]}")
 
 
 def reader(settings: Settings, topics: Iterable[str], group: str, **conf: Any) -> Consumer:
@@ -212,5 +166,5 @@ def sweep_groups(admin: AdminClient, prefixes: list[str], timeout: float = 90) -
     return left
 
 
-__all__ = ["Sender", "changelog_ends", "check_broker", "close", "delete_groups", "delete_topics",
-           "group_ids", "key_text", "produce", "reader", "sweep_groups", "topic_records"]
+__all__ = ["changelog_ends", "check_broker", "close", "delete_groups", "delete_topics",
+           "group_ids", "key_text", "reader", "sweep_groups", "topic_records"]

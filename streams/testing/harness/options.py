@@ -14,26 +14,29 @@ from streams.core.durations import parse_duration_ms
 Plan = TypeVar("Plan")
 
 
-def positive(text: str) -> int:
-    """An option's type: a whole number above zero."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number above zero, got {text!r}")
-    return value
+Number = TypeVar("Number", int, float)
 
 
-def share(text: str) -> float:
-    """An option's type: a share, from 0 to 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
-    return value
+def _number(convert: Callable[[str], Number], ok: Callable[[Number], bool],
+            want: str) -> Callable[[str], Number]:
+    """An option's type: `convert` of the text, refused (with `want`) unless `ok`."""
+
+    def parse(text: str) -> Number:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive = _number(int, lambda v: v >= 1, "a number above zero")
+"""An option's type: a whole number above zero."""
+share = _number(float, lambda v: 0.0 <= v <= 1.0, "a number from 0 to 1")
+"""An option's type: a share, from 0 to 1."""
 
 
 def broker_options(p: argparse.ArgumentParser, name: str, seed: str) -> None:

@@ -24,7 +24,8 @@ from streams.config import Settings
 from streams.core.durations import parse_duration_ms
 from streams.testing.harness import BenchError
 from streams.testing.harness.figures import summary
-from streams.testing.harness.kafka import Sender, changelog_ends, close, key_text, reader
+from streams.testing.harness.kafka import changelog_ends, close, key_text, reader
+from streams.testing.harness.producing import Sender
 from streams.testing.harness.results import write_json
 from streams.testing.harness.scratch import Scratch
 from streams.testing.harness.worker import counters, watch
