@@ -21,6 +21,7 @@ from streams.core import (
     TimerFired,
     WaitDefinition,
     WaitStatus,
+    catch_up,
     decide,
     decode_slot,
     encode_slot,
@@ -72,6 +73,27 @@ class Program:
         timer = armed[index % len(armed)]
         self.now = max(self.now, timer.due_at)
         return TimerFired(KEY, timer.kind, timer.due_at, timer.generation)
+
+    def event_for(self, operation: Op) -> Event | None:
+        """The event of one operation of the program (None: it only moved the clock)."""
+        raise NotImplementedError
+
+    def replay(self, ops: list[Op], *, punctual: bool, end: int
+               ) -> tuple[Slot | None, list[Effect]]:
+        """The events of `ops` at their times, and time passing to `end`: with `punctual`,
+        each timer record decided the moment it is due, else none at all (a worker far
+        behind its timers topic).  The slot at `end`, and what the outside world saw."""
+        seen: list[Effect] = []
+        for operation in ops:
+            if punctual and operation[0] != "advance":
+                seen += self.deliver_due(self.now)
+            event = self.event_for(operation)
+            if event is not None:
+                seen += observed(self.decide(event))
+        if punctual:
+            seen += self.deliver_due(end)
+        final = catch_up(self.slot, end, self.definitions)
+        return final.slot, seen + observed(final.effects)
 
     def deliver_due(self, until: int) -> list[Effect]:
         """Every timer record due by `until`, decided the moment it is due; what they did

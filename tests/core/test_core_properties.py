@@ -23,7 +23,6 @@ from streams.core import (
     CommandKind,
     DisarmTimer,
     Discard,
-    Effect,
     EmitAction,
     EmitOutcome,
     Event,
@@ -31,7 +30,6 @@ from streams.core import (
     Purge,
     Reject,
     Reply,
-    Slot,
     StartWait,
     TimerFired,
     TimerKind,
@@ -51,7 +49,6 @@ from tests.core.programs import (
     assert_nothing_decided_while_suspended,
     assert_refusals_say_why,
     expand_pauses,
-    observed,
     status,
 )
 
@@ -365,24 +362,6 @@ timeless_program = st.tuples(
     st.sampled_from(sorted(VALID)),
     st.lists(visible, min_size=1, max_size=30).map(lambda ops: _expand([("start", None), *ops])),
 )
-def _run_with_timer_records(definition: str, ops: list[Op], *, punctual: bool,
-                            end: int) -> tuple[Slot | None, list[Effect]]:
-    """Apply the events; with `punctual`, deliver every timer record as soon as it is due."""
-    world = World(definition)
-    seen: list[Effect] = []
-    for operation in ops:
-        event = world.event_for(operation)
-        if event is None:
-            continue
-        if punctual:
-            seen += world.deliver_due(world.now)
-        seen += observed(world.decide(event))
-    if punctual:
-        seen += world.deliver_due(end)
-    final = catch_up(world.slot, end, DEFINITIONS)
-    return final.slot, seen + observed(final.effects)
-
-
 @SETTINGS
 @given(timeless_program, st.integers(0, 10 * DAY))
 def test_outcomes_depend_on_when_things_happened_not_on_when_timer_records_arrive(
@@ -393,6 +372,6 @@ def test_outcomes_depend_on_when_things_happened_not_on_when_timer_records_arriv
     definition, ops = case
     end = T0 + sum(int(o[1]) for o in ops if o[0] == "advance") + \
         sum(int(o[1]) for o in ops if o[0] == "pause") + tail
-    punctual = _run_with_timer_records(definition, ops, punctual=True, end=end)
-    late = _run_with_timer_records(definition, ops, punctual=False, end=end)
+    punctual = World(definition).replay(ops, punctual=True, end=end)
+    late = World(definition).replay(ops, punctual=False, end=end)
     assert punctual == late

@@ -207,17 +207,9 @@ def _run_with_timer_records(definition: str, definitions: dict[str, WaitDefiniti
                             ops: list[Op], *, punctual: bool,
                             end: int) -> tuple[Slot | None, list[Effect]]:
     world = World(definition, definitions)
-    seen = observed(world.decide(StartWait(KEY, definition, requested_at=T0, tenant="acme")))
-    for o in ops:
-        if punctual and o[0] != "advance":
-            seen += world.deliver_due(world.now)
-        event = world.event_for(o)
-        if event is not None:
-            seen += observed(world.decide(event))
-    if punctual:
-        seen += world.deliver_due(end)
-    final = catch_up(world.slot, end, definitions)
-    return final.slot, seen + observed(final.effects)
+    started = observed(world.decide(StartWait(KEY, definition, requested_at=T0, tenant="acme")))
+    slot, seen = world.replay(ops, punctual=punctual, end=end)
+    return slot, started + seen
 
 
 @SETTINGS
