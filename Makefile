@@ -148,6 +148,8 @@ test: lint docs browser-check
 worker: topics
 	$(BIN)/xwait worker
 
+# Every bench is a script run with the virtualenv's Python, from any folder:
+# $(BIN)/python bench/<name>.py [options] (bench/README.md, "How the benches are built").
 bench: topics
 	$(BIN)/python bench/park_bench.py
 

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from tests.console.chromium import chromium, tab
 from tests.console.conftest import (
     TOKEN,
     Cluster,
@@ -28,10 +29,6 @@ from tests.console.conftest import (
 
 pytestmark = pytest.mark.kafka
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-TIMEOUT_MS = 60_000
 # What an `expect` waits for the page to show (Playwright's own default is 5 s): beside
 # two CPU hogs the console took longer than 5 s to show a wait just opened.  Checks that
 # poll on purpose pass a short timeout of their own.
@@ -42,31 +39,15 @@ RAW_MS = re.compile(r"\b1[6-9]\d{11}\b")  # an epoch-millisecond number, as show
 
 @pytest.fixture(scope="module")
 def browser(cluster: Cluster) -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        # `make test` installs it only as root without a terminal (CI); elsewhere it
-        # said so before the suite, and each browser test is skipped with this line.
-        pytest.skip(f"no Chromium at {CHROMIUM}: install it (`make browser`, or `sudo "
-                    "apt-get install chromium`) to run the console's browser tests")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        yield b
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    try:
+    with tab(browser, 1280, 900) as (pg, errors):
         yield pg
-    finally:
-        context.close()
     # The CSP lets the page's own script and style run, and nothing else is needed.
     assert not [e for e in errors if "Content Security Policy" in e], errors
 
