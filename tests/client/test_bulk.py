@@ -88,22 +88,29 @@ class World:
         self.sent.append((key, kind, operation))
         self.queue.append((self.clock() + self.delay, key, kind, operation))
 
-    def cancel(self, key: str, reason: str, *, operation: str | None = None,
-               **_: Any) -> None:
-        self._send(key, "cancel", operation)
+    def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None,
+               force: bool = False, operation: str | None = None) -> None:
+        self._send(correlation_key, "cancel", operation)
 
-    def suspend(self, key: str, reason: str, *, operation: str | None = None,
-                **_: Any) -> None:
-        self._send(key, "suspend", operation)
+    def suspend(self, correlation_key: str, reason: str, *, operator: str | None = None,
+                force: bool = False, operation: str | None = None) -> None:
+        self._send(correlation_key, "suspend", operation)
 
-    def resume(self, key: str, *, operation: str | None = None, **_: Any) -> None:
-        self._send(key, "resume", operation)
+    def resume(self, correlation_key: str, *, reason: str | None = None,
+               operator: str | None = None, force: bool = False,
+               operation: str | None = None) -> None:
+        self._send(correlation_key, "resume", operation)
 
-    def migrate(self, key: str, *, operation: str | None = None, **_: Any) -> None:
-        self._send(key, "migrate", operation)
+    def migrate(self, correlation_key: str, *, version: str | None = None,
+                reason: str | None = None, operator: str | None = None, force: bool = False,
+                operation: str | None = None) -> None:
+        self._send(correlation_key, "migrate", operation)
 
-    def reschedule(self, key: str, *, operation: str | None = None, **_: Any) -> None:
-        self._send(key, "reschedule", operation)
+    def reschedule(self, correlation_key: str, *, deadline: str | None = None,
+                   move_by: str | None = None, reason: str | None = None,
+                   operator: str | None = None, force: bool = False,
+                   operation: str | None = None) -> None:
+        self._send(correlation_key, "reschedule", operation)
 
     # -- Rejections --------------------------------------------------------------
     def poll(self) -> list[tuple[str, str, str, str]]:

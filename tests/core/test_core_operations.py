@@ -151,7 +151,7 @@ def test_a_wait_takes_an_operation_s_command_once_and_otherwise_as_if_it_had_no_
             if found is not None:
                 world.slot = decide(world.slot, found, world.now, NEWER).slot
             continue
-        kind, shift = CommandKind(step[1]), str(step[2])
+        kind, shift = CommandKind(str(step[1])), str(step[2])
         fields = {"reason": "cleanup", "operator": "ann", "deadline": None,
                   "move_by": shift if kind is CommandKind.RESCHEDULE else None}
         plain = Command(KEY, kind, **fields)  # type: ignore[arg-type]
