@@ -16,11 +16,11 @@ Exit codes: 0 every selected wait was applied or skipped (a dry run: the
 count was printed); 1 some were refused or not confirmed within
 ``--timeout``, or Kafka stopped taking commands (the summary says which;
 run the same command with ``--operation ID`` to go on); 2 a filter or
-argument it cannot use (nothing selected, nothing sent), or the answer
-"no" to its question; 3 no worker answered at ``--console``, or not every
-worker answered the list (the selection would be incomplete); 130
-interrupted (Ctrl-C): what was done so far is summarised, and the same
-command with ``--operation ID`` goes on.
+argument it cannot use (nothing selected, nothing sent; ``--force`` is for
+one KEY only), or the answer "no" to its question; 3 no worker answered at
+``--console``, or not every worker answered the list (the selection would
+be incomplete); 130 interrupted (Ctrl-C): what was done so far is
+summarised, and the same command with ``--operation ID`` goes on.
 """
 
 from __future__ import annotations

@@ -82,7 +82,14 @@ SAMPLE = 10
 """Waits a dry run shows."""
 
 RECHECK_S = 0.5
-"""How often a sent wait's status is read again while its command is not yet decided."""
+"""When a sent wait's status is first read again to see its command decided; each later
+read waits twice as long, up to RECHECK_MAX_S, so that a worker that lags (or is down)
+is not asked about every pending wait twice a second."""
+
+RECHECK_MAX_S = 5.0
+
+SHOWN = 20
+"""Refusals the text summary lists one by one (``--json`` lists them all)."""
 
 
 class BulkKind(StrEnum):
@@ -259,9 +266,12 @@ class Summary:
                  + f", refused {len(self.refused)}"
                  + (f", unconfirmed {len(self.unconfirmed)}" if self.unconfirmed else "")
                  + (f", not reached {len(self.left)}" if self.left else "")]
-        lines += [f"  refused {r.key}: {r.reason}: {r.detail}" for r in self.refused]
+        lines += [f"  refused {r.key}: {r.reason}: {r.detail}" for r in self.refused[:SHOWN]]
+        if len(self.refused) > SHOWN:
+            lines.append(f"  ... and {len(self.refused) - SHOWN} more refused (--json lists "
+                         "them all)")
         lines += [f"  unconfirmed {key}: sent, not decided within the timeout"
-                  for key in self.unconfirmed[:SAMPLE]]
+                  for key in self.unconfirmed[:SHOWN]]
         if self.stopped:
             lines.append(f"stopped: {self.stopped}")
         return "\n".join(lines)
@@ -388,10 +398,12 @@ class _Run:
     def __init__(self, op: Operation, summary: Summary, rejections: Rejections) -> None:
         self.op, self.summary, self.rejections = op, summary, rejections
         self.pending: dict[str, float] = {}  # key -> when its status is next read
+        self.waited: dict[str, float] = {}  # key -> the wait before that read
         self.refusals: dict[str, tuple[str, str]] = {}  # key -> (reason, detail)
 
     def sent(self, key: str) -> None:
-        self.pending[key] = self.op.clock() + RECHECK_S / 2
+        self.pending[key] = self.op.clock() + RECHECK_S
+        self.waited[key] = RECHECK_S
 
     def confirm(self, until: float, all_of_them: bool = False) -> None:
         """Settle the sent commands that can be, until ``until`` (the next wait's turn:
@@ -421,13 +433,14 @@ class _Run:
         trace = (wait or {}).get("trace") or ()
         if carries((str(e.get("detail") or "") for e in trace), self.op.id):
             self.summary.applied += 1
-            del self.pending[key]
         elif key in self.refusals:
             reason, detail = self.refusals[key]
             self.summary.refused.append(Refusal(key, reason, detail))
-            del self.pending[key]
         else:
-            self.pending[key] = self.op.clock() + RECHECK_S
+            self.waited[key] = min(RECHECK_MAX_S, self.waited[key] * 2)
+            self.pending[key] = self.op.clock() + self.waited[key]
+            return
+        del self.pending[key], self.waited[key]
 
 
 # -- the real sources: the console API over HTTP, the rejected topic ----------------------
