@@ -10,8 +10,9 @@ DEFAULT_RATE = 50.0
 """Waits a second: a few per cent of what one worker decides, so an operation over a
 hundred thousand waits takes about half an hour and leaves the workers' lag alone.
 Each wait costs a status read and, when commanded, one Kafka round trip and a
-second read to confirm it: one CLI did 300 in about 4 s (75 a second) against a local
-broker and worker on a busy two-core machine, so a --rate far above 100 is not reached."""
+second read to confirm it, one after the other: one CLI did 25 to 75 a second against
+a local broker and worker on a busy two-core machine (load 20 to 30), so a --rate far
+above that is not reached."""
 
 CONFIRM_TIMEOUT_S = 30.0
 """How long after the last command a run waits for the workers to decide it: a healthy
