@@ -324,54 +324,10 @@ def _force(parser: argparse.ArgumentParser) -> None:
                              "otherwise), e.g. for a reply that overtakes its request")
 
 
-def _key_or_where(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("key", nargs="?",
-                        help="the wait's key (or select waits with --where instead)")
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text.removesuffix("/s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected waits a second (50, 2.5/s), got {text!r}"
-                                         ) from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a rate above zero, got {text!r}")
-    return value
-
-
-def _bulk(parser: argparse.ArgumentParser) -> None:
-    """The flags of a bulk operation: the same command for every wait a filter selects."""
-    from streams.client.pacing import CONFIRM_TIMEOUT_S, DEFAULT_RATE  # imports nothing
-
-    bulk = parser.add_argument_group(
-        "Bulk operation: every wait --where selects (instead of KEY)")
-    bulk.add_argument("--where", metavar="FILTER",
-                      help="field=value conditions, comma separated: definition, version, "
-                           "state (parked, in_review, suspended, done, all; default: every "
-                           "state but done), tenant, key (a prefix), parkedAfter, "
-                           "parkedBefore, dueAfter, dueBefore (an ISO 8601 instant, epoch ms, "
-                           "or a signed duration from now: -P30D); e.g. "
-                           "definition=expense-approval,state=parked,parkedBefore=-P30D")
-    bulk.add_argument("--dry-run", action="store_true",
-                      help="print how many waits the filter selects and the first ten; "
-                           "send nothing")
-    bulk.add_argument("--rate", type=_rate, default=DEFAULT_RATE, metavar="N",
-                      help=f"at most N waits a second (default {DEFAULT_RATE:g})")
-    bulk.add_argument("--operation", metavar="ID",
-                      help="the operation's id, to run an interrupted operation again: waits "
-                           "whose trace names it are skipped (default: a new id, printed "
-                           "first)")
-    bulk.add_argument("--yes", action="store_true",
-                      help="do not ask before commanding the waits (asked only when stdin is "
-                           "a terminal)")
-    bulk.add_argument("--timeout", type=_positive_float, default=CONFIRM_TIMEOUT_S,
-                      metavar="S",
-                      help="after the last command, wait up to S seconds for the workers to "
-                           f"decide every one (default {CONFIRM_TIMEOUT_S:g})")
-
-
 def _producing_commands(sub: Any) -> None:
+    # The flags of a bulk operation (--where ...): argparse only, cheap to import.
+    from streams.cli.bulk_flags import add_bulk_flags, add_key_or_where
+
     start = sub.add_parser("start", help="start a wait (or a batch: --count, --file)")
     start.add_argument("definition", nargs="?",
                        help="wait definition name (with --file: the default for its lines)")
@@ -408,14 +364,14 @@ def _producing_commands(sub: Any) -> None:
         if name == "deliver":
             cmd.add_argument("key")
         else:
-            _key_or_where(cmd)
+            add_key_or_where(cmd)
         cmd.add_argument("--reason", required=name in ("suspend", "cancel"), help="why")
         if name == "deliver":
             cmd.add_argument("--data", required=True, help="the answer, JSON (responseData)")
         _operator(cmd)
         _force(cmd)
         if name != "deliver":
-            _bulk(cmd)
+            add_bulk_flags(cmd)
         _common(cmd, console=True)
 
     reschedule = sub.add_parser(
@@ -426,14 +382,14 @@ def _producing_commands(sub: Any) -> None:
                     "'-' would read as an option). A suspended wait gets that much time left "
                     "when it resumes. The worker refuses it (a Rejected record) when the wait "
                     "is done or the new deadline has passed.")
-    _key_or_where(reschedule)
+    add_key_or_where(reschedule)
     when = reschedule.add_mutually_exclusive_group(required=True)
     when.add_argument("--deadline", help="the new deadline, ISO 8601 duration from now (PT2H)")
     when.add_argument("--by", help="move the deadline by an ISO 8601 duration (PT30M, -PT30M)")
     reschedule.add_argument("--reason", help="why, for the trace")
     _operator(reschedule)
     _force(reschedule)
-    _bulk(reschedule)
+    add_bulk_flags(reschedule)
     _common(reschedule, console=True)
 
     migrate = sub.add_parser(
@@ -446,13 +402,13 @@ def _producing_commands(sub: Any) -> None:
                     "refuses it (a Rejected record) when the wait's variant, stage or "
                     "escalation level does not fit it. `xwait definitions` lists the "
                     "versions.")
-    _key_or_where(migrate)
+    add_key_or_where(migrate)
     migrate.add_argument("--to", dest="version",
                          help="the version (default: the newest; required with --where)")
     migrate.add_argument("--reason", help="why, for the trace")
     _operator(migrate)
     _force(migrate)
-    _bulk(migrate)
+    add_bulk_flags(migrate)
     _common(migrate, console=True)
 
     report = sub.add_parser(
