@@ -7,7 +7,7 @@ running the command, start-up included (for `worker`: of its start-up; for
 `status` and `list`: no worker answered), 4 no such wait: a worker answered that no wait has the key
 (`reply`, the operator commands, `status`, `result`). `result` also says how
 the wait ended: 0 RECEIVED, 5 ESCALATED, 6 CANCELLED, 7 no outcome within
-`--timeout`.
+`--timeout`. 130: interrupted (Ctrl-C) while a bulk operation ran.
 
 Per command, what "failed" (1) and "bad usage" (2) mean:
 
@@ -21,6 +21,17 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
   versions it holds); 4 when a worker says no wait has the key (`--force`
   sends anyway; `report` asks no worker); 1 when a topic is missing or Kafka
   refused or did not confirm a record.
+* `cancel`, `suspend`, `resume`, `migrate`, `reschedule` with `--where FILTER` (a
+  bulk operation, streams/cli/bulk.py): 0 every selected wait was applied or
+  skipped, or the `--dry-run` count was printed; 1 some were refused (the
+  summary gives each worker's reason) or not confirmed within `--timeout`, or
+  Kafka stopped taking commands: the same command with `--operation ID` goes
+  on; 2 a filter it cannot read (an unknown field, a bad time: the message
+  names it), KEY and `--where` together, `migrate --where` without `--to` or
+  with a version the definitions topic does not hold, or "no" to its question
+  on a terminal, with nothing sent; 3 no worker answered at `--console`, or not
+  every worker answered the list (the selection would be incomplete); 130
+  interrupted: the summary says what was done.
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
@@ -72,6 +83,10 @@ EXIT_NO_SUCH_WAIT = 4
 EXIT_ESCALATED = 5
 EXIT_CANCELLED = 6
 EXIT_NO_RESULT = 7
+EXIT_INTERRUPTED = 130  # the shell's 128 + SIGINT, as any command stopped by Ctrl-C
+
+BULK_COMMANDS = ("cancel", "suspend", "resume", "migrate", "reschedule")
+"""The operator commands that also take `--where FILTER` (streams.cli.bulk)."""
 
 
 def _common(parser: argparse.ArgumentParser, *, console: bool = True) -> None:
@@ -310,6 +325,9 @@ def _force(parser: argparse.ArgumentParser) -> None:
 
 
 def _producing_commands(sub: Any) -> None:
+    # The flags of a bulk operation (--where ...): argparse only, cheap to import.
+    from streams.cli.bulk_flags import add_bulk_flags, add_key_or_where
+
     start = sub.add_parser("start", help="start a wait (or a batch: --count, --file)")
     start.add_argument("definition", nargs="?",
                        help="wait definition name (with --file: the default for its lines)")
@@ -335,17 +353,25 @@ def _producing_commands(sub: Any) -> None:
     _force(reply)
     _common(reply, console=True)
 
-    for name, text in (("suspend", "pause a wait's deadlines, keeping its place"),
-                       ("resume", "resume a suspended wait"),
-                       ("cancel", "end a wait as CANCELLED"),
+    for name, text in (("suspend", "pause a wait's deadlines, keeping its place (or every "
+                                   "wait --where FILTER selects)"),
+                       ("resume", "resume a suspended wait (or every wait --where FILTER "
+                                  "selects)"),
+                       ("cancel", "end a wait as CANCELLED (or every wait --where FILTER "
+                                  "selects)"),
                        ("deliver", "hand in an answer as if a reply had arrived")):
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("key")
+        if name == "deliver":
+            cmd.add_argument("key")
+        else:
+            add_key_or_where(cmd)
         cmd.add_argument("--reason", required=name in ("suspend", "cancel"), help="why")
         if name == "deliver":
             cmd.add_argument("--data", required=True, help="the answer, JSON (responseData)")
         _operator(cmd)
         _force(cmd)
+        if name != "deliver":
+            add_bulk_flags(cmd)
         _common(cmd, console=True)
 
     reschedule = sub.add_parser(
@@ -356,13 +382,14 @@ def _producing_commands(sub: Any) -> None:
                     "'-' would read as an option). A suspended wait gets that much time left "
                     "when it resumes. The worker refuses it (a Rejected record) when the wait "
                     "is done or the new deadline has passed.")
-    reschedule.add_argument("key")
+    add_key_or_where(reschedule)
     when = reschedule.add_mutually_exclusive_group(required=True)
     when.add_argument("--deadline", help="the new deadline, ISO 8601 duration from now (PT2H)")
     when.add_argument("--by", help="move the deadline by an ISO 8601 duration (PT30M, -PT30M)")
     reschedule.add_argument("--reason", help="why, for the trace")
     _operator(reschedule)
     _force(reschedule)
+    add_bulk_flags(reschedule)
     _common(reschedule, console=True)
 
     migrate = sub.add_parser(
@@ -375,11 +402,13 @@ def _producing_commands(sub: Any) -> None:
                     "refuses it (a Rejected record) when the wait's variant, stage or "
                     "escalation level does not fit it. `xwait definitions` lists the "
                     "versions.")
-    migrate.add_argument("key")
-    migrate.add_argument("--to", dest="version", help="the version (default: the newest)")
+    add_key_or_where(migrate)
+    migrate.add_argument("--to", dest="version",
+                         help="the version (default: the newest; required with --where)")
     migrate.add_argument("--reason", help="why, for the trace")
     _operator(migrate)
     _force(migrate)
+    add_bulk_flags(migrate)
     _common(migrate, console=True)
 
     report = sub.add_parser(
@@ -502,6 +531,11 @@ def _main(argv: Sequence[str] | None) -> int:
             from streams.cli.reply import run_reply
 
             return run_reply(args, settings)
+        if getattr(args, "where", None) is not None or (
+                args.command in BULK_COMMANDS and args.key is None):
+            from streams.cli.bulk import run_bulk
+
+            return run_bulk(args, settings)
         if args.command in ("suspend", "resume", "cancel", "deliver", "review", "reschedule",
                             "migrate"):
             from streams.cli.commands import run_command

@@ -13,6 +13,12 @@ from streams.config import Settings
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    from streams.cli.bulk import refuse_bulk_flags
+
+    refused = refuse_bulk_flags(args)
+    if refused is not None:
+        print(f"xwait {args.command}: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     key, operator, force = args.key, args.operator, args.force
     with XwaitClient(settings) as client:
         if args.command == "suspend":

@@ -19,6 +19,7 @@ from streams.codec import RecordType
 from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.core.keys import key_problem
+from streams.core.operations import operation_id_problem
 
 __all__ = ["Commands", "ReviewDecision", "check_key", "json_text", "wait_key_of"]
 
@@ -52,6 +53,14 @@ def check_key(key: str, what: str) -> None:
     if problem is not None:
         shown = key if len(key) <= 40 else f"{key[:40]}..."
         raise InvalidRequest(f"{what} {shown!r}: {problem}")
+
+
+def _check_operation(operation: str | None) -> None:
+    """InvalidRequest, before sending, for an operation id the worker would refuse."""
+    if operation is not None:
+        problem = operation_id_problem(operation)
+        if problem is not None:
+            raise InvalidRequest(f"operation: {problem}")
 
 
 def wait_key_of(correlation_key: str) -> str:
@@ -133,25 +142,32 @@ class Commands(ABC):
     # -- operator commands -----------------------------------------------------
 
     # Every command raises NoSuchWait, before anything is produced, when a
-    # worker says no wait has the key; force=True sends anyway.
+    # worker says no wait has the key; force=True sends anyway.  ``operation``
+    # names the bulk operation the command belongs to (streams.client.bulk):
+    # the wait's trace entry names it, and the wait takes only one command of
+    # it (a second is rejected duplicate).
 
     def suspend(self, correlation_key: str, reason: str, *, operator: str | None = None,
-                force: bool = False) -> None:
+                force: bool = False, operation: str | None = None) -> None:
         """Pause the wait's deadlines, keeping its place (idempotent)."""
-        self._command(correlation_key, "SUSPEND", force, reason=reason, operator=operator)
+        self._command(correlation_key, "SUSPEND", force, reason=reason, operator=operator,
+                      operationId=operation)
 
     def resume(self, correlation_key: str, *, reason: str | None = None,
-               operator: str | None = None, force: bool = False) -> None:
+               operator: str | None = None, force: bool = False,
+               operation: str | None = None) -> None:
         """Restore what was left of the deadlines; decide replies that came meanwhile."""
-        self._command(correlation_key, "RESUME", force, reason=reason, operator=operator)
+        self._command(correlation_key, "RESUME", force, reason=reason, operator=operator,
+                      operationId=operation)
 
     def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None,
-               force: bool = False) -> None:
+               force: bool = False, operation: str | None = None) -> None:
         """End a wait that is not done as CANCELLED (reason ``cancelled_by_operator``).
 
         The outcome names ``operator`` and carries ``reason`` as its ``operatorReason``.
         """
-        self._command(correlation_key, "CANCEL", force, reason=reason, operator=operator)
+        self._command(correlation_key, "CANCEL", force, reason=reason, operator=operator,
+                      operationId=operation)
 
     def deliver(self, correlation_key: str, response_data: Any, *, reason: str | None = None,
                 operator: str | None = None, force: bool = False) -> None:
@@ -182,7 +198,8 @@ class Commands(ABC):
 
     def reschedule(self, correlation_key: str, *, deadline: str | None = None,
                    move_by: str | None = None, reason: str | None = None,
-                   operator: str | None = None, force: bool = False) -> None:
+                   operator: str | None = None, force: bool = False,
+                   operation: str | None = None) -> None:
         """Move the current deadline of a parked or suspended wait (rule 11, docs/rules.md).
 
         ``deadline`` is the new deadline as an ISO 8601 duration from now
@@ -204,11 +221,11 @@ class Commands(ABC):
             raise InvalidRequest(f"{'deadline' if deadline is not None else 'move_by'}: "
                                  f"{exc}") from None
         self._command(correlation_key, "RESCHEDULE", force, reason=reason, operator=operator,
-                      deadline=deadline, moveBy=move_by)
+                      deadline=deadline, moveBy=move_by, operationId=operation)
 
     def migrate(self, correlation_key: str, *, version: str | None = None,
                 reason: str | None = None, operator: str | None = None,
-                force: bool = False) -> None:
+                force: bool = False, operation: str | None = None) -> None:
         """Move a wait not yet done to another version of its definition (rule 13, docs/rules.md).
 
         ``version`` names it (``xwait definitions`` lists them); None means the
@@ -222,11 +239,12 @@ class Commands(ABC):
         """
         if version is not None and (not isinstance(version, str) or not version):
             raise InvalidRequest(f"version must be a non-empty string, got {version!r}")
+        _check_operation(operation)
         wait = self._checked(correlation_key, force, "migrate")
         if version is not None:
             self._check_version(version, None if wait is None else wait.get("definition"))
         self._send_command(correlation_key, "MIGRATE", reason=reason, operator=operator,
-                           version=version)
+                           version=version, operationId=operation)
 
     def _check_version(self, version: str, definition: str | None) -> None:
         """UnknownVersion unless the store holds ``version`` of ``definition`` (or of any)."""
@@ -239,6 +257,7 @@ class Commands(ABC):
             raise UnknownVersion(version, None, stored, topic)
 
     def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
+        _check_operation(fields.get("operationId"))
         self._checked(correlation_key, force, command.lower())
         self._send_command(correlation_key, command, **fields)
 

@@ -145,6 +145,9 @@ class Command:
     move_by: str | None = None
     version: str | None = None
     """For MIGRATE: the definition version to move the wait to (None: the newest)."""
+    operation_id: str | None = None
+    """The bulk operation the command belongs to (streams.core.operations): named in the
+    trace entry of a command the wait takes; a second command of it is refused."""
 
 
 @fast_init

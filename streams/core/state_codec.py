@@ -15,7 +15,8 @@ Layout (``v`` 1)::
             "og"|"os":origin?}
     heldcmd [command, received_at, seq?]
     command {"c":key, "k":kind, "z":reason?, "ro":reviewOutcome?, "rn":reviewNote?,
-             "r":responseData?, "o":operator?, "dl":deadline?, "mb":moveBy?, "og"|"os":origin?}
+             "r":responseData?, "o":operator?, "dl":deadline?, "mb":moveBy?, "v":version?,
+             "oi":operationId?, "og"|"os":origin?}
     origin "og": [topic, partition, offset, base64(value)]
            "os": [topic, partition, offset, base64(before), base64(after), form]
                  value = before + responseData in `form` + after (see _FORMS)
@@ -28,7 +29,7 @@ Layout (``v`` 1)::
     trace  [at, event, detail]
     wait   short keys from _WAIT_KEYS, defaults omitted
 
-"ec", a held reply's "who", a command's "dl"/"mb"/"v", the timer kind "s"
+"ec", a held reply's "who", a command's "dl"/"mb"/"v"/"oi", the timer kind "s"
 (send_retry) and the wait keys "op", "or", "pd", "sd", "hr", "se", "dv" were
 added without a version change: rows written before them simply hold none.
 So was "os" (2026-12-03): a held record's bytes hold its responseData once
@@ -215,7 +216,7 @@ def _get_origin(raw: dict[str, Any], data: str | None) -> Origin | None:
 
 _COMMAND_KEYS = {"reason": "z", "review_outcome": "ro", "review_note": "rn",
                  "response_data": "r", "operator": "o", "deadline": "dl", "move_by": "mb",
-                 "version": "v"}
+                 "version": "v", "operation_id": "oi"}
 
 
 def _enc_command(c: Command) -> dict[str, Any]:

@@ -127,6 +127,7 @@ def to_event(role: Role, record: Mapping[str, Any], origin: Origin | None = None
             deadline=record.get("deadline"),
             move_by=record.get("moveBy"),
             version=record.get("version"),
+            operation_id=record.get("operationId"),
         )
     return TimerFired(
         wait_key=record["correlationKey"],
@@ -180,6 +181,7 @@ def command_record(c: Command) -> dict[str, Any]:
         "reviewOutcome": c.review_outcome, "reviewNote": c.review_note,
         "responseData": c.response_data, "operator": c.operator,
         "deadline": c.deadline, "moveBy": c.move_by, "version": c.version,
+        "operationId": c.operation_id,
     }
 
 

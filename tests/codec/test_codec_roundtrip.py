@@ -85,6 +85,7 @@ SAMPLES: dict[RecordType, dict[str, Any]] = {
         "deadline": None,
         "moveBy": None,
         "version": None,
+        "operationId": "op-7",
     },
     RecordType.TIMER: {
         "correlationKey": "9b1e4c0d2f7a4e3b8c6d5a4f3e2d1c0b",

@@ -43,6 +43,7 @@ CONTRACT: dict[RecordType, list[str]] = {
         "deadline",
         "moveBy",
         "version",
+        "operationId",
     ],
     RecordType.TIMER: ["correlationKey", "kind", "dueAt", "generation", "firedAt"],
     RecordType.ACTION: [
