@@ -127,6 +127,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from streams.errors import XwaitError
+from streams.headers import Headers
 from streams.kafka_errors import kafka_error
 from streams.processor.batch import Batch, PartitionBatch
 from streams.processor.context import WorkerContext
@@ -214,9 +215,11 @@ class _Deliveries:
 
 def _produce(producer: Any, topic: str, key: bytes, value: bytes | None,
              partition: int | None, on_delivery: Callable[[KafkaError | None, Any], None],
-             queue_full_wait_s: float) -> None:
+             queue_full_wait_s: float, headers: Headers | None = None) -> None:
     """Queue one record, waiting (blocking, in a worker thread) while the queue is full."""
-    extra = {} if partition is None else {"partition": partition}
+    extra: dict[str, Any] = {} if partition is None else {"partition": partition}
+    if headers:
+        extra["headers"] = list(headers)
     while True:
         try:
             producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **extra)
@@ -370,7 +373,7 @@ class _Transactions:
             if self._outputs:
                 for out in part.out:
                     _produce(producer, self._topics[out.role], out.key, out.value,
-                             out.partition, deliveries.output, wait)
+                             out.partition, deliveries.output, wait, out.headers)
             for key, value in _changelog_records(part):
                 _produce(producer, self._changelog, key, value, part.partition,
                          deliveries.changelog, wait)
@@ -446,7 +449,7 @@ class AtLeastOnce:
         for part in batch.parts.values():
             for out in part.out:
                 _produce(producer, self._topics[out.role], out.key, out.value, out.partition,
-                         outputs.output, tuning.queue_full_wait_s)
+                         outputs.output, tuning.queue_full_wait_s, out.headers)
         self.steps.begin()
         try:
             remaining = producer.flush(tuning.flush_timeout_s)
