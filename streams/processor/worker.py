@@ -36,7 +36,7 @@ from typing import Any
 
 from streams.config import Guarantee, Settings
 from streams.core import WaitDefinition
-from streams.processor import collector
+from streams.processor import collector, tracing
 from streams.processor.applier import Applier
 from streams.processor.census import Census
 from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
@@ -114,10 +114,12 @@ class Worker:
         self.stream_clock = StreamClock(
             ctx, self.sequencer, self.book, self.reader,
             EndOffsets(settings.confluent(), tuning=tuning), self.owned_partitions)
+        # Spans of each batch, when OTEL_EXPORTER_OTLP_ENDPOINT is set (else None: none made).
+        self.tracer = tracing.from_env(os.environ, app_id)
         self.applier = Applier(
             ctx, RecordHandler(definitions, settings.partitions, self.topics[Role.TIMERS]),
             self.sequencer, self.stores, self.committer, self.book, self.index,
-            self.stream_clock)
+            self.stream_clock, self.tracer)
         self.restorer = ChangelogReader(
             settings.confluent(**{"group.id": f"{app_id}-restore"}), self.changelog,
             self.stores, tuning)

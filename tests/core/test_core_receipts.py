@@ -9,6 +9,8 @@ way belong to time).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -60,7 +62,7 @@ class Receipts(Run):
         self.history.append(decision.effects)
         return receipt_for(before, event, decision, self.now, self.definitions)
 
-    def reply_receipt(self, data: str = APPROVED, **kw: object) -> Receipt:
+    def reply_receipt(self, data: str = APPROVED, **kw: Any) -> Receipt:
         fields: dict[str, object] = {"correlation_key": KEY, "response_data": data,
                                      "tenant": "acme", "channel": "portal"}
         fields.update(kw)
@@ -142,7 +144,7 @@ def test_a_probe_result_not_yet_ready_is_recorded() -> None:
     ({"tenant": "globex"}, Verdict.TENANT_MISMATCH),
     ({"correlation_key": f"{KEY}~nobody"}, Verdict.REJECTED),
 ])
-def test_a_reply_the_wait_refuses_names_the_rejection(change: dict[str, object],
+def test_a_reply_the_wait_refuses_names_the_rejection(change: dict[str, Any],
                                                        verdict: Verdict) -> None:
     run = Receipts()
     run.start()
@@ -295,8 +297,10 @@ def test_a_reply_appended_after_its_wait_ended_is_late_and_one_before_is_never_l
     run.advance(delay)
     d = DEFINITIONS[definition]
     aged = catch_up(run.slot, run.now, DEFINITIONS)
-    assume(aged.slot is not None and aged.slot.wait is not None)
-    ended = aged.slot.wait.ended_at if aged.slot.wait.status is WaitStatus.DONE else None
+    met = aged.slot.wait if aged.slot is not None else None
+    assume(met is not None)
+    assert met is not None
+    ended = met.ended_at if met.status is WaitStatus.DONE else None
     party = d.parties[data_i % len(d.parties)] if d.parties else None
     key = KEY if party is None else f"{KEY}~{party}"
     channel = d.channels[data_i % len(d.channels)] if d.channels else "poller"
