@@ -170,11 +170,11 @@ def test_every_sender_gets_the_receipt_of_its_decision_across_a_kill_9(
         senders.join()
 
         outcomes: dict[str, set[str]] = defaultdict(set)
-        for key, outcome in _all(settings, "outcomes"):
-            outcomes[key.decode()].add(outcome["outcomeId"])
+        for raw, outcome in _all(settings, "outcomes"):
+            outcomes[raw.decode()].add(outcome["outcomeId"])
         copies: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for key, receipt in _all(settings, "receipts"):
-            copies[key.decode()].append(receipt)
+        for raw, record in _all(settings, "receipts"):
+            copies[raw.decode()].append(record)
         for key in keys:
             receipt = senders.receipts[key]
             assert receipt.verdict is Verdict.WON, receipt
