@@ -25,6 +25,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "DOCUMENTED",
     "MAX_RECEIPT_ID",
     "RECEIPT",
     "TRACEPARENT",
@@ -38,6 +39,20 @@ __all__ = [
 
 TRACEPARENT = "traceparent"
 RECEIPT = "xwait-receipt"
+
+DOCUMENTED = {
+    TRACEPARENT: "W3C Trace Context (`00-<trace id>-<parent id>-<flags>`). On a StartWait "
+                 "(the SDK and `xwait start` send one): kept with the wait, and written on "
+                 "every Action and the Outcome of that wait, whichever worker decides them "
+                 "and however late (timers included); the workers' batch spans link it. On "
+                 "a Reply or Command: written on its Rejected record and its Receipt. An "
+                 "invalid value is ignored.",
+    RECEIPT: "On a Reply or Command (any input record): the sender asks for a Receipt "
+             "keyed by this id (at most 128 bytes) on `<prefix>.receipts`; the SDK's "
+             "`wait=True` and the CLI's `--wait` send it. Forwarded with the record when a "
+             "worker moves it to its partition.",
+}
+"""Each header, as the contract reference (docs/reference/contract.md) says it."""
 
 MAX_RECEIPT_ID = 128
 """Bytes of a receipt id the worker takes; a longer one gets no receipt (it is the
