@@ -53,10 +53,8 @@ class Applier:
 
     def __init__(self, ctx: WorkerContext, handler: RecordHandler, sequencer: Sequencer,
                  stores: StateStores, committer: Committer, book: PartitionBook,
-                 index: DueTimers, clock: StreamClock | None,
-                 tracer: BatchTracer | None = None) -> None:
-        """`clock`: asked to probe when released records wait for proof (None: never).
-        `tracer`: makes each batch's spans (`streams.processor.tracing`; None: none)."""
+                 index: DueTimers, clock: StreamClock | None) -> None:
+        """`clock`: asked to probe when released records wait for proof (None: never)."""
         self.ctx = ctx
         self.tuning = ctx.tuning
         self.handler = handler
@@ -66,7 +64,8 @@ class Applier:
         self.book = book
         self.index = index
         self.clock = clock
-        self.tracer = tracer
+        # Makes each batch's spans (`streams.processor.tracing`); None: none are made.
+        self.tracer = ctx.tracer
         self.counters = ctx.counters
         self.latency = ctx.latency
         # Least seconds between two batches' starts (`run`): the batch linger.

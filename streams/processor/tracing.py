@@ -34,11 +34,6 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = "xwait-worker"
 """``service.name`` unless ``OTEL_SERVICE_NAME`` says otherwise."""
 
-MAX_LINKS = 4096
-"""Links one span keeps (OpenTelemetry's default is 128): a batch of up to
-`Tuning.batch_max` records plus its due timers links every traced wait in it."""
-
-
 class BatchTracer:
     """Makes the two spans of a batch on an OpenTelemetry tracer (see the module)."""
 
@@ -97,11 +92,14 @@ def enabled(env: Mapping[str, str]) -> bool:
                 or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip())
 
 
-def from_env(env: Mapping[str, str], app_id: str, exporter: Any = None) -> BatchTracer | None:
+def from_env(env: Mapping[str, str], app_id: str, max_links: int = 1000,
+             exporter: Any = None) -> BatchTracer | None:
     """A tracer exporting by OTLP/HTTP, or None when the environment asks for none.
 
-    `exporter` replaces the OTLP exporter (a test's in-memory one): spans are made
-    whatever the environment then.
+    `max_links`: links one span keeps (OpenTelemetry's default, 128, would drop
+    most of a full batch's): the most records and timers a batch decides
+    (`Tuning.batch_max` + `Tuning.timers_max`).  `exporter` replaces the OTLP
+    exporter (a test's in-memory one): spans are made whatever the environment then.
     """
     if exporter is None and not enabled(env):
         return None
@@ -112,7 +110,7 @@ def from_env(env: Mapping[str, str], app_id: str, exporter: Any = None) -> Batch
 
     resource = Resource.create({SERVICE_KEY: env.get("OTEL_SERVICE_NAME") or SERVICE_NAME,
                                 "xwait.app_id": app_id})
-    provider = TracerProvider(resource=resource, span_limits=SpanLimits(max_links=MAX_LINKS))
+    provider = TracerProvider(resource=resource, span_limits=SpanLimits(max_links=max_links))
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -125,4 +123,4 @@ def from_env(env: Mapping[str, str], app_id: str, exporter: Any = None) -> Batch
     return BatchTracer(provider.get_tracer("xwait.worker"), provider)
 
 
-__all__ = ["MAX_LINKS", "SERVICE_NAME", "BatchTracer", "enabled", "from_env"]
+__all__ = ["SERVICE_NAME", "BatchTracer", "enabled", "from_env"]

@@ -80,10 +80,13 @@ class Worker:
                  tuning: Tuning = TUNING) -> None:
         self.settings = settings
         self.definitions = definitions
+        # Spans of each batch, when OTEL_EXPORTER_OTLP_ENDPOINT is set (else None: none made).
+        self.tracer = tracing.from_env(os.environ, settings.app_id,
+                                       max_links=tuning.batch_max + tuning.timers_max)
         self.ctx = ctx = WorkerContext(
             settings, changelog_topic(settings), tuning,
             latency=Latencies(tuning.latency_window), fail=self.fail,
-            lose=lambda partitions: self.ownership.lost(partitions))
+            lose=lambda partitions: self.ownership.lost(partitions), tracer=self.tracer)
         self.counters = ctx.counters
         self.latency = ctx.latency
         self.observers = ctx.observers  # called after each record is durable
@@ -114,12 +117,10 @@ class Worker:
         self.stream_clock = StreamClock(
             ctx, self.sequencer, self.book, self.reader,
             EndOffsets(settings.confluent(), tuning=tuning), self.owned_partitions)
-        # Spans of each batch, when OTEL_EXPORTER_OTLP_ENDPOINT is set (else None: none made).
-        self.tracer = tracing.from_env(os.environ, app_id)
         self.applier = Applier(
             ctx, RecordHandler(definitions, settings.partitions, self.topics[Role.TIMERS]),
             self.sequencer, self.stores, self.committer, self.book, self.index,
-            self.stream_clock, self.tracer)
+            self.stream_clock)
         self.restorer = ChangelogReader(
             settings.confluent(**{"group.id": f"{app_id}-restore"}), self.changelog,
             self.stores, tuning)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,8 @@ class Traced(World):
         super().__init__(tmp_path)
         self.exported = InMemorySpanExporter()
         tracer = tracing.from_env({}, "t-processor", exporter=self.exported)
-        self.applier = Applier(self.ctx, handler, self.sequencer, self.stores,
-                               port(self.committer), self.book, self.index, None, tracer)
+        self.applier = Applier(replace(self.ctx, tracer=tracer), handler, self.sequencer,
+                               self.stores, port(self.committer), self.book, self.index, None)
 
     async def batch(self, *records: InputRecord, error: BaseException | None = None) -> None:
         self.stage(*records)
@@ -125,3 +126,15 @@ def test_without_an_endpoint_a_worker_imports_no_opentelemetry() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_full_batch_keeps_a_link_to_every_wait_it_decided_for() -> None:
+    """OpenTelemetry keeps 128 links by default; a batch decides for up to 1,000 waits."""
+    exported = InMemorySpanExporter()
+    tracer = tracing.from_env({}, "t-processor", max_links=1000, exporter=exported)
+    assert tracer is not None
+    traces = [f"00-{n + 1:032x}-{n + 1:016x}-01" for n in range(1000)]
+    span = tracer.decided(tracer.links([*traces, *traces, None]), 0, 1, {})
+    tracer.committed(span, [], 1, 2, {})
+    decide, _ = exported.get_finished_spans()
+    assert len(decide.links) == 1000 and decide.dropped_links == 0
