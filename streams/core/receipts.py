@@ -252,7 +252,8 @@ def _with_outcome(receipt: Receipt, outcome: EmitOutcome) -> Receipt:
 
 
 def _last_trace(w: Wait | None) -> str | None:
-    """What the wait's trace says happened last: the input's own line, once it applied."""
+    """What the wait's trace says last: the input's own line, or what it led to (a
+    RESUME's last line may be a recorded reply it decided)."""
     if w is None or not w.trace:
         return None
     entry = w.trace[-1]
