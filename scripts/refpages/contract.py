@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from refpages.markdown import HEADER, REPO, Undocumented, attribute_docs, code, table
+from refpages.markdown import HEADER, REPO, Undocumented, attribute_docs, code, one_line, table
 
 
 def _enum_rows(members: list[Any]) -> list[list[str]]:
@@ -74,7 +74,9 @@ def _record(schema: dict[str, Any]) -> str:
 
 
 def contract() -> str:
+    from streams import headers
     from streams.core.effects import OutcomeReason, RejectReason
+    from streams.core.receipts import Verdict
     from streams.processor.model import ProcessorReject
 
     spec = yaml.safe_load((REPO / "topology" / "topics.yaml").read_text())
@@ -104,6 +106,7 @@ def contract() -> str:
             row[1] = f"{row[1]} {docs[member.name]}".strip()
             row[2] = f"{row[2]}, {where}" if row[2] else where
     outcome_rows = _enum_rows(list(OutcomeReason))
+    header_rows = [[code(name), one_line(doc)] for name, doc in headers.DOCUMENTED.items()]
     return (
         HEADER + "# Contract reference\n\n"
         "Every topic, record, field and reason of xwait's contract, generated from "
@@ -125,4 +128,13 @@ def contract() -> str:
         + "\n## Rejection reasons\n\n"
         "`Rejected.reason`: every reason a worker publishes, from the enums of the "
         "code that emits it.\n\n"
-        + table(["reason", "meaning", "named in"], [reasons[k] for k in sorted(reasons)]))
+        + table(["reason", "meaning", "named in"], [reasons[k] for k in sorted(reasons)])
+        + "\n## Receipt verdicts\n\n"
+        "`Receipt.verdict`, from `streams.core.receipts.Verdict`: what became of a reply "
+        "(won, recorded, held, in_review, escalated, late, duplicate, tenant_mismatch, "
+        "rejected) or a command (applied, held, unchanged, refused).\n\n"
+        + table(["verdict", "meaning"], _enum_rows(list(Verdict)))
+        + "\n## Headers\n\n"
+        "Kafka record headers a worker reads and writes, from `streams.headers`; a "
+        "record's other headers are neither read nor copied.\n\n"
+        + table(["header", "meaning"], header_rows))

@@ -9,6 +9,16 @@ running the command, start-up included (for `worker`: of its start-up; for
 the wait ended: 0 RECEIVED, 5 ESCALATED, 6 CANCELLED, 7 no outcome within
 `--timeout`. 130: interrupted (Ctrl-C) while a bulk operation ran.
 
+`reply` and the operator commands with `--wait` say what the worker made of
+the record (its receipt, `streams.core.receipts`): 0 a reply won / a command
+was applied, 5 escalated (an invalid reply, where the definition escalates
+them), 7 no receipt within `--timeout` (it was sent, and is decided when a
+worker gets to it), 8 held (before its request, or while its wait is
+suspended), 9 in review (it won but failed validation), 10 late, 11 duplicate,
+12 tenant mismatch, 13 rejected or refused for another reason (printed), 14
+unchanged (a command that asked for what already was), 15 recorded (a probe's
+not-ready result).
+
 Per command, what "failed" (1) and "bad usage" (2) mean:
 
 * `start`, `reply`, `suspend`, `resume`, `cancel`, `deliver`, `reschedule`, `review`,
@@ -83,6 +93,14 @@ EXIT_NO_SUCH_WAIT = 4
 EXIT_ESCALATED = 5
 EXIT_CANCELLED = 6
 EXIT_NO_RESULT = 7
+EXIT_HELD = 8
+EXIT_IN_REVIEW = 9
+EXIT_LATE = 10
+EXIT_DUPLICATE = 11
+EXIT_TENANT_MISMATCH = 12
+EXIT_REFUSED = 13
+EXIT_UNCHANGED = 14
+EXIT_RECORDED = 15
 EXIT_INTERRUPTED = 130  # the shell's 128 + SIGINT, as any command stopped by Ctrl-C
 
 BULK_COMMANDS = ("cancel", "suspend", "resume", "migrate", "reschedule")
@@ -324,6 +342,18 @@ def _force(parser: argparse.ArgumentParser) -> None:
                              "otherwise), e.g. for a reply that overtakes its request")
 
 
+def _receipt_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait", action="store_true",
+                        help="wait for the worker's receipt: print what became of it; the "
+                             "exit code says it (0 won or applied, 8 held, 9 in review, 10 "
+                             "late, 11 duplicate, 12 tenant mismatch, 13 refused, 14 "
+                             "unchanged, 15 recorded, 5 escalated, 7 none in time)")
+    parser.add_argument("--timeout", type=_positive_float, default=None,
+                        help="with --wait: seconds to wait for the receipt (default 10); "
+                             "with --where: seconds to wait, after the last command, for the "
+                             "workers to decide every one (default 30)")
+
+
 def _producing_commands(sub: Any) -> None:
     # The flags of a bulk operation (--where ...): argparse only, cheap to import.
     from streams.cli.bulk_flags import add_bulk_flags, add_key_or_where
@@ -337,6 +367,9 @@ def _producing_commands(sub: Any) -> None:
     start.add_argument("--party", dest="parties", action="append", default=[],
                        help="a party of a first-valid wait (repeatable)")
     start.add_argument("--deadline", help="ISO 8601 duration overriding the definition's")
+    start.add_argument("--traceparent",
+                       help="W3C trace context to send the request with (default: a fresh "
+                            "trace); the wait's actions and outcome carry it")
     batch = start.add_mutually_exclusive_group()
     batch.add_argument("--count", type=_positive_int, help="start N waits, each its own key")
     batch.add_argument("--file", type=Path,
@@ -350,6 +383,7 @@ def _producing_commands(sub: Any) -> None:
     reply.add_argument("--data", required=True, help="the answer, JSON (responseData)")
     reply.add_argument("--tenant", help="tenant the reply claims")
     reply.add_argument("--reply-id", help="id that makes a retried reply a duplicate")
+    _receipt_flags(reply)
     _force(reply)
     _common(reply, console=True)
 
@@ -369,6 +403,7 @@ def _producing_commands(sub: Any) -> None:
         if name == "deliver":
             cmd.add_argument("--data", required=True, help="the answer, JSON (responseData)")
         _operator(cmd)
+        _receipt_flags(cmd)
         _force(cmd)
         if name != "deliver":
             add_bulk_flags(cmd)
@@ -388,6 +423,7 @@ def _producing_commands(sub: Any) -> None:
     when.add_argument("--by", help="move the deadline by an ISO 8601 duration (PT30M, -PT30M)")
     reschedule.add_argument("--reason", help="why, for the trace")
     _operator(reschedule)
+    _receipt_flags(reschedule)
     _force(reschedule)
     add_bulk_flags(reschedule)
     _common(reschedule, console=True)
@@ -407,6 +443,7 @@ def _producing_commands(sub: Any) -> None:
                          help="the version (default: the newest; required with --where)")
     migrate.add_argument("--reason", help="why, for the trace")
     _operator(migrate)
+    _receipt_flags(migrate)
     _force(migrate)
     add_bulk_flags(migrate)
     _common(migrate, console=True)
@@ -437,6 +474,7 @@ def _producing_commands(sub: Any) -> None:
         if name == "correct":
             cmd.add_argument("--data", required=True, help="the corrected answer, JSON")
         _operator(cmd)
+        _receipt_flags(cmd)
         _force(cmd)
         _common(cmd, console=True)
 

@@ -50,6 +50,7 @@ from streams.client.bulk import (
     Summary,
     new_operation_id,
 )
+from streams.client.pacing import CONFIRM_TIMEOUT_S
 from streams.client.where import Where
 from streams.config import Settings
 
@@ -75,7 +76,8 @@ def run_bulk(args: argparse.Namespace, settings: Settings) -> int:
                           move_by=getattr(args, "by", None))
     operation_id = args.operation or new_operation_id(args.command)
     op = Operation(HttpWaits(settings.console_url, read_token(settings)), where, command,
-                   operation_id, rate=args.rate, confirm_timeout=args.timeout)
+                   operation_id, rate=args.rate,
+                   confirm_timeout=args.timeout or CONFIRM_TIMEOUT_S)
     try:
         if args.dry_run:
             return _dry_run(op, args)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from streams.cli import _positive_float  # imported by build_parser: streams.cli is loaded
-from streams.client.pacing import CONFIRM_TIMEOUT_S, DEFAULT_RATE
+from streams.client.pacing import DEFAULT_RATE
 
 __all__ = ["add_bulk_flags", "add_key_or_where", "rate"]
 
@@ -54,8 +53,4 @@ def add_bulk_flags(parser: argparse.ArgumentParser) -> None:
     bulk.add_argument("--yes", action="store_true",
                       help="do not ask before commanding the waits (asked only when stdin is "
                            "a terminal)")
-    bulk.add_argument("--timeout", type=_positive_float, default=CONFIRM_TIMEOUT_S,
-                      metavar="S",
-                      help="after the last command, wait up to S seconds for the workers to "
-                           f"decide every one (default {CONFIRM_TIMEOUT_S:g})")
 

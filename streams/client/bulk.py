@@ -113,26 +113,27 @@ def new_operation_id(kind: str, now: datetime | None = None) -> str:
 
 
 class Commander(Protocol):
-    """What sends the commands: the SDK's client (``XwaitClient``)."""
+    """What sends the commands: the SDK's client (``XwaitClient``); what a command
+    returns (a receipt when waited for) is not read here."""
 
     def cancel(self, correlation_key: str, reason: str, *, operator: str | None = ...,
-               force: bool = ..., operation: str | None = ...) -> None: ...
+               force: bool = ..., operation: str | None = ...) -> object: ...
 
     def suspend(self, correlation_key: str, reason: str, *, operator: str | None = ...,
-                force: bool = ..., operation: str | None = ...) -> None: ...
+                force: bool = ..., operation: str | None = ...) -> object: ...
 
     def resume(self, correlation_key: str, *, reason: str | None = ...,
                operator: str | None = ..., force: bool = ...,
-               operation: str | None = ...) -> None: ...
+               operation: str | None = ...) -> object: ...
 
     def migrate(self, correlation_key: str, *, version: str | None = ...,
                 reason: str | None = ..., operator: str | None = ..., force: bool = ...,
-                operation: str | None = ...) -> None: ...
+                operation: str | None = ...) -> object: ...
 
     def reschedule(self, correlation_key: str, *, deadline: str | None = ...,
                    move_by: str | None = ..., reason: str | None = ...,
                    operator: str | None = ..., force: bool = ...,
-                   operation: str | None = ...) -> None: ...
+                   operation: str | None = ...) -> object: ...
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,9 @@ class StartWait:
     payload: str | None = None
     parties: tuple[str, ...] = ()
     deadline: str | None = None
+    traceparent: str | None = None
+    """The W3C trace context the request came with (its Kafka header), kept with the
+    wait it parks (``Slot.traceparent``); opaque to the rules."""
 
 
 @fast_init

@@ -312,10 +312,10 @@ class _Transactions:
             if self._outputs:
                 for out in part.out:
                     produce(producer, self._topics[out.role], out.key, out.value,
-                             out.partition, deliveries.output, wait)
+                            out.partition, deliveries.output, wait, out.headers)
             for key, value in _changelog_records(part):
                 produce(producer, self._changelog, key, value, part.partition,
-                         deliveries.changelog, wait)
+                        deliveries.changelog, wait)
             committing = True
             commit_transaction(producer, deliveries, self.steps)
         except KafkaException as exc:
@@ -388,7 +388,7 @@ class AtLeastOnce:
         for part in batch.parts.values():
             for out in part.out:
                 produce(producer, self._topics[out.role], out.key, out.value, out.partition,
-                         outputs.output, tuning.queue_full_wait_s)
+                        outputs.output, tuning.queue_full_wait_s, out.headers)
         self.steps.begin()
         try:
             remaining = producer.flush(tuning.flush_timeout_s)

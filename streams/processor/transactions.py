@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from streams.headers import Headers
 from streams.kafka_errors import kafka_error
 from streams.processor.tuning import Tuning
 
@@ -80,10 +81,12 @@ class Deliveries:
 
 
 def produce(producer: Any, topic: str, key: bytes, value: bytes | None,
-             partition: int | None, on_delivery: Callable[[KafkaError | None, Any], None],
-             queue_full_wait_s: float) -> None:
+            partition: int | None, on_delivery: Callable[[KafkaError | None, Any], None],
+            queue_full_wait_s: float, headers: Headers | None = None) -> None:
     """Queue one record, waiting (blocking, in a worker thread) while the queue is full."""
-    extra = {} if partition is None else {"partition": partition}
+    extra: dict[str, Any] = {} if partition is None else {"partition": partition}
+    if headers:
+        extra["headers"] = list(headers)
     while True:
         try:
             producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **extra)

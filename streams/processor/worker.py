@@ -36,7 +36,7 @@ from typing import Any
 
 from streams.config import Guarantee, Settings
 from streams.core import WaitDefinition
-from streams.processor import collector
+from streams.processor import collector, tracing
 from streams.processor.applier import Applier
 from streams.processor.census import Census
 from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
@@ -81,10 +81,13 @@ class Worker:
                  tuning: Tuning = TUNING) -> None:
         self.settings = settings
         self.definitions = definitions
+        # Spans of each batch, when OTEL_EXPORTER_OTLP_ENDPOINT is set (else None: none made).
+        self.tracer = tracing.from_env(os.environ, settings.app_id,
+                                       max_links=tuning.batch_max + tuning.timers_max)
         self.ctx = ctx = WorkerContext(
             settings, changelog_topic(settings), tuning,
             latency=Latencies(tuning.latency_window), fail=self.fail,
-            lose=lambda partitions: self.ownership.lost(partitions),
+            lose=lambda partitions: self.ownership.lost(partitions), tracer=self.tracer,
             clock=worker_clock(settings))  # the wall clock, or the test kit's (XWAIT_CLOCK)
         self.counters = ctx.counters
         self.latency = ctx.latency

@@ -31,6 +31,7 @@ RELEASED_FINGERPRINTS: dict[RecordType, list[str]] = {
     RecordType.OUTCOME: ["d04c7320ffe257c4", "70bbe7145b27dfe9", "c37cb4a71c2b6626"],
     RecordType.REJECTED: ["f67ad6a42b9a4ead"],
     RecordType.ACTION_RESULT: ["89fd9490f7a5455b"],
+    RecordType.RECEIPT: ["1ab53f44bb6fe30e"],
 }
 
 GOLDEN_REPLY = {

@@ -151,6 +151,28 @@ SAMPLES: dict[RecordType, dict[str, Any]] = {
         "original": b"\xc3\x01\x00\x00",
         "rejectedAt": NOW,
     },
+    RecordType.RECEIPT: {
+        "receiptId": "4c1f0e2a9b3d4e5f8a6b7c8d9e0f1a2b",
+        "key": "9b1e4c0d2f7a4e3b8c6d5a4f3e2d1c0b",
+        "correlationKey": "9b1e4c0d2f7a4e3b8c6d5a4f3e2d1c0b~finance",
+        "record": "Reply",
+        "command": None,
+        "verdict": "won",
+        "reason": None,
+        "detail": None,
+        "decidedAt": NOW + 1000,
+        "heldUntil": None,
+        "outcome": "RECEIVED",
+        "outcomeReason": "reply_valid",
+        "outcomeId": "o-1",
+        "party": "finance",
+        "endedAt": NOW + 1000,
+        "validationIssue": None,
+        "actionId": None,
+        "topic": "xwait.replies",
+        "partition": 3,
+        "offset": 42,
+    },
 }
 
 

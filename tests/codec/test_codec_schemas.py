@@ -100,6 +100,11 @@ CONTRACT: dict[RecordType, list[str]] = {
         "permanent",
         "at",
     ],
+    RecordType.RECEIPT: [
+        "receiptId", "key", "correlationKey", "record", "command", "verdict", "reason",
+        "detail", "decidedAt", "heldUntil", "outcome", "outcomeReason", "outcomeId", "party",
+        "endedAt", "validationIssue", "actionId", "topic", "partition", "offset",
+    ],
 }
 ENUMS = {
     "CommandKind": ["SUSPEND", "RESUME", "CANCEL", "DELIVER", "REVIEW", "RESCHEDULE",
