@@ -168,6 +168,14 @@ class Report:
     # Transactions of the workers still running at the end that a newer owner fenced
     # (what a zombie's commits came to).
     fenced: int = 0
+    # Both sides of the inputs when the run settled (`input_sides`), so that waits that
+    # never ended name the side that stood still: per partition and input topic, the end
+    # the load's producer had acknowledged beside the position the workers had applied;
+    # the load's producer (offered, acknowledged, failed, still queued, its errors); and
+    # `stalled`, the verdict in words (None: both sides reached the end).
+    inputs: dict[str, dict[str, dict[str, int | None]]] = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)
+    stalled: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -194,6 +202,18 @@ class _IdempotenceState:
             self.value = str(json.loads(raw).get("eos", {}).get("idemp_state", "?"))
 
 
+class _ClientErrors:
+    """The load producer's client-level errors (its error_cb), counted by name: a broker
+    away shows as _TRANSPORT / _ALL_BROKERS_DOWN while it restarts.  A callable of its
+    own for the reason `_IdempotenceState` is."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def __call__(self, err: KafkaError) -> None:
+        self.counts[err.name()] += 1
+
+
 class Load(threading.Thread):
     """Offers the waits at the plan's rate and answers them on schedule.
 
@@ -210,15 +230,23 @@ class Load(threading.Thread):
         self.rng = rng
         self.by_key = {w.key: w for w in waits}
         self._idempotence = _IdempotenceState()
+        self._client_errors = _ClientErrors()
         self.producer = Producer(settings.confluent(**{
             "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True,
-            "statistics.interval.ms": 200, "stats_cb": self._idempotence}))
+            "statistics.interval.ms": 200, "stats_cb": self._idempotence,
+            "error_cb": self._client_errors}))
         self._due: list[tuple[float, int, str, str]] = []  # (monotonic, seq, what, key)
         self._seq = 0
         self._lock = threading.Lock()
         self.requests_done = threading.Event()
         self.errors: list[str] = []
         self.produced: Counter[tuple[str, int]] = Counter()  # (topic, partition) -> records
+        # Per input role (requests, replies, commands): records handed to the producer,
+        # acknowledged by the broker, failed; and when the last acknowledgement came.
+        self.offered: Counter[str] = Counter()
+        self.acked: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
+        self.last_ack_at: float | None = None  # time.monotonic()
         self.warm_s = self.warm(warm_timeout)
 
     def warm(self, timeout: float) -> float:
@@ -265,11 +293,15 @@ class Load(threading.Thread):
             self._seq += 1
             heapq.heappush(self._due, (at, self._seq, what, key))
 
-    def _delivered(self, what: str, key: str) -> Callable[[KafkaError | None, Any], None]:
+    def _delivered(self, role: str, what: str, key: str
+                   ) -> Callable[[KafkaError | None, Any], None]:
         def report(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
+                self.failed[role] += 1
                 self.errors.append(f"{what} {key}: {err}")
                 return
+            self.acked[role] += 1
+            self.last_ack_at = time.monotonic()
             ts_type, ts = msg.timestamp()
             appended = ts if ts_type == TIMESTAMP_LOG_APPEND_TIME else None
             self.produced[(msg.topic(), msg.partition())] = max(
@@ -286,9 +318,23 @@ class Load(threading.Thread):
         return report
 
     def _send(self, role: str, key: str, record: dict[str, Any], what: str) -> None:
+        self.offered[role] += 1
         self.producer.produce(self.settings.topic(role), key=key.encode(),
                               value=json.dumps(record).encode(),
-                              on_delivery=self._delivered(what, key))
+                              on_delivery=self._delivered(role, what, key))
+
+    def standing(self, started: float) -> dict[str, Any]:
+        """Where the load's producer stands: per input role what it offered, had
+        acknowledged and failed; how many records its queue still holds; its errors; and
+        the seconds from `started` (the run's time.monotonic()) to its last
+        acknowledgement."""
+        self.producer.poll(0)
+        return {"offered": dict(self.offered), "acknowledged": dict(self.acked),
+                "failed": dict(self.failed), "queued": len(self.producer),
+                "client_errors": dict(self._client_errors.counts),
+                "errors": self.errors[:5],
+                "last_ack_s": None if self.last_ack_at is None
+                else round(self.last_ack_at - started, 1)}
 
     def review(self, key: str) -> None:
         """An operator accepts the invalid reply of `key` a moment after the review opens."""
@@ -523,6 +569,61 @@ def _standing(stats: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: stats.get(k) for k in keep}
 
 
+INPUT_ROLES = ("requests", "replies", "commands")
+
+
+def input_sides(report: Report, load: Load, workers: list[WorkerProcess], started: float
+                ) -> None:
+    """Record both sides of the inputs in `report` (`inputs`, `load`, `stalled`): what the
+    load's producer had acknowledged per partition beside what the running `workers` had
+    applied (each partition from its owner; None where no running worker owns it).
+
+    Asked before the workers stop.  A wait that never ended then names its side: a
+    producer that never had its requests acknowledged (after a broker restart) is the
+    test's own load standing still; a worker whose applied position stays below an
+    acknowledged end stopped reading its input; both at the end point past the inputs
+    (the decisions, the outcomes' commit, or the watch).
+    """
+    applied: dict[tuple[int, str], int] = {}
+    owner: dict[int, str] = {}
+    for worker in workers:
+        stats = worker.stats() if worker.running else None
+        if stats is None:
+            continue
+        for p in stats.get("ownedPartitions") or []:
+            owner[int(p)] = worker.name
+            part = (stats.get("positions") or {}).get(str(p), {})
+            for role in INPUT_ROLES:
+                applied[(int(p), role)] = max(applied.get((int(p), role), 0),
+                                              int(part.get(role, 0)))
+    inputs: dict[str, dict[str, dict[str, int | None]]] = {}
+    behind: list[str] = []
+    for p in range(load.settings.partitions):
+        inputs[str(p)] = {}
+        for role in INPUT_ROLES:
+            acked = load.produced.get((load.settings.topic(role), p), 0)
+            got = applied.get((p, role)) if p in owner else None
+            inputs[str(p)][role] = {"acknowledged": acked, "applied": got}
+            if got is None or got < acked:
+                behind.append(f"{role} {p}: {got if got is not None else 'unowned'}/{acked}")
+    report.inputs = inputs
+    report.load = load.standing(started)
+    offered, acked = report.load["offered"], report.load["acknowledged"]
+    unacked = {r: offered.get(r, 0) - acked.get(r, 0) for r in INPUT_ROLES
+               if offered.get(r, 0) > acked.get(r, 0)}
+    verdict = []
+    if unacked:
+        verdict.append(
+            f"the load: its producer had no acknowledgement for {unacked} (failed "
+            f"{report.load['failed']}, {report.load['queued']} still queued, last "
+            f"acknowledgement {report.load['last_ack_s']} s into the run, errors "
+            f"{report.load['client_errors']})")
+    if behind:
+        verdict.append("the worker: applied below the acknowledged end (role partition: "
+                       "applied/acknowledged) " + ", ".join(behind))
+    report.stalled = "; ".join(verdict) or None
+
+
 def _backlog(load: Load, worker: WorkerProcess) -> int | None:
     """Input records produced but not yet applied by `worker`, or None if it does not answer."""
     stats = worker.stats()
@@ -741,9 +842,10 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
                 break
         load.pump(2.0)  # late duplicates, if any, arrive too
         report.fenced = sum(w.counter("transactions.fenced") for w in (w1, w2) if w.running)
+        input_sides(report, load, [w1, w2], started)
         if watch.ended() < plan.waits and w1.running:
             # For the report: where the worker stood, and its threads' stacks in its log.
-            event("waits still open", stats=_standing(w1.stats()))
+            event("waits still open", stats=_standing(w1.stats()), stalled=report.stalled)
             w1.dump_threads()
         event("settled", ended=watch.ended(), watch_renewed=watch.renewed)
     finally:
@@ -825,4 +927,4 @@ def chaos_settings(base: Settings, folder: Path, guarantee: Guarantee) -> Settin
 
 
 __all__ = ["DEADLINE_MS", "Broker", "Load", "Plan", "Report", "Watch", "chaos_settings",
-           "expected_outcome", "judge", "make_waits", "run_chaos"]
+           "expected_outcome", "input_sides", "judge", "make_waits", "run_chaos"]
