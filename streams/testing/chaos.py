@@ -239,6 +239,9 @@ class Load(threading.Thread):
         self._seq = 0
         self._lock = threading.Lock()
         self.requests_done = threading.Event()
+        # Set by `finish`: no more requests are offered (`requests_offered` of `waits` were).
+        self._finish = threading.Event()
+        self.requests_offered = 0
         self.errors: list[str] = []
         self.produced: Counter[tuple[str, int]] = Counter()  # (topic, partition) -> records
         # Per input role (requests, replies, commands): records handed to the producer,
@@ -347,13 +350,25 @@ class Load(threading.Thread):
             while True:
                 self._drain_due(until=at)
                 now = time.monotonic()
-                if now >= at:
+                if now >= at or self._finish.is_set():
                     break
                 time.sleep(min(0.005, at - now))
+            if self._finish.is_set():
+                break
             wait.requested_at = int(time.time() * 1000)
             self._send("requests", wait.key, {"correlationKey": wait.key, "definition": "chaos",
                                               "requestedAt": wait.requested_at}, "request")
+            self.requests_offered = i + 1
         self.requests_done.set()
+
+    def finish(self) -> list[Wait]:
+        """Offer no more requests (a load sized by what it runs beside, not by its count);
+        the waits offered, once the load has stopped offering.  Their replies and reviews
+        go on through `pump`."""
+        self._finish.set()
+        self.join()
+        self.waits = self.waits[:self.requests_offered]
+        return self.waits
 
     def _drain_due(self, until: float) -> None:
         self.producer.poll(0)
