@@ -79,6 +79,8 @@ response_schema:
     approved: {type: boolean}
 """
 DEADLINE_MS = 6_000
+# How often the settling run records where the load and the worker stand (an event).
+SETTLE_SAMPLE_S = 15.0
 # How long a Load waits for its producer to be ready (Load.warm) before it gives up.
 LOAD_WARM_TIMEOUT_S = 60.0
 
@@ -850,11 +852,21 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
         load.join()
         # Replies and reviews still scheduled; then every wait must end.
         settle_until = time.monotonic() + plan.settle_s
+        sampled = time.monotonic()
         while time.monotonic() < settle_until and watch.ended() < plan.waits:
             load.pump(1.0)
             if not w1.running:
                 event("worker exited", log=w1.log_tail(20))
                 break
+            if time.monotonic() - sampled >= SETTLE_SAMPLE_S:
+                # Over time, so that a stall shows when it began and which side moved.
+                sampled = time.monotonic()
+                stats = w1.stats() or {}
+                run_start_s = time.time() - (time.monotonic() - started)
+                event("settling", ended=watch.ended(), acknowledged=dict(load.acked),
+                      applied=_applied(stats), held=stats.get("held"),
+                      stream_time_s={p: round(t / 1000 - run_start_s, 1) for p, t in
+                                     (stats.get("streamTime") or {}).items()})
         load.pump(2.0)  # late duplicates, if any, arrive too
         report.fenced = sum(w.counter("transactions.fenced") for w in (w1, w2) if w.running)
         input_sides(report, load, [w1, w2], started)
