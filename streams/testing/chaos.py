@@ -872,7 +872,8 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
         input_sides(report, load, [w1, w2], started)
         if watch.ended() < plan.waits and w1.running:
             # For the report: where the worker stood, and its threads' stacks in its log.
-            event("waits still open", stats=_standing(w1.stats()), stalled=report.stalled)
+            event("waits still open", stats=_standing(w1.stats()), stalled=report.stalled,
+                  threads_in=str(w1.log_path))
             w1.dump_threads()
         event("settled", ended=watch.ended(), watch_renewed=watch.renewed)
     finally:
