@@ -52,6 +52,9 @@ from streams.testing.load import (
 )
 from streams.testing.workers import WorkerProcess
 
+# How often the settling run records where the load and the worker stand (an event).
+SETTLE_SAMPLE_S = 15.0
+
 
 @dataclass
 class Plan:
@@ -129,6 +132,14 @@ class Report:
     # Transactions of the workers still running at the end that a newer owner fenced
     # (what a zombie's commits came to).
     fenced: int = 0
+    # Both sides of the inputs when the run settled (`input_sides`), so that waits that
+    # never ended name the side that stood still: per partition and input topic, the end
+    # the load's producer had acknowledged beside the position the workers had applied;
+    # the load's producer (offered, acknowledged, failed, still queued, its errors); and
+    # `stalled`, the verdict in words (None: both sides reached the end).
+    inputs: dict[str, dict[str, dict[str, int | None]]] = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)
+    stalled: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -164,12 +175,23 @@ class Stage:
         wait ended (or `seconds`, or `worker` exited), then late duplicates, if any."""
         self.load.join()
         settle_until = time.monotonic() + seconds
+        sampled = time.monotonic()
         while time.monotonic() < settle_until and self.watch.ended() < len(self.waits):
             self.load.pump(1.0)
             if not worker.running:
                 self.event("worker exited", log=worker.log_tail(20))
                 break
-        self.load.pump(2.0)
+            if time.monotonic() - sampled >= SETTLE_SAMPLE_S:
+                # Over time, so that a stall shows when it began and which side moved.
+                sampled = time.monotonic()
+                stats = worker.stats() or {}
+                run_start_s = time.time() - (time.monotonic() - self.started)
+                self.event("settling", ended=self.watch.ended(),
+                           acknowledged=dict(self.load.acked), applied=_applied(stats),
+                           held=stats.get("held"),
+                           stream_time_s={p: round(t / 1000 - run_start_s, 1) for p, t in
+                                          (stats.get("streamTime") or {}).items()})
+        self.load.pump(2.0)  # late duplicates, if any, arrive too
 
     def close(self) -> None:
         """The watch stopped (after the load's close and the workers' stop: the run's)."""
@@ -194,6 +216,61 @@ def _standing(stats: dict[str, Any] | None) -> dict[str, Any] | None:
     keep = ("ownedPartitions", "ready", "held", "streamTime", "positions", "armedTimers",
             "timersInFlight", "latencyMs", "loopLagMs", "counters")
     return {k: stats.get(k) for k in keep}
+
+
+INPUT_ROLES = ("requests", "replies", "commands")
+
+
+def input_sides(report: Report, load: Load, workers: list[WorkerProcess], started: float
+                ) -> None:
+    """Record both sides of the inputs in `report` (`inputs`, `load`, `stalled`): what the
+    load's producer had acknowledged per partition beside what the running `workers` had
+    applied (each partition from its owner; None where no running worker owns it).
+
+    Asked before the workers stop.  A wait that never ended then names its side: a
+    producer that never had its requests acknowledged (after a broker restart) is the
+    test's own load standing still; a worker whose applied position stays below an
+    acknowledged end stopped reading its input; both at the end point past the inputs
+    (the decisions, the outcomes' commit, or the watch).
+    """
+    applied: dict[tuple[int, str], int] = {}
+    owner: dict[int, str] = {}
+    for worker in workers:
+        stats = worker.stats() if worker.running else None
+        if stats is None:
+            continue
+        for p in stats.get("ownedPartitions") or []:
+            owner[int(p)] = worker.name
+            part = (stats.get("positions") or {}).get(str(p), {})
+            for role in INPUT_ROLES:
+                applied[(int(p), role)] = max(applied.get((int(p), role), 0),
+                                              int(part.get(role, 0)))
+    inputs: dict[str, dict[str, dict[str, int | None]]] = {}
+    behind: list[str] = []
+    for p in range(load.settings.partitions):
+        inputs[str(p)] = {}
+        for role in INPUT_ROLES:
+            acked = load.produced.get((load.settings.topic(role), p), 0)
+            got = applied.get((p, role)) if p in owner else None
+            inputs[str(p)][role] = {"acknowledged": acked, "applied": got}
+            if got is None or got < acked:
+                behind.append(f"{role} {p}: {got if got is not None else 'unowned'}/{acked}")
+    report.inputs = inputs
+    report.load = load.standing(started)
+    offered, acked = report.load["offered"], report.load["acknowledged"]
+    unacked = {r: offered.get(r, 0) - acked.get(r, 0) for r in INPUT_ROLES
+               if offered.get(r, 0) > acked.get(r, 0)}
+    verdict = []
+    if unacked:
+        verdict.append(
+            f"the load: its producer had no acknowledgement for {unacked} (failed "
+            f"{report.load['failed']}, {report.load['queued']} still queued, last "
+            f"acknowledgement {report.load['last_ack_s']} s into the run, errors "
+            f"{report.load['client_errors']})")
+    if behind:
+        verdict.append("the worker: applied below the acknowledged end (role partition: "
+                       "applied/acknowledged) " + ", ".join(behind))
+    report.stalled = "; ".join(verdict) or None
 
 
 def _backlog(load: Load, worker: WorkerProcess) -> int | None:
@@ -396,9 +473,11 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
                 event("broker thawed")
         stage.settle(w1, plan.settle_s)
         report.fenced = sum(w.counter("transactions.fenced") for w in (w1, w2) if w.running)
+        input_sides(report, load, [w1, w2], stage.started)
         if watch.ended() < plan.waits and w1.running:
             # For the report: where the worker stood, and its threads' stacks in its log.
-            event("waits still open", stats=_standing(w1.stats()))
+            event("waits still open", stats=_standing(w1.stats()), stalled=report.stalled,
+                  threads_in=str(w1.log_path))
             w1.dump_threads()
         event("settled", ended=watch.ended(), watch_renewed=watch.renewed)
     finally:
@@ -481,5 +560,5 @@ def chaos_settings(base: Settings, folder: Path, guarantee: Guarantee) -> Settin
 # The load and the watch live in streams.testing.load; named here too, as the runs that
 # build on this one (rolling, upgrade, cluster_chaos) import them.
 __all__ = ["DEADLINE_MS", "DEFINITION", "Broker", "Load", "Plan", "Report", "Stage", "Wait",
-           "Watch", "chaos_settings", "commit_grace_ms", "expected_outcome", "judge", "make_waits",
-           "run_chaos"]
+           "Watch", "chaos_settings", "commit_grace_ms", "expected_outcome", "input_sides", "judge",
+           "make_waits", "run_chaos"]

@@ -92,6 +92,18 @@ class _IdempotenceState:
             self.value = str(json.loads(raw).get("eos", {}).get("idemp_state", "?"))
 
 
+class _ClientErrors:
+    """The load producer's client-level errors (its error_cb), counted by name: a broker
+    away shows as _TRANSPORT / _ALL_BROKERS_DOWN while it restarts.  A callable of its
+    own for the reason `_IdempotenceState` is."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def __call__(self, err: KafkaError) -> None:
+        self.counts[err.name()] += 1
+
+
 class Load(threading.Thread):
     """Offers the waits at the plan's rate and answers them on schedule.
 
@@ -108,15 +120,26 @@ class Load(threading.Thread):
         self.rng = rng
         self.by_key = {w.key: w for w in waits}
         self._idempotence = _IdempotenceState()
+        self._client_errors = _ClientErrors()
         self.producer = Producer(settings.confluent(**{
             "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True,
-            "statistics.interval.ms": 200, "stats_cb": self._idempotence}))
+            "statistics.interval.ms": 200, "stats_cb": self._idempotence,
+            "error_cb": self._client_errors}))
         self._due: list[tuple[float, int, str, str]] = []  # (monotonic, seq, what, key)
         self._seq = 0
         self._lock = threading.Lock()
         self.requests_done = threading.Event()
+        # Set by `finish`: no more requests are offered (`requests_offered` of `waits` were).
+        self._finish = threading.Event()
+        self.requests_offered = 0
         self.errors: list[str] = []
         self.produced: Counter[tuple[str, int]] = Counter()  # (topic, partition) -> records
+        # Per input role (requests, replies, commands): records handed to the producer,
+        # acknowledged by the broker, failed; and when the last acknowledgement came.
+        self.offered: Counter[str] = Counter()
+        self.acked: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
+        self.last_ack_at: float | None = None  # time.monotonic()
         self.warm_s = self.warm(warm_timeout)
 
     def warm(self, timeout: float) -> float:
@@ -163,11 +186,15 @@ class Load(threading.Thread):
             self._seq += 1
             heapq.heappush(self._due, (at, self._seq, what, key))
 
-    def _delivered(self, what: str, key: str) -> Callable[[KafkaError | None, Any], None]:
+    def _delivered(self, role: str, what: str, key: str
+                   ) -> Callable[[KafkaError | None, Any], None]:
         def report(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
+                self.failed[role] += 1
                 self.errors.append(f"{what} {key}: {err}")
                 return
+            self.acked[role] += 1
+            self.last_ack_at = time.monotonic()
             ts_type, ts = msg.timestamp()
             appended = ts if ts_type == TIMESTAMP_LOG_APPEND_TIME else None
             self.produced[(msg.topic(), msg.partition())] = max(
@@ -184,9 +211,23 @@ class Load(threading.Thread):
         return report
 
     def _send(self, role: str, key: str, record: dict[str, Any], what: str) -> None:
+        self.offered[role] += 1
         self.producer.produce(self.settings.topic(role), key=key.encode(),
                               value=json.dumps(record).encode(),
-                              on_delivery=self._delivered(what, key))
+                              on_delivery=self._delivered(role, what, key))
+
+    def standing(self, started: float) -> dict[str, Any]:
+        """Where the load's producer stands: per input role what it offered, had
+        acknowledged and failed; how many records its queue still holds; its errors; and
+        the seconds from `started` (the run's time.monotonic()) to its last
+        acknowledgement."""
+        self.producer.poll(0)
+        return {"offered": dict(self.offered), "acknowledged": dict(self.acked),
+                "failed": dict(self.failed), "queued": len(self.producer),
+                "client_errors": dict(self._client_errors.counts),
+                "errors": self.errors[:5],
+                "last_ack_s": None if self.last_ack_at is None
+                else round(self.last_ack_at - started, 1)}
 
     def review(self, key: str) -> None:
         """An operator accepts the invalid reply of `key` a moment after the review opens."""
@@ -199,13 +240,25 @@ class Load(threading.Thread):
             while True:
                 self._drain_due(until=at)
                 now = time.monotonic()
-                if now >= at:
+                if now >= at or self._finish.is_set():
                     break
                 time.sleep(min(0.005, at - now))
+            if self._finish.is_set():
+                break
             wait.requested_at = int(time.time() * 1000)
             self._send("requests", wait.key, {"correlationKey": wait.key, "definition": "chaos",
                                               "requestedAt": wait.requested_at}, "request")
+            self.requests_offered = i + 1
         self.requests_done.set()
+
+    def finish(self) -> list[Wait]:
+        """Offer no more requests (a load sized by what it runs beside, not by its count);
+        the waits offered, once the load has stopped offering.  Their replies and reviews
+        go on through `pump`."""
+        self._finish.set()
+        self.join()
+        self.waits = self.waits[:self.requests_offered]
+        return self.waits
 
     def _drain_due(self, until: float) -> None:
         self.producer.poll(0)
