@@ -31,7 +31,7 @@ from typing import Any
 from streams import codec
 from streams.cli import EXIT_FAILED, EXIT_OK
 from streams.client import UndecodableOutput, XwaitConsumer, _console
-from streams.client.client import RESULT_LOOKBACK_MS
+from streams.client.results import RESULT_LOOKBACK_MS
 from streams.codec import RecordType, UndecodableRecord
 from streams.config import Settings
 
