@@ -234,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--raw", action="store_true",
                       help="print exactly what `codec.from_json` reads back (bytes as base64, "
                            "JSON fields as text) instead of decoded text and nested JSON")
+    tail.add_argument("--headers", action="store_true",
+                      help='print each record with its Kafka headers: {"headers": {...}, '
+                           '"record": {...}} (the wait\'s traceparent travels there)')
     _common(tail)
 
     definitions = sub.add_parser(

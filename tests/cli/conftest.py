@@ -31,10 +31,12 @@ def _read(settings: Settings, role: str, record_type: RecordType, count: int,
             for msg in first_records(settings, role, count, timeout)]
 
 
-def _produce(settings: Settings, role: str, records: list[tuple[str, bytes]]) -> None:
+def _produce(settings: Settings, role: str, records: list[tuple[str, bytes]],
+             headers: dict[str, str] | None = None) -> None:
     producer = Producer(settings.confluent(partitioner="murmur2_random"))
     for key, value in records:
-        producer.produce(settings.topic(role), key=key.encode(), value=value)
+        producer.produce(settings.topic(role), key=key.encode(), value=value,
+                         headers=list((headers or {}).items()))
     assert producer.flush(10) == 0
 
 
