@@ -44,7 +44,7 @@ from yarl import URL
 
 from streams.bpmn import shape, to_bpmn
 from streams.console.activity import WINDOW_MS, Window, ended_counts
-from streams.console.api import Access, ApiError, Console, check_key
+from streams.console.api import Access, ApiError, Console, answer, check_key
 from streams.console.host import ConsoleHost
 from streams.core import OutcomeKind, OutcomeReason, WaitDefinition, WaitStatus
 
@@ -151,10 +151,6 @@ def register_diagram(host: ConsoleHost, console: Console) -> None:
     static = resources.files("streams.console.static").joinpath("bpmn-js")
     files = {name: (static.joinpath(name).read_bytes(), ctype)
              for name, ctype in _STATIC.items()}
-
-    def answer(view: View, status: int, body: Any) -> Response:
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return view.json(body, status=status, headers=headers)
 
     def definition(name: str) -> WaitDefinition:
         check_key(name)
