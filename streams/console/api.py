@@ -411,6 +411,16 @@ def answer(view: View, status: int, body: Any) -> Response:
     return view.json(body, status=status, headers=headers)
 
 
+def denied(view: View, console: Console, request: Any, access: Access) -> Response | None:
+    """The answer to a request without the token `access` needs (401, or 503 when none is
+    configured); None when it has it."""
+    try:
+        console.authorize(request.headers.get("Authorization"), access)
+    except ApiError as exc:
+        return answer(view, exc.status, exc.body)
+    return None
+
+
 async def read_json_body(request: Any, what: str = "a body") -> dict[str, Any]:
     """The request's JSON object (an empty body reads as {}), or 413 / 400."""
     if (request.content_length or 0) > MAX_BODY_BYTES:

@@ -50,6 +50,7 @@ from streams.console.api import (
     _limit,
     _opt_str,
     answer,
+    denied,
     read_json_body,
 )
 from streams.console.host import ConsoleHost
@@ -244,11 +245,8 @@ def register(host: ConsoleHost, console: Console) -> None:
         not run (another worker's, or one before its restart: the waits' traces name
         it)."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
-            req: Any = request
-            try:
-                console.authorize(req.headers.get("Authorization"), Access.READ)
-            except ApiError as exc:
-                return answer(self, exc.status, exc.body)
+            if (refused := denied(self, console, request, Access.READ)) is not None:
+                return refused
             job = runner.jobs.get(str(kwargs.get("operation", "")))
             if job is None:
                 return answer(self, 404, {"error": "no operation with that id runs on this "

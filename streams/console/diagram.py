@@ -44,7 +44,7 @@ from yarl import URL
 
 from streams.bpmn import shape, to_bpmn
 from streams.console.activity import WINDOW_MS, Window, ended_counts
-from streams.console.api import Access, ApiError, Console, answer, check_key
+from streams.console.api import Access, ApiError, Console, answer, check_key, denied
 from streams.console.host import ConsoleHost
 from streams.core import OutcomeKind, OutcomeReason, WaitDefinition, WaitStatus
 
@@ -188,11 +188,8 @@ def register_diagram(host: ConsoleHost, console: Console) -> None:
     class Definitions(View):
         """The definitions the worker runs: name, variant, stages."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
-            req: Any = request
-            try:
-                console.authorize(req.headers.get("Authorization"), Access.READ)
-            except ApiError as exc:
-                return answer(self, exc.status, exc.body)
+            if (refused := denied(self, console, request, Access.READ)) is not None:
+                return refused
             return answer(self, 200, {"definitions": [
                 {"name": d.name, "variant": d.variant.value, "stages": len(d.stages)}
                 for d in sorted(host.definitions.values(), key=lambda d: d.name)]})
