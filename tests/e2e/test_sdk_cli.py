@@ -28,6 +28,7 @@ def _started(e2e: Settings, capsys: pytest.CaptureFixture[str]) -> str:
     """A slow-approval wait started by `xwait start --json`: the key it printed."""
     assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
     [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
+    assert isinstance(key, str)
     return key
 
 
