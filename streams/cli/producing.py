@@ -125,6 +125,9 @@ def add_producing_commands(sub: Any) -> None:
     reschedule.add_argument("--reason", help="why, for the trace")
     _operator_command(reschedule, bulk=True)
 
+    # Alike in shape with reschedule's parser and report's (duplicates lists the pair),
+    # deliberately: each command its own description and arguments; what they share is
+    # _operator_command.
     migrate = sub.add_parser(
         "migrate", help="move a wait to another version of its definition",
         description="From now on the wait follows VERSION of its definition (default: the "
