@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+# The same sorted names as test_core_receipts.py import (duplicates lists the
+# pair), deliberately: an import list.
 from streams.core import (
     ActionKind,
     ArmTimer,

@@ -26,6 +26,9 @@ from streams.core import (
     decode_slot,
     encode_slot,
 )
+
+# The same sorted names as test_core_variants.py import (duplicates lists the
+# pair), deliberately: an import list.
 from tests.core.core_harness import (
     DAY,
     DEFINITIONS,

@@ -12,6 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+# The same sorted names as core_harness.py's import (duplicates lists the
+# pair), deliberately: an import list.
 from streams.core import (
     ActionKind,
     ActionResult,

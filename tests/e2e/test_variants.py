@@ -14,6 +14,9 @@ pytestmark = [
 ]
 
 
+# The tests here are alike in their first lines, with each other and with test_rules.py's
+# (duplicates lists the pairs), deliberately: each scenario states its own given (fixtures,
+# a fresh key, the start, the replies) where it is read.
 def _one_outcome(seen: Seen, key: str) -> bool:
     return len(seen.for_key("outcomes", key)) >= 1
 
