@@ -188,14 +188,13 @@ def late_join(old: WorkerProcess, new: list[WorkerProcess], plan: UpgradePlan,
 def run_upgrade(settings: Settings, folder: Path, release: Release, plan: UpgradePlan,
                 log: Callable[[str], None] = print) -> UpgradeReport:
     """Run the plan: `settings` are the new build's (chaos topology); topics are made here."""
-    # The run's clock starts before the old release makes the topics, as it always did;
-    # the load and the watch touch no topic until they are started.
-    stage = Stage(settings, plan, log)
-    chaos, started, waits = stage.report, stage.started, stage.waits
-    load, watch, event = stage.load, stage.watch, stage.event
-    report = UpgradeReport(chaos, release.version)
+    started = time.monotonic()  # the run's clock counts the old release making the topics
     topo_old = old_topology(release, folder)
     create_topics_with(release, settings, topo_old)
+    stage = Stage(settings, plan, log, started)  # its load warms up on those topics
+    chaos, waits = stage.report, stage.waits
+    load, watch, event = stage.load, stage.watch, stage.event
+    report = UpgradeReport(chaos, release.version)
     old = [WorkerProcess(settings, folder, f"w{i + 1}", command=(str(release.xwait), "worker"),
                          env={"XWAIT_TOPOLOGY": str(topo_old)})
            for i in range(plan.old_workers)]
