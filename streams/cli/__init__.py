@@ -255,6 +255,8 @@ def _definition_commands(definitions: argparse.ArgumentParser) -> None:
     versions in use."""
     dsub = definitions.add_subparsers(dest="definitions_command",
                                       metavar="{export,import,remove}")
+    # export and remove are alike in shape (duplicates lists the pair), deliberately: two
+    # commands' parsers, each with its own words.
     export = dsub.add_parser(
         "export", help="write a definition as BPMN 2.0 (--bpmn) or as normalised YAML",
         description="Write the definition NAME of topology/waits (or the YAML file at that "
@@ -467,6 +469,8 @@ def _main(argv: Sequence[str] | None) -> int:
             from streams.cli.status import run_list
 
             return run_list(args, settings)
+    # Alike in shape with cli/bpmn.py's run_import (duplicates lists the pair), deliberately:
+    # each command's own errors, each with its message and exit code.
     except ConfigError as exc:
         print(f"xwait: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -45,11 +45,24 @@ def _receipt_flags(parser: argparse.ArgumentParser) -> None:
                              "workers to decide every one (default 30)")
 
 
+def _operator_command(parser: argparse.ArgumentParser, *, bulk: bool) -> None:
+    """The flags every operator command ends with: who gives it, --wait for the receipt,
+    --force, the bulk flags (--where ...) when it can select many waits, the common ones."""
+    from streams.cli.bulk_flags import add_bulk_flags
+
+    _operator(parser)
+    _receipt_flags(parser)
+    _force(parser)
+    if bulk:
+        add_bulk_flags(parser)
+    _common(parser, console=True)
+
+
 def add_producing_commands(sub: Any) -> None:
     """The commands that produce records: start, reply, the operator commands (one wait,
     or a bulk operation with --where), reschedule, migrate, report, review."""
     # The flags of a bulk operation (--where ...): argparse only, cheap to import.
-    from streams.cli.bulk_flags import add_bulk_flags, add_key_or_where
+    from streams.cli.bulk_flags import add_key_or_where
 
     start = sub.add_parser("start", help="start a wait (or a batch: --count, --file)")
     start.add_argument("definition", nargs="?",
@@ -95,12 +108,7 @@ def add_producing_commands(sub: Any) -> None:
         cmd.add_argument("--reason", required=name in ("suspend", "cancel"), help="why")
         if name == "deliver":
             cmd.add_argument("--data", required=True, help="the answer, JSON (responseData)")
-        _operator(cmd)
-        _receipt_flags(cmd)
-        _force(cmd)
-        if name != "deliver":
-            add_bulk_flags(cmd)
-        _common(cmd, console=True)
+        _operator_command(cmd, bulk=name != "deliver")
 
     reschedule = sub.add_parser(
         "reschedule", help="move the current deadline of a parked or suspended wait",
@@ -115,12 +123,11 @@ def add_producing_commands(sub: Any) -> None:
     when.add_argument("--deadline", help="the new deadline, ISO 8601 duration from now (PT2H)")
     when.add_argument("--by", help="move the deadline by an ISO 8601 duration (PT30M, -PT30M)")
     reschedule.add_argument("--reason", help="why, for the trace")
-    _operator(reschedule)
-    _receipt_flags(reschedule)
-    _force(reschedule)
-    add_bulk_flags(reschedule)
-    _common(reschedule, console=True)
+    _operator_command(reschedule, bulk=True)
 
+    # Alike in shape with reschedule's parser and report's (duplicates lists the pair),
+    # deliberately: each command its own description and arguments; what they share is
+    # _operator_command.
     migrate = sub.add_parser(
         "migrate", help="move a wait to another version of its definition",
         description="From now on the wait follows VERSION of its definition (default: the "
@@ -135,11 +142,7 @@ def add_producing_commands(sub: Any) -> None:
     migrate.add_argument("--to", dest="version",
                          help="the version (default: the newest; required with --where)")
     migrate.add_argument("--reason", help="why, for the trace")
-    _operator(migrate)
-    _receipt_flags(migrate)
-    _force(migrate)
-    add_bulk_flags(migrate)
-    _common(migrate, console=True)
+    _operator_command(migrate, bulk=True)
 
     report = sub.add_parser(
         "report", help="report what became of an action (channel adapters)",

@@ -68,6 +68,8 @@ _HOME = {
 }
 
 
+# Alike with streams/core/__init__.py's lazy attributes (duplicates lists the pair),
+# deliberately: each package resolves its own names; the core may import no SDK module.
 def __getattr__(name: str) -> Any:
     if name == "KafkaUnavailable":
         from streams.errors import KafkaUnavailable

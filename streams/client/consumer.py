@@ -65,6 +65,8 @@ T = TypeVar("T", Outcome, Action, Rejected)
 class XwaitConsumer(Generic[T]):
     """Typed records from one output topic; iterate, or :meth:`poll` with a timeout."""
 
+    # The overloads are alike in shape (duplicates lists the pair), deliberately: one a kind
+    # of record, so that a type checker knows what a consumer of "outcomes" yields.
     @overload
     def __init__(self: XwaitConsumer[Outcome], kind: Literal["outcomes"],
                  settings: config.Settings | None = ..., *, group_id: str | None = ...,

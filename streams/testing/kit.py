@@ -250,6 +250,8 @@ class KitSession:
                 if respond is None or not respond():
                     return
                 continue
+            # Alike in shape with topics.wait_visible (duplicates lists the pair),
+            # deliberately: two polls until a deadline, each with its own error.
             if time.monotonic() > deadline:
                 raise KitError(f"the worker did not settle at {_iso(self.now)} within "
                                f"{timeout:g} s: {why}\n--- {self.worker.log_path} ---\n"

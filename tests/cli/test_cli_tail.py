@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -15,10 +13,7 @@ from streams.cli import main
 from streams.codec import RecordType
 from streams.config import Settings
 from streams.testing.workers import XWAIT, settings_env
-
-Flags = Callable[[Settings], list[str]]
-Read = Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]
-Produce = Callable[..., None]  # (settings, role, [(key, value)], headers=None)
+from tests.cli.conftest import Flags, Produce
 
 
 def _outcome(key: str) -> dict[str, object]:
