@@ -202,10 +202,12 @@ class LeaderCheck:
     member then refreshes only every `consumer_metadata_max_age_ms` (5 min).
     Nothing else refreshes it meanwhile: the assignment topic's partitions never
     get a position, so the member never fetches them, and the fetch is the path
-    that would.  A broker frozen (SIGSTOP) for longer than the session timeout
-    does exactly that: its leaderships move while it sleeps, the member's metadata
-    still names it when the member rejoins after the thaw, and the worker logged
-    975-1,773 of those lines until the end of each run (issue 48).
+    that would.  A broker frozen (SIGSTOP) does exactly that to a member that
+    fetched nothing from the partitions it led (a worker that kept only standbys
+    of them): their leaderships move while it sleeps, the member's metadata still
+    names it after the thaw, and when the member is then given one of them (its
+    owner stopped, say), the worker logged 975-1,773 of those lines until the end
+    of each run (issue 48; tests/cluster/test_cluster_freeze.py stages it).
     `highwaters` asks the same question through aiokafka's `end_offsets`, which
     refreshes the metadata on that error and asks again; the position reset then
     finds the new leader on its next try.  tests/frame/test_faust_canary.py pins
