@@ -36,6 +36,7 @@ from typing import Any
 
 from streams.config import Guarantee, Settings
 from streams.core import WaitDefinition
+from streams.core import native as native_rules
 from streams.processor import collector
 from streams.processor.applier import Applier
 from streams.processor.census import Census
@@ -114,8 +115,13 @@ class Worker:
         self.stream_clock = StreamClock(
             ctx, self.sequencer, self.book, self.reader,
             EndOffsets(settings.confluent(), tuning=tuning), self.owned_partitions)
+        handler = RecordHandler(definitions, settings.partitions, self.topics[Role.TIMERS],
+                                pure_python=settings.pure_python)
+        if handler.native() is None:  # one line at start: the native record path is off
+            log.warning("deciding every record with the Python rules: %s",
+                        native_rules.unavailable)
         self.applier = Applier(
-            ctx, RecordHandler(definitions, settings.partitions, self.topics[Role.TIMERS]),
+            ctx, handler,
             self.sequencer, self.stores, self.committer, self.book, self.index,
             self.stream_clock)
         self.restorer = ChangelogReader(

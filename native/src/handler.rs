@@ -1,0 +1,606 @@
+//! One input record or fired timer, from its bytes and the stored row to the row to store
+//! and the records to produce: `RecordHandler.handle`, `.fire`, `._decide` and `._effects`
+//! of streams/processor/records.py.  Every record the Python handler would refuse (no key,
+//! a key no wait can have, misrouted, undecodable, a key mismatch, too large, a timer
+//! record, a row of an older layout) is declined here, and the Python handler refuses it
+//! with its reason.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use crate::avro::{self, Rec, AV, DV};
+use crate::json::parse;
+use crate::model::*;
+use crate::oracle::{decline, Oracle, Stop, R};
+use crate::row::{decode_row, encode_row, head_of, Head};
+use crate::rules::{decide, split_correlation_key, Decision};
+use crate::slotcodec::{decode_slot, encode_slot};
+
+pub const MAX_RECORD_BYTES: usize = 900_000;
+pub const MAX_REJECTED_ORIGINAL: usize = 512 * 1024;
+pub const MAX_KEY_BYTES: usize = 1024;
+
+/// `Role`'s members, in their order.
+pub const ROLE_REQUESTS: usize = 0;
+pub const ROLE_REPLIES: usize = 1;
+pub const ROLE_COMMANDS: usize = 2;
+pub const ROLE_TIMERS: usize = 3;
+pub const ROLE_ACTIONS: usize = 4;
+pub const ROLE_OUTCOMES: usize = 5;
+pub const ROLE_REJECTED: usize = 6;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RT {
+    StartWait,
+    Reply,
+    Command,
+    Timer,
+    Action,
+    Outcome,
+    Rejected,
+    ActionResult,
+}
+
+impl RT {
+    pub fn parse(name: &str) -> Option<RT> {
+        Some(match name {
+            "StartWait" => RT::StartWait,
+            "Reply" => RT::Reply,
+            "Command" => RT::Command,
+            "Timer" => RT::Timer,
+            "Action" => RT::Action,
+            "Outcome" => RT::Outcome,
+            "Rejected" => RT::Rejected,
+            "ActionResult" => RT::ActionResult,
+            _ => return None,
+        })
+    }
+}
+
+/// The codec's current schemas and headers (`Codec` as configured when the core was made).
+pub struct Codecs {
+    pub schemas: HashMap<RT, Rc<Rec>>,
+    pub write_headers: HashMap<RT, Vec<u8>>,
+    /// Single-object or Confluent headers of the current schemas, read natively.
+    pub read_headers: HashMap<Vec<u8>, RT>,
+}
+
+impl Codecs {
+    pub fn encode(&self, rt: RT, value: &AV) -> R<Vec<u8>> {
+        let rec = self.schemas.get(&rt).ok_or(Stop::Decline("no schema"))?;
+        let header = self.write_headers.get(&rt).ok_or(Stop::Decline("no header"))?;
+        let mut out = header.clone();
+        out.extend(avro::encode(rec, value)?);
+        Ok(out)
+    }
+
+    /// `Codec.decode_either(types, data)`, for the record types it reads natively.
+    pub fn decode(&self, types: &[RT], data: &[u8]) -> R<(RT, DV)> {
+        if data.is_empty() {
+            return decline("empty value");
+        }
+        if data.starts_with(b"\xc3\x01") || data[0] == 0 {
+            let size = if data[0] == 0 { 5 } else { 10 };
+            let header = data.get(..size).ok_or(Stop::Decline("header cut"))?;
+            let rt = *self.read_headers.get(header).ok_or(Stop::Decline("a schema not read natively"))?;
+            if !types.contains(&rt) {
+                return decline("another record type");
+            }
+            let rec = self.schemas.get(&rt).ok_or(Stop::Decline("no schema"))?;
+            return Ok((rt, avro::decode(rec, &data[size..])?));
+        }
+        let start = data.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n')).unwrap_or(data.len());
+        if data.get(start) != Some(&b'{') {
+            return decline("neither Avro nor JSON");
+        }
+        let j = parse(data).ok_or(Stop::Decline("json"))?;
+        let mut rt = types[0];
+        if types.len() > 1 && contains(data, b"\"actionId\"") {
+            for t in types {
+                let rec = self.schemas.get(t).ok_or(Stop::Decline("no schema"))?;
+                if rec.fields.iter().filter(|f| !f.has_default).all(|f| j.get(&f.name).is_some()) {
+                    rt = *t;
+                    break;
+                }
+            }
+        }
+        let rec = self.schemas.get(&rt).ok_or(Stop::Decline("no schema"))?;
+        Ok((rt, avro::from_json(rec, &j)?))
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Kafka's murmur2 partitioner (streams/partitioning.py).
+pub fn partition_for(key: &[u8], partitions: i64) -> i64 {
+    const M: u32 = 0x5bd1_e995;
+    let len = key.len();
+    let mut h: u32 = 0x9747_b28c ^ (len as u32);
+    let words = len / 4;
+    for i in 0..words {
+        let mut k = u32::from_le_bytes(key[4 * i..4 * i + 4].try_into().unwrap());
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        h = h.wrapping_mul(M) ^ k.wrapping_mul(M);
+    }
+    let tail = len & 3;
+    let i = len & !3;
+    if tail == 3 {
+        h ^= (key[i + 2] as u32) << 16;
+    }
+    if tail >= 2 {
+        h ^= (key[i + 1] as u32) << 8;
+    }
+    if tail >= 1 {
+        h = (h ^ key[i] as u32).wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    ((h & 0x7fff_ffff) as i64) % partitions
+}
+
+fn s(v: &DV, name: &str) -> R<String> {
+    match v.field(name) {
+        Some(DV::Str(s)) => Ok(s.clone()),
+        _ => decline("field"),
+    }
+}
+
+fn os(v: &DV, name: &str) -> R<Option<String>> {
+    match v.field(name) {
+        Some(DV::Str(s)) => Ok(Some(s.clone())),
+        Some(DV::Null) | None => Ok(None),
+        _ => decline("field"),
+    }
+}
+
+fn ol(v: &DV, name: &str) -> R<Option<i64>> {
+    match v.field(name) {
+        Some(DV::Long(n)) => Ok(Some(*n)),
+        Some(DV::Null) | None => Ok(None),
+        _ => decline("field"),
+    }
+}
+
+/// `to_event`.
+pub fn to_event(role: usize, rt: RT, v: &DV, origin: Option<Origin>) -> R<Event> {
+    if rt == RT::ActionResult {
+        return Ok(Event::Result(Rc::new(ActionResult {
+            correlation_key: s(v, "correlationKey")?,
+            action_id: s(v, "actionId")?,
+            status: ResultStatus::parse(&s(v, "status")?).ok_or(Stop::Decline("status"))?,
+            error: os(v, "error")?,
+            permanent: match v.field("permanent") {
+                Some(DV::Bool(b)) => *b,
+                None | Some(DV::Null) => false,
+                _ => return decline("permanent"),
+            },
+            at: ol(v, "at")?,
+            origin,
+        })));
+    }
+    match role {
+        ROLE_REQUESTS => Ok(Event::Start(StartWait {
+            correlation_key: s(v, "correlationKey")?,
+            definition: s(v, "definition")?,
+            requested_at: match v.field("requestedAt") {
+                Some(DV::Long(n)) => *n,
+                _ => return decline("requestedAt"),
+            },
+            tenant: os(v, "tenant")?,
+            payload: os(v, "payload")?,
+            parties: match v.field("parties") {
+                Some(DV::Arr(items)) => items.iter().map(|i| match i {
+                    DV::Str(s) => Ok(s.clone()),
+                    _ => decline("party"),
+                }).collect::<R<_>>()?,
+                Some(DV::Null) | None => vec![],
+                _ => return decline("parties"),
+            },
+            deadline: os(v, "deadline")?,
+        })),
+        ROLE_REPLIES => Ok(Event::Reply(Rc::new(Reply {
+            correlation_key: s(v, "correlationKey")?,
+            response_data: s(v, "responseData")?,
+            tenant: os(v, "tenant")?,
+            channel: s(v, "channel")?,
+            reply_id: os(v, "replyId")?,
+            sent_at: ol(v, "sentAt")?,
+            origin,
+        }))),
+        ROLE_COMMANDS => Ok(Event::Command(Rc::new(Command {
+            correlation_key: s(v, "correlationKey")?,
+            command: CommandKind::parse(&s(v, "command")?).ok_or(Stop::Decline("command kind"))?,
+            reason: os(v, "reason")?,
+            review_outcome: os(v, "reviewOutcome")?,
+            review_note: os(v, "reviewNote")?,
+            response_data: os(v, "responseData")?,
+            operator: os(v, "operator")?,
+            origin,
+            deadline: os(v, "deadline")?,
+            move_by: os(v, "moveBy")?,
+            version: os(v, "version")?,
+        }))),
+        _ => decline("a timer record"),
+    }
+}
+
+/// Where a decided thing came from, for the rejections it causes.
+pub enum Source<'a> {
+    Input { topic: &'a str, partition: i64, offset: i64, value: Option<&'a [u8]> },
+    Timer { partition: i64, wait_key: &'a str, kind: TimerKind, due_at: i64, generation: i64 },
+}
+
+pub struct Output {
+    pub role: usize,
+    pub value: Vec<u8>,
+}
+
+pub enum RowWrite {
+    Unchanged,
+    Delete,
+    Write(Vec<u8>),
+}
+
+pub struct Handled {
+    pub row: RowWrite,
+    pub timers_before: Vec<ArmedTimer>,
+    pub timers_after: Vec<ArmedTimer>,
+    pub head_before: Head,
+    pub head_after: Head,
+    pub out: Vec<Output>,
+    pub counters: Vec<String>,
+    pub outcomes: Vec<EmitOutcome>,
+    pub unindexed: Option<(TimerKind, i64)>,
+    pub timer: Option<ArmedTimer>,
+}
+
+pub struct Env<'a, 'py> {
+    pub oracle: &'a Oracle<'py>,
+    pub codecs: &'a Codecs,
+    pub timers_topic: &'a str,
+}
+
+fn reply_av(r: &Reply) -> AV<'_> {
+    AV::Rec(vec![
+        ("correlationKey", AV::Str(&r.correlation_key)),
+        ("tenant", AV::opt_str(r.tenant.as_deref())),
+        ("channel", AV::Str(&r.channel)),
+        ("responseData", AV::Str(&r.response_data)),
+        ("replyId", AV::opt_str(r.reply_id.as_deref())),
+        ("sentAt", AV::opt_long(r.sent_at)),
+    ])
+}
+
+fn command_av(c: &Command) -> AV<'_> {
+    AV::Rec(vec![
+        ("correlationKey", AV::Str(&c.correlation_key)),
+        ("command", AV::Str(c.command.value())),
+        ("reason", AV::opt_str(c.reason.as_deref())),
+        ("reviewOutcome", AV::opt_str(c.review_outcome.as_deref())),
+        ("reviewNote", AV::opt_str(c.review_note.as_deref())),
+        ("responseData", AV::opt_str(c.response_data.as_deref())),
+        ("operator", AV::opt_str(c.operator.as_deref())),
+        ("deadline", AV::opt_str(c.deadline.as_deref())),
+        ("moveBy", AV::opt_str(c.move_by.as_deref())),
+        ("version", AV::opt_str(c.version.as_deref())),
+    ])
+}
+
+fn result_av(r: &ActionResult) -> AV<'_> {
+    AV::Rec(vec![
+        ("correlationKey", AV::Str(&r.correlation_key)),
+        ("actionId", AV::Str(&r.action_id)),
+        ("status", AV::Str(r.status.value())),
+        ("error", AV::opt_str(r.error.as_deref())),
+        ("permanent", AV::Bool(r.permanent)),
+        ("at", AV::opt_long(r.at)),
+    ])
+}
+
+fn outcome_av(e: &EmitOutcome) -> AV<'_> {
+    AV::Rec(vec![
+        ("outcomeId", AV::Str(&e.outcome_id)),
+        ("correlationKey", AV::Str(&e.correlation_key)),
+        ("definition", AV::Str(&e.definition)),
+        ("tenant", AV::opt_str(e.tenant.as_deref())),
+        ("outcome", AV::Str(e.outcome.value())),
+        ("reason", AV::Str(e.reason.value())),
+        ("responseData", AV::opt_str(e.response_data.as_deref())),
+        ("responseValid", AV::Bool(e.response_valid)),
+        ("validationIssue", AV::opt_str(e.validation_issue.as_deref())),
+        ("reviewOutcome", AV::opt_str(e.review_outcome.as_deref())),
+        ("reviewNote", AV::opt_str(e.review_note.as_deref())),
+        ("remindersSent", AV::Long(e.reminders_sent)),
+        ("escalationLevel", AV::Long(e.escalation_level)),
+        ("parkedAt", AV::Long(e.parked_at)),
+        ("endedAt", AV::Long(e.ended_at)),
+        ("trace", AV::Arr(e.trace.iter().map(|t| AV::Rec(vec![
+            ("at", AV::Long(t.at)), ("event", AV::Str(&t.event)), ("detail", AV::Str(&t.detail)),
+        ])).collect())),
+        ("operator", AV::opt_str(e.operator.as_deref())),
+        ("operatorReason", AV::opt_str(e.operator_reason.as_deref())),
+        ("sendError", AV::opt_str(e.send_error.as_deref())),
+        ("definitionVersion", AV::opt_str(e.definition_version.as_deref())),
+    ])
+}
+
+fn action_av(e: &EmitAction) -> AV<'_> {
+    AV::Rec(vec![
+        ("actionId", AV::Str(&e.action_id)),
+        ("correlationKey", AV::Str(&e.correlation_key)),
+        ("definition", AV::Str(&e.definition)),
+        ("tenant", AV::opt_str(e.tenant.as_deref())),
+        ("action", AV::Str(e.action.value())),
+        ("party", AV::opt_str(e.party.as_deref())),
+        ("level", AV::Long(e.level)),
+        ("attempt", AV::Long(e.attempt)),
+        ("payload", AV::opt_str(e.payload.as_deref())),
+        ("at", AV::Long(e.at)),
+        ("sendAttempt", AV::Long(e.send_attempt)),
+        ("idempotencyKey", AV::Str(&e.idempotency_key)),
+    ])
+}
+
+/// `RecordHandler.rejected`, for a rejection the rules decided (`key` is the wait key).
+fn rejected(env: &Env, source: &Source, reason: &str, detail: &str, now_ms: i64, original: Option<&[u8]>,
+            key: &[u8], at: Option<&Origin>) -> R<Output> {
+    let timer_value;
+    let (topic, partition, offset, own_value): (&str, i64, i64, Option<&[u8]>) = match source {
+        Source::Input { topic, partition, offset, value } => (topic, *partition, *offset, *value),
+        Source::Timer { partition, wait_key, kind, due_at, generation } => {
+            timer_value = if original.is_none() {
+                Some(env.codecs.encode(RT::Timer, &AV::Rec(vec![
+                    ("correlationKey", AV::Str(wait_key)), ("kind", AV::Str(kind.value())),
+                    ("dueAt", AV::Long(*due_at)), ("generation", AV::Long(*generation)), ("firedAt", AV::Long(now_ms)),
+                ]))?)
+            } else {
+                None
+            };
+            (env.timers_topic, *partition, -1, timer_value.as_deref())
+        }
+    };
+    let mut data = if original.is_none() { own_value } else { original };
+    let mut detail = detail.to_string();
+    if let Some(d) = data {
+        if d.len() > MAX_REJECTED_ORIGINAL {
+            detail.push_str(&format!(" (original cut to its first {} of {} bytes; the whole record is at the topic, partition and offset above)",
+                                     MAX_REJECTED_ORIGINAL, d.len()));
+            data = Some(&d[..MAX_REJECTED_ORIGINAL]);
+        }
+    }
+    let (topic, partition, offset) = match at {
+        None => (topic, partition, offset),
+        Some(o) => (o.topic.as_str(), o.partition, o.offset),
+    };
+    let value = env.codecs.encode(RT::Rejected, &AV::Rec(vec![
+        ("topic", AV::Str(topic)),
+        ("partition", AV::Long(partition)),
+        ("offset", AV::Long(offset)),
+        ("key", AV::Bytes(key)),
+        ("reason", AV::Str(reason)),
+        ("detail", AV::Str(&detail)),
+        ("original", match data {
+            None => AV::Null,
+            Some(d) => AV::Bytes(d),
+        }),
+        ("rejectedAt", AV::Long(now_ms)),
+    ]))?;
+    Ok(Output { role: ROLE_REJECTED, value })
+}
+
+/// `RecordHandler._decide` after the replay and stale checks, with `_effects`.
+#[allow(clippy::too_many_arguments)]
+pub fn decide_record(env: &Env, source: &Source, wait_key: &str, event: &Event, now_ms: i64, head: Head,
+                     slot_bytes: Option<&[u8]>, seen: [i64; 4]) -> R<Handled> {
+    let slot: Option<Rc<Slot>> = match slot_bytes {
+        Some(b) => Some(Rc::new(decode_slot(b)?)),
+        None => None,
+    };
+    let decision: Decision = decide(&slot, event, now_ms, env.oracle)?;
+    let key = wait_key.as_bytes();
+    let mut out = Vec::new();
+    let mut counters = Vec::new();
+    let mut outcomes = Vec::new();
+    for effect in &decision.effects {
+        match effect {
+            Effect::Reject { reason, detail, reply, command, result } => {
+                let origin = if let Some(r) = reply {
+                    r.origin.as_ref()
+                } else if let Some(c) = command {
+                    c.origin.as_ref()
+                } else if let Some(r) = result {
+                    r.origin.as_ref()
+                } else {
+                    None
+                };
+                let o = match origin {
+                    Some(origin) => rejected(env, source, reason.value(), detail, now_ms, Some(&origin.value), key, Some(origin))?,
+                    None => {
+                        let original = if let Some(r) = reply {
+                            Some(env.codecs.encode(RT::Reply, &reply_av(r))?)
+                        } else if let Some(c) = command {
+                            Some(env.codecs.encode(RT::Command, &command_av(c))?)
+                        } else if let Some(r) = result {
+                            Some(env.codecs.encode(RT::ActionResult, &result_av(r))?)
+                        } else {
+                            None
+                        };
+                        rejected(env, source, reason.value(), detail, now_ms, original.as_deref(), key, None)?
+                    }
+                };
+                out.push(o);
+                counters.push(format!("rejected.{}", reason.value()));
+            }
+            Effect::Discard { reason, .. } => counters.push(format!("discarded.{}", reason.value())),
+            Effect::Outcome(o) => {
+                out.push(Output { role: ROLE_OUTCOMES, value: env.codecs.encode(RT::Outcome, &outcome_av(o))? });
+                counters.push(format!("outcomes.{}", o.reason.value()));
+                outcomes.push(o.clone());
+            }
+            Effect::Action(a) => {
+                out.push(Output { role: ROLE_ACTIONS, value: env.codecs.encode(RT::Action, &action_av(a))? });
+                counters.push(format!("actions.{}", a.action.value()));
+            }
+            _ => {}
+        }
+    }
+    let head_after = head_of(decision.slot.as_deref(), &decision.armed_after);
+    let changed = match (&decision.slot, &slot) {
+        (Some(a), Some(b)) => **a != **b,
+        (None, None) => false,
+        _ => true,
+    };
+    let row = if !changed {
+        RowWrite::Unchanged
+    } else {
+        match &decision.slot {
+            None => RowWrite::Delete,
+            Some(s) => RowWrite::Write(encode_row(&head_after, &encode_slot(s)?, &seen)?),
+        }
+    };
+    if let RowWrite::Write(r) = &row {
+        if r.len() > MAX_RECORD_BYTES {
+            return decline("too large");
+        }
+    }
+    if out.iter().any(|o| o.value.len() > MAX_RECORD_BYTES) {
+        return decline("too large");
+    }
+    Ok(Handled {
+        row,
+        timers_before: decision.armed_before,
+        timers_after: decision.armed_after,
+        head_before: head,
+        head_after,
+        out,
+        counters,
+        outcomes,
+        unindexed: None,
+        timer: None,
+    })
+}
+
+pub enum Handle {
+    Replayed,
+    Decided(String, Handled),
+}
+
+/// `RecordHandler.handle` for an input record; `load` reads the stored row.
+#[allow(clippy::too_many_arguments)]
+pub fn handle(env: &Env, partitions: i64, role: usize, topic: &str, partition: i64, offset: i64,
+              key: Option<&[u8]>, value: Option<&[u8]>, now_ms: i64,
+              load: &mut dyn FnMut(&str) -> R<Option<Vec<u8>>>) -> R<Handle> {
+    if role > ROLE_COMMANDS {
+        return decline("a timer record");
+    }
+    let key = match key {
+        Some(k) if !k.is_empty() => k,
+        _ => return decline("no key"),
+    };
+    if key.len() > MAX_KEY_BYTES || key.contains(&0) {
+        return decline("invalid key");
+    }
+    if partition_for(key, partitions) != partition {
+        return decline("misrouted");
+    }
+    let wait_key = std::str::from_utf8(key).map_err(|_| Stop::Decline("key not UTF-8"))?;
+    let data = value.ok_or(Stop::Decline("no value"))?;
+    let types: &[RT] = match role {
+        ROLE_REQUESTS => &[RT::StartWait],
+        ROLE_REPLIES => &[RT::Reply, RT::ActionResult],
+        _ => &[RT::Command],
+    };
+    let (rt, record) = env.codecs.decode(types, data)?;
+    let origin = if role == ROLE_REPLIES || role == ROLE_COMMANDS {
+        Some(Origin { topic: topic.to_string(), partition, offset, value: Rc::from(data) })
+    } else {
+        None
+    };
+    let event = to_event(role, rt, &record, origin)?;
+    let correlation_key = match &event {
+        Event::Start(e) => &e.correlation_key,
+        Event::Reply(e) => &e.correlation_key,
+        Event::Command(e) => &e.correlation_key,
+        Event::Result(e) => &e.correlation_key,
+        Event::Timer(_) => return decline("a timer record"),
+    };
+    if split_correlation_key(correlation_key).0 != wait_key {
+        return decline("key mismatch");
+    }
+    let stored = load(wait_key)?;
+    let (head, slot, mut seen) = match &stored {
+        Some(b) => {
+            let r = decode_row(b)?;
+            (r.head, r.slot, r.seen)
+        }
+        None => (Head::none(), None, [-1; 4]),
+    };
+    if offset <= seen[role] {
+        return Ok(Handle::Replayed);
+    }
+    seen[role] = offset;
+    let source = Source::Input { topic, partition, offset, value };
+    let handled = decide_record(env, &source, wait_key, &event, now_ms, head, slot, seen)?;
+    Ok(Handle::Decided(wait_key.to_string(), handled))
+}
+
+/// `RecordHandler.fire`: a due timer taken from the index.
+#[allow(clippy::too_many_arguments)]
+pub fn fire(env: &Env, partition: i64, wait_key: &str, kind: TimerKind, due_at: i64, generation: i64, now_ms: i64,
+            until: i64, load: &mut dyn FnMut(&str) -> R<Option<Vec<u8>>>) -> R<Handled> {
+    let stored = load(wait_key)?;
+    let (head, slot, seen) = match &stored {
+        Some(b) => {
+            let r = decode_row(b)?;
+            (r.head, r.slot, r.seen)
+        }
+        None => (Head::none(), None, [-1; 4]),
+    };
+    // event_to_fire
+    let armed = |k: TimerKind, d: i64, g: i64| head.timers.iter().any(|t| t.kind == k && t.generation == g && t.due_at == d);
+    let mut event = TimerFired { wait_key: wait_key.to_string(), kind, due_at, generation };
+    if armed(kind, due_at, generation) {
+        let mut latest: Option<&ArmedTimer> = None;
+        for t in head.timers.iter().filter(|t| t.due_at <= until) {
+            if latest.is_none_or(|l| t.due_at > l.due_at) {
+                latest = Some(t);
+            }
+        }
+        if let Some(l) = latest {
+            if l.due_at > due_at {
+                event = TimerFired { wait_key: wait_key.to_string(), kind: l.kind, due_at: l.due_at, generation: l.generation };
+            }
+        }
+    }
+    let fired = ArmedTimer { kind: event.kind, due_at: event.due_at, generation: event.generation };
+    if !armed(event.kind, event.due_at, event.generation) {
+        // _stale_timer
+        let mut timers: Vec<ArmedTimer> = Vec::new();
+        for t in &head.timers {
+            if !timers.contains(t) {
+                timers.push(*t);
+            }
+        }
+        let listed = head.timers.iter().any(|t| t.kind == event.kind && t.due_at == event.due_at);
+        return Ok(Handled {
+            row: RowWrite::Unchanged,
+            timers_before: timers.clone(),
+            timers_after: timers,
+            head_before: head.clone(),
+            head_after: head,
+            out: vec![],
+            counters: vec![format!("discarded.{}", DiscardReason::StaleTimer.value())],
+            outcomes: vec![],
+            unindexed: if listed { None } else { Some((event.kind, event.due_at)) },
+            timer: Some(fired),
+        });
+    }
+    let source = Source::Timer { partition, wait_key, kind, due_at, generation };
+    let mut handled = decide_record(env, &source, wait_key, &Event::Timer(event), now_ms, head, slot, seen)?;
+    handled.timer = Some(fired);
+    Ok(handled)
+}

@@ -1,0 +1,586 @@
+//! `streams._native`: the native record path of xwait (streams/core/native.py says when
+//! it is used, and how it is held equal to the Python rules, which stay the reference).
+
+mod avro;
+mod handler;
+mod json;
+mod model;
+mod oracle;
+mod row;
+mod rules;
+mod slotcodec;
+mod text;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple};
+
+use crate::handler::{Codecs, Env, Handle, RowWrite, RT};
+use crate::model::*;
+use crate::oracle::{Definitions, Oracle, Stop, R};
+use crate::row::Head;
+
+/// The Python classes and enum members the results are made of (`streams.core.native`).
+struct Types {
+    handled: Py<PyAny>,
+    out_record: Py<PyAny>,
+    row_head: Py<PyAny>,
+    armed_timer: Py<PyAny>,
+    emit_outcome: Py<PyAny>,
+    trace_entry: Py<PyAny>,
+    row_delete: Py<PyAny>,
+    row_unchanged: Py<PyAny>,
+    roles: Vec<Py<PyAny>>,
+    timer_kinds: Vec<Py<PyAny>>,
+    statuses: Vec<Py<PyAny>>,
+    outcome_kinds: Vec<Py<PyAny>>,
+    outcome_reasons: Vec<Py<PyAny>>,
+}
+
+fn members(py: Python<'_>, cls: &Bound<'_, PyAny>, values: &[&str]) -> PyResult<Vec<Py<PyAny>>> {
+    values.iter().map(|v| Ok(cls.call1((*v,))?.unbind())).collect::<PyResult<_>>().inspect(|_: &Vec<Py<PyAny>>| {
+        let _ = py;
+    })
+}
+
+impl Types {
+    fn read(py: Python<'_>, t: &Bound<'_, PyAny>) -> PyResult<Types> {
+        let get = |n: &str| -> PyResult<Py<PyAny>> { Ok(t.getattr(n)?.unbind()) };
+        let roles: Vec<Py<PyAny>> = t.getattr("Role")?.try_iter()?.map(|r| Ok(r?.unbind())).collect::<PyResult<_>>()?;
+        let timer_kinds = members(py, &t.getattr("TimerKind")?, &TimerKind::ALL.iter().map(|k| k.value()).collect::<Vec<_>>())?;
+        let statuses = members(py, &t.getattr("WaitStatus")?, &WaitStatus::ALL.iter().map(|k| k.value()).collect::<Vec<_>>())?;
+        let outcome_kinds = members(py, &t.getattr("OutcomeKind")?, &OutcomeKind::ALL.iter().map(|k| k.value()).collect::<Vec<_>>())?;
+        let outcome_reasons = members(py, &t.getattr("OutcomeReason")?, &OutcomeReason::ALL.iter().map(|k| k.value()).collect::<Vec<_>>())?;
+        let row_write = t.getattr("RowWrite")?;
+        Ok(Types {
+            handled: get("Handled")?,
+            out_record: get("OutRecord")?,
+            row_head: get("RowHead")?,
+            armed_timer: get("ArmedTimer")?,
+            emit_outcome: get("EmitOutcome")?,
+            trace_entry: get("TraceEntry")?,
+            row_delete: row_write.getattr("DELETE")?.unbind(),
+            row_unchanged: row_write.getattr("UNCHANGED")?.unbind(),
+            roles,
+            timer_kinds,
+            statuses,
+            outcome_kinds,
+            outcome_reasons,
+        })
+    }
+}
+
+#[pyclass(unsendable)]
+struct Core {
+    defs: Definitions,
+    codecs: Codecs,
+    partitions: i64,
+    timers_topic: String,
+    helpers: Py<PyAny>,
+    /// None: a core for `decide` alone (the equality harness).
+    types: Option<Types>,
+    declines: RefCell<HashMap<&'static str, u64>>,
+}
+
+fn opt<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
+    obj.getattr(name)?.extract().map_err(Into::into)
+}
+
+fn origin_from_py(o: &Bound<'_, PyAny>) -> PyResult<Option<Origin>> {
+    if o.is_none() {
+        return Ok(None);
+    }
+    let value: Vec<u8> = opt(o, "value")?;
+    Ok(Some(Origin { topic: opt(o, "topic")?, partition: opt(o, "partition")?, offset: opt(o, "offset")?, value: value.into() }))
+}
+
+fn enum_text(o: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+    o.getattr(name)?.getattr("value")?.extract()
+}
+
+fn bad(what: &str) -> PyErr {
+    pyo3::exceptions::PyValueError::new_err(what.to_string())
+}
+
+fn reply_from_py(r: &Bound<'_, PyAny>) -> PyResult<Reply> {
+    Ok(Reply {
+        correlation_key: opt(r, "correlation_key")?,
+        response_data: opt(r, "response_data")?,
+        tenant: opt(r, "tenant")?,
+        channel: opt(r, "channel")?,
+        reply_id: opt(r, "reply_id")?,
+        sent_at: opt(r, "sent_at")?,
+        origin: origin_from_py(&r.getattr("origin")?)?,
+    })
+}
+
+fn command_from_py(c: &Bound<'_, PyAny>) -> PyResult<Command> {
+    Ok(Command {
+        correlation_key: opt(c, "correlation_key")?,
+        command: CommandKind::parse(&enum_text(c, "command")?).ok_or_else(|| bad("command"))?,
+        reason: opt(c, "reason")?,
+        review_outcome: opt(c, "review_outcome")?,
+        review_note: opt(c, "review_note")?,
+        response_data: opt(c, "response_data")?,
+        operator: opt(c, "operator")?,
+        origin: origin_from_py(&c.getattr("origin")?)?,
+        deadline: opt(c, "deadline")?,
+        move_by: opt(c, "move_by")?,
+        version: opt(c, "version")?,
+    })
+}
+
+fn result_from_py(r: &Bound<'_, PyAny>) -> PyResult<ActionResult> {
+    Ok(ActionResult {
+        correlation_key: opt(r, "correlation_key")?,
+        action_id: opt(r, "action_id")?,
+        status: ResultStatus::parse(&enum_text(r, "status")?).ok_or_else(|| bad("status"))?,
+        error: opt(r, "error")?,
+        permanent: opt(r, "permanent")?,
+        at: opt(r, "at")?,
+        origin: origin_from_py(&r.getattr("origin")?)?,
+    })
+}
+
+fn event_from_py(e: &Bound<'_, PyAny>) -> PyResult<Event> {
+    let name: String = e.get_type().name()?.extract()?;
+    Ok(match name.as_str() {
+        "StartWait" => Event::Start(StartWait {
+            correlation_key: opt(e, "correlation_key")?,
+            definition: opt(e, "definition")?,
+            requested_at: opt(e, "requested_at")?,
+            tenant: opt(e, "tenant")?,
+            payload: opt(e, "payload")?,
+            parties: opt(e, "parties")?,
+            deadline: opt(e, "deadline")?,
+        }),
+        "Reply" => Event::Reply(Rc::new(reply_from_py(e)?)),
+        "Command" => Event::Command(Rc::new(command_from_py(e)?)),
+        "ActionResult" => Event::Result(Rc::new(result_from_py(e)?)),
+        "TimerFired" => Event::Timer(TimerFired {
+            wait_key: opt(e, "wait_key")?,
+            kind: TimerKind::parse(&enum_text(e, "kind")?).ok_or_else(|| bad("kind"))?,
+            due_at: opt(e, "due_at")?,
+            generation: opt(e, "generation")?,
+        }),
+        _ => return Err(bad("not an event")),
+    })
+}
+
+// The test harness's view of records: plain tuples and dicts (streams/core/native.py).
+
+fn origin_to_py<'py>(py: Python<'py>, o: &Option<Origin>) -> PyResult<Bound<'py, PyAny>> {
+    match o {
+        None => Ok(py.None().into_bound(py)),
+        Some(o) => Ok(PyTuple::new(py, [
+            o.topic.clone().into_pyobject(py)?.into_any(),
+            o.partition.into_pyobject(py)?.into_any(),
+            o.offset.into_pyobject(py)?.into_any(),
+            PyBytes::new(py, &o.value).into_any(),
+        ])?.into_any()),
+    }
+}
+
+fn reply_to_py<'py>(py: Python<'py>, r: &Reply) -> PyResult<Bound<'py, PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item("correlation_key", &r.correlation_key)?;
+    d.set_item("response_data", &r.response_data)?;
+    d.set_item("tenant", &r.tenant)?;
+    d.set_item("channel", &r.channel)?;
+    d.set_item("reply_id", &r.reply_id)?;
+    d.set_item("sent_at", r.sent_at)?;
+    d.set_item("origin", origin_to_py(py, &r.origin)?)?;
+    Ok(d.into_any())
+}
+
+fn command_to_py<'py>(py: Python<'py>, c: &Command) -> PyResult<Bound<'py, PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item("correlation_key", &c.correlation_key)?;
+    d.set_item("command", c.command.value())?;
+    d.set_item("reason", &c.reason)?;
+    d.set_item("review_outcome", &c.review_outcome)?;
+    d.set_item("review_note", &c.review_note)?;
+    d.set_item("response_data", &c.response_data)?;
+    d.set_item("operator", &c.operator)?;
+    d.set_item("origin", origin_to_py(py, &c.origin)?)?;
+    d.set_item("deadline", &c.deadline)?;
+    d.set_item("move_by", &c.move_by)?;
+    d.set_item("version", &c.version)?;
+    Ok(d.into_any())
+}
+
+fn result_to_py<'py>(py: Python<'py>, r: &ActionResult) -> PyResult<Bound<'py, PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item("correlation_key", &r.correlation_key)?;
+    d.set_item("action_id", &r.action_id)?;
+    d.set_item("status", r.status.value())?;
+    d.set_item("error", &r.error)?;
+    d.set_item("permanent", r.permanent)?;
+    d.set_item("at", r.at)?;
+    d.set_item("origin", origin_to_py(py, &r.origin)?)?;
+    Ok(d.into_any())
+}
+
+fn trace_to_py<'py>(py: Python<'py>, trace: &[TraceEntry]) -> PyResult<Bound<'py, PyAny>> {
+    let items: Vec<Bound<'py, PyTuple>> = trace.iter()
+        .map(|t| PyTuple::new(py, [t.at.into_pyobject(py)?.into_any(), t.event.clone().into_pyobject(py)?.into_any(), t.detail.clone().into_pyobject(py)?.into_any()]))
+        .collect::<PyResult<_>>()?;
+    Ok(PyList::new(py, items)?.into_any())
+}
+
+fn outcome_fields<'py>(py: Python<'py>, o: &EmitOutcome, trace: Bound<'py, PyAny>, kind: Bound<'py, PyAny>,
+                       reason: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("outcome_id", &o.outcome_id)?;
+    d.set_item("correlation_key", &o.correlation_key)?;
+    d.set_item("definition", &o.definition)?;
+    d.set_item("tenant", &o.tenant)?;
+    d.set_item("outcome", kind)?;
+    d.set_item("reason", reason)?;
+    d.set_item("response_data", &o.response_data)?;
+    d.set_item("response_valid", o.response_valid)?;
+    d.set_item("validation_issue", &o.validation_issue)?;
+    d.set_item("review_outcome", &o.review_outcome)?;
+    d.set_item("review_note", &o.review_note)?;
+    d.set_item("reminders_sent", o.reminders_sent)?;
+    d.set_item("escalation_level", o.escalation_level)?;
+    d.set_item("parked_at", o.parked_at)?;
+    d.set_item("ended_at", o.ended_at)?;
+    d.set_item("trace", trace)?;
+    d.set_item("operator", &o.operator)?;
+    d.set_item("operator_reason", &o.operator_reason)?;
+    d.set_item("send_error", &o.send_error)?;
+    d.set_item("definition_version", &o.definition_version)?;
+    Ok(d)
+}
+
+fn timer_tuple<'py>(py: Python<'py>, t: &ArmedTimer) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, [t.kind.value().into_pyobject(py)?.into_any(), t.due_at.into_pyobject(py)?.into_any(),
+                      t.generation.into_pyobject(py)?.into_any()])
+}
+
+fn effect_to_py<'py>(py: Python<'py>, e: &Effect) -> PyResult<Bound<'py, PyAny>> {
+    let s = |x: &str| -> PyResult<Bound<'py, PyAny>> { Ok(PyString::new(py, x).into_any()) };
+    let none = || py.None().into_bound(py);
+    let items: Vec<Bound<'py, PyAny>> = match e {
+        Effect::Outcome(o) => vec![s("outcome")?, outcome_fields(py, o, trace_to_py(py, &o.trace)?, s(o.outcome.value())?, s(o.reason.value())?)?.into_any()],
+        Effect::Action(a) => {
+            let d = PyDict::new(py);
+            d.set_item("action_id", &a.action_id)?;
+            d.set_item("correlation_key", &a.correlation_key)?;
+            d.set_item("definition", &a.definition)?;
+            d.set_item("tenant", &a.tenant)?;
+            d.set_item("action", a.action.value())?;
+            d.set_item("party", &a.party)?;
+            d.set_item("level", a.level)?;
+            d.set_item("attempt", a.attempt)?;
+            d.set_item("payload", &a.payload)?;
+            d.set_item("at", a.at)?;
+            d.set_item("idempotency_key", &a.idempotency_key)?;
+            d.set_item("send_attempt", a.send_attempt)?;
+            vec![s("action")?, d.into_any()]
+        }
+        Effect::Arm(t) => vec![s("arm")?, timer_tuple(py, t)?.into_any()],
+        Effect::Disarm(t) => vec![s("disarm")?, timer_tuple(py, t)?.into_any()],
+        Effect::BufferReply { reply, received_at, expires_at } => vec![s("buffer_reply")?, reply_to_py(py, reply)?,
+            received_at.into_pyobject(py)?.into_any(), expires_at.into_pyobject(py)?.into_any()],
+        Effect::BufferCommand { command, received_at, expires_at } => vec![s("buffer_command")?, command_to_py(py, command)?,
+            received_at.into_pyobject(py)?.into_any(), expires_at.into_pyobject(py)?.into_any()],
+        Effect::Reject { reason, detail, reply, command, result } => vec![
+            s("reject")?, s(reason.value())?, s(detail)?,
+            match reply { Some(r) => reply_to_py(py, r)?, None => none() },
+            match command { Some(c) => command_to_py(py, c)?, None => none() },
+            match result { Some(r) => result_to_py(py, r)?, None => none() },
+        ],
+        Effect::Discard { reason, detail } => vec![s("discard")?, s(reason.value())?, s(detail)?],
+        Effect::Purge => vec![s("purge")?],
+    };
+    Ok(PyTuple::new(py, items)?.into_any())
+}
+
+impl Core {
+    fn count(&self, why: &'static str) {
+        *self.declines.borrow_mut().entry(why).or_insert(0) += 1;
+    }
+
+    fn oracle<'py>(&'py self, py: Python<'py>) -> Oracle<'py> {
+        Oracle { py, helpers: self.helpers.bind(py).clone(), defs: &self.defs }
+    }
+
+    fn timer_obj<'py>(&self, py: Python<'py>, t: &ArmedTimer, cache: &mut Vec<(ArmedTimer, Bound<'py, PyAny>)>) -> PyResult<Bound<'py, PyAny>> {
+        if let Some((_, o)) = cache.iter().find(|(x, _)| x == t) {
+            return Ok(o.clone());
+        }
+        let o = self.types.as_ref().unwrap().armed_timer.bind(py).call1((self.types.as_ref().unwrap().timer_kinds[t.kind.index()].bind(py), t.due_at, t.generation))?;
+        cache.push((*t, o.clone()));
+        Ok(o)
+    }
+
+    fn head_obj<'py>(&self, py: Python<'py>, h: &Head, cache: &mut Vec<(ArmedTimer, Bound<'py, PyAny>)>) -> PyResult<Bound<'py, PyAny>> {
+        let timers: Vec<Bound<'py, PyAny>> = h.timers.iter().map(|t| self.timer_obj(py, t, cache)).collect::<PyResult<_>>()?;
+        let state = match h.state {
+            None => py.None().into_bound(py),
+            Some(s) => self.types.as_ref().unwrap().statuses[s.index()].bind(py).clone(),
+        };
+        self.types.as_ref().unwrap().row_head.bind(py).call1((state, &h.definition, &h.tenant, PyTuple::new(py, timers)?, h.parked_at, &h.version))
+    }
+
+    fn handled_obj<'py>(&self, py: Python<'py>, wait_key: &str, h: handler::Handled) -> PyResult<Bound<'py, PyAny>> {
+        let t = self.types.as_ref().unwrap();
+        let mut cache: Vec<(ArmedTimer, Bound<'py, PyAny>)> = Vec::new();
+        let before: Vec<Bound<'py, PyAny>> = h.timers_before.iter().map(|x| self.timer_obj(py, x, &mut cache)).collect::<PyResult<_>>()?;
+        let after: Vec<Bound<'py, PyAny>> = h.timers_after.iter().map(|x| self.timer_obj(py, x, &mut cache)).collect::<PyResult<_>>()?;
+        let head_before = self.head_obj(py, &h.head_before, &mut cache)?;
+        let head_after = if h.head_after == h.head_before { head_before.clone() } else { self.head_obj(py, &h.head_after, &mut cache)? };
+        let key = PyBytes::new(py, wait_key.as_bytes());
+        let out: Vec<Bound<'py, PyAny>> = h.out.iter()
+            .map(|o| t.out_record.bind(py).call1((t.roles[o.role].bind(py), &key, PyBytes::new(py, &o.value))))
+            .collect::<PyResult<_>>()?;
+        let mut outcomes = Vec::with_capacity(h.outcomes.len());
+        for o in &h.outcomes {
+            let trace: Vec<Bound<'py, PyAny>> = o.trace.iter()
+                .map(|e| t.trace_entry.bind(py).call1((e.at, &e.event, &e.detail)))
+                .collect::<PyResult<_>>()?;
+            let fields = outcome_fields(py, o, PyTuple::new(py, trace)?.into_any(),
+                                        t.outcome_kinds[o.outcome.index()].bind(py).clone(),
+                                        t.outcome_reasons[o.reason.index()].bind(py).clone())?;
+            outcomes.push(t.emit_outcome.bind(py).call((), Some(&fields))?);
+        }
+        let kw = PyDict::new(py);
+        kw.set_item("wait_key", wait_key)?;
+        match h.row {
+            RowWrite::Unchanged => kw.set_item("row", t.row_unchanged.bind(py))?,
+            RowWrite::Delete => kw.set_item("row", t.row_delete.bind(py))?,
+            RowWrite::Write(b) => kw.set_item("row", PyBytes::new(py, &b))?,
+        }
+        kw.set_item("timers_before", PyFrozenSet::new(py, before.iter())?)?;
+        kw.set_item("timers_after", PyFrozenSet::new(py, after.iter())?)?;
+        kw.set_item("head_before", head_before)?;
+        kw.set_item("head_after", head_after)?;
+        kw.set_item("out", PyList::new(py, out)?)?;
+        kw.set_item("counters", PyList::new(py, h.counters)?)?;
+        kw.set_item("outcomes", PyList::new(py, outcomes)?)?;
+        if let Some((kind, due)) = h.unindexed {
+            kw.set_item("unindexed", (t.timer_kinds[kind.index()].bind(py), due))?;
+        }
+        if let Some(timer) = h.timer {
+            kw.set_item("timer", self.timer_obj(py, &timer, &mut cache)?)?;
+        }
+        t.handled.bind(py).call((), Some(&kw))
+    }
+}
+
+fn loader<'py>(py: Python<'py>, load: &'py Bound<'py, PyAny>) -> impl FnMut(&str) -> R<Option<Vec<u8>>> + 'py {
+    move |key: &str| {
+        let got = load.call1((key,)).map_err(|_| Stop::Decline("load raised"))?;
+        if got.is_none() {
+            return Ok(None);
+        }
+        let b = got.cast::<PyBytes>().map_err(|_| Stop::Decline("a stored row that is not bytes"))?;
+        let _ = py;
+        Ok(Some(b.as_bytes().to_vec()))
+    }
+}
+
+#[pymethods]
+impl Core {
+    /// `definitions`: the handler's mapping of definitions (a `DefinitionSet` or a dict);
+    /// `helpers`: what the rules ask Python; `types`: the classes of the results;
+    /// `codecs`: record type name -> (schema JSON, header written, headers read natively).
+    #[new]
+    fn new(py: Python<'_>, definitions: &Bound<'_, PyAny>, partitions: i64, timers_topic: String,
+           helpers: &Bound<'_, PyAny>, types: Option<&Bound<'_, PyAny>>, codecs: Option<&Bound<'_, PyDict>>) -> PyResult<Core> {
+        let mut c = Codecs { schemas: HashMap::new(), write_headers: HashMap::new(), read_headers: HashMap::new() };
+        for (name, entry) in codecs.map(|c| c.iter().collect::<Vec<_>>()).unwrap_or_default() {
+            let name: String = name.extract()?;
+            let rt = RT::parse(&name).ok_or_else(|| bad("record type"))?;
+            let (schema, header, reads): (String, Vec<u8>, Vec<Vec<u8>>) = entry.extract()?;
+            let rec = avro::parse_schema(&schema).map_err(|_| bad("a schema the native codec cannot read"))?;
+            c.schemas.insert(rt, rec);
+            c.write_headers.insert(rt, header);
+            for h in reads {
+                c.read_headers.insert(h, rt);
+            }
+        }
+        Ok(Core {
+            defs: Definitions::read(definitions)?,
+            codecs: c,
+            partitions,
+            timers_topic,
+            helpers: helpers.clone().unbind(),
+            types: match types {
+                Some(t) => Some(Types::read(py, t)?),
+                None => None,
+            },
+            declines: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// `RecordHandler.handle` natively: a `Handled`, or None when Python must decide it.
+    fn handle<'py>(&self, py: Python<'py>, rec: &Bound<'py, PyAny>, load: &Bound<'py, PyAny>, now_ms: i64) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let types = self.types.as_ref().ok_or_else(|| bad("a core made for decide alone"))?;
+        let role_obj = rec.getattr("role")?;
+        let role = match types.roles.iter().position(|r| r.bind(py).is(&role_obj)) {
+            Some(r) => r,
+            None => return Ok(None),
+        };
+        let topic: String = rec.getattr("topic")?.extract()?;
+        let partition: i64 = rec.getattr("partition")?.extract()?;
+        let offset: i64 = rec.getattr("offset")?.extract()?;
+        let key_obj = rec.getattr("key")?;
+        let value_obj = rec.getattr("value")?;
+        let key: Option<&[u8]> = if key_obj.is_none() { None } else { Some(key_obj.cast::<PyBytes>()?.as_bytes()) };
+        let value: Option<&[u8]> = if value_obj.is_none() { None } else { Some(value_obj.cast::<PyBytes>()?.as_bytes()) };
+        let oracle = self.oracle(py);
+        let env = Env { oracle: &oracle, codecs: &self.codecs, timers_topic: &self.timers_topic };
+        let mut load_row = loader(py, load);
+        match handler::handle(&env, self.partitions, role, &topic, partition, offset, key, value, now_ms, &mut load_row) {
+            Err(Stop::Decline(why)) => {
+                self.count(why);
+                Ok(None)
+            }
+            Ok(Handle::Replayed) => {
+                let kw = PyDict::new(py);
+                kw.set_item("counters", PyList::new(py, ["replayed"])?)?;
+                Ok(Some(types.handled.bind(py).call((), Some(&kw))?))
+            }
+            Ok(Handle::Decided(wait_key, h)) => Ok(Some(self.handled_obj(py, &wait_key, h)?)),
+        }
+    }
+
+    /// `RecordHandler.fire` natively: a `Handled`, or None when Python must decide it.
+    fn fire<'py>(&self, py: Python<'py>, timer: &Bound<'py, PyAny>, load: &Bound<'py, PyAny>, now_ms: i64, until: i64) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if self.types.is_none() {
+            return Err(bad("a core made for decide alone"));
+        }
+        let wait_key: String = timer.getattr("wait_key")?.extract()?;
+        let kind = match TimerKind::parse(&enum_text(timer, "kind")?) {
+            Some(k) => k,
+            None => return Ok(None),
+        };
+        let partition: i64 = timer.getattr("partition")?.extract()?;
+        let due_at: i64 = timer.getattr("due_at")?.extract()?;
+        let generation: i64 = timer.getattr("generation")?.extract()?;
+        let oracle = self.oracle(py);
+        let env = Env { oracle: &oracle, codecs: &self.codecs, timers_topic: &self.timers_topic };
+        let mut load_row = loader(py, load);
+        match handler::fire(&env, partition, &wait_key, kind, due_at, generation, now_ms, until, &mut load_row) {
+            Err(Stop::Decline(why)) => {
+                self.count(why);
+                Ok(None)
+            }
+            Ok(h) => Ok(Some(self.handled_obj(py, &wait_key, h)?)),
+        }
+    }
+
+    /// `decide(slot, event, now)` on a stored slot's bytes, for the equality harness:
+    /// (changed, slot bytes or None, effects, armed before, armed after), or None.
+    fn decide<'py>(&self, py: Python<'py>, slot: Option<&[u8]>, event: &Bound<'py, PyAny>, now_ms: i64) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let event = event_from_py(event)?;
+        self.decision(py, slot, Some(&event), now_ms)
+    }
+
+    /// `catch_up(slot, now)` on a stored slot's bytes, as `decide` above.
+    fn catch_up<'py>(&self, py: Python<'py>, slot: Option<&[u8]>, now_ms: i64) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.decision(py, slot, None, now_ms)
+    }
+
+    /// Why records were left to Python, and how often.
+    fn declines(&self) -> HashMap<String, u64> {
+        self.declines.borrow().iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+}
+
+impl Core {
+    fn decision<'py>(&self, py: Python<'py>, slot: Option<&[u8]>, event: Option<&Event>, now_ms: i64) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let oracle = self.oracle(py);
+        let run = || -> R<(bool, Option<Vec<u8>>, rules::Decision)> {
+            let before: Option<Rc<Slot>> = match slot {
+                Some(b) => Some(Rc::new(slotcodec::decode_slot(b)?)),
+                None => None,
+            };
+            let d = match event {
+                Some(e) => rules::decide(&before, e, now_ms, &oracle)?,
+                None => rules::catch_up(&before, now_ms, &oracle)?,
+            };
+            let same = match (&d.slot, &before) {
+                (Some(a), Some(b)) => Rc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            let bytes = match &d.slot {
+                Some(s) => Some(slotcodec::encode_slot(s)?),
+                None => None,
+            };
+            Ok((!same, bytes, d))
+        };
+        match run() {
+            Err(Stop::Decline(why)) => {
+                self.count(why);
+                Ok(None)
+            }
+            Ok((changed, bytes, d)) => {
+                let effects: Vec<Bound<'py, PyAny>> = d.effects.iter().map(|e| effect_to_py(py, e)).collect::<PyResult<_>>()?;
+                let before: Vec<Bound<'py, PyTuple>> = d.armed_before.iter().map(|t| timer_tuple(py, t)).collect::<PyResult<_>>()?;
+                let after: Vec<Bound<'py, PyTuple>> = d.armed_after.iter().map(|t| timer_tuple(py, t)).collect::<PyResult<_>>()?;
+                Ok(Some(PyTuple::new(py, [
+                    changed.into_pyobject(py)?.to_owned().into_any(),
+                    match bytes { Some(b) => PyBytes::new(py, &b).into_any(), None => py.None().into_bound(py) },
+                    PyList::new(py, effects)?.into_any(),
+                    PyList::new(py, before)?.into_any(),
+                    PyList::new(py, after)?.into_any(),
+                ])?.into_any()))
+            }
+        }
+    }
+}
+
+/// Texts and codecs on their own, for the tests that hold them equal to Python's.
+#[pyfunction]
+fn format_span_ms(ms: i64) -> String {
+    text::format_span_ms(ms)
+}
+
+#[pyfunction]
+fn format_utc_ms(ms: i64) -> String {
+    text::format_utc_ms(ms)
+}
+
+#[pyfunction]
+fn ascii_repr(s: &str) -> Option<String> {
+    text::ascii_repr(s)
+}
+
+#[pyfunction]
+fn partition_for(key: &[u8], partitions: i64) -> i64 {
+    handler::partition_for(key, partitions)
+}
+
+/// A stored slot read and written again natively (None: declined).
+#[pyfunction]
+fn slot_round_trip<'py>(py: Python<'py>, data: &[u8]) -> Option<Bound<'py, PyBytes>> {
+    let slot = slotcodec::decode_slot(data).ok()?;
+    slotcodec::encode_slot(&slot).ok().map(|b| PyBytes::new(py, &b))
+}
+
+/// A stored row read and written again natively (None: declined).
+#[pyfunction]
+fn row_round_trip<'py>(py: Python<'py>, data: &[u8]) -> Option<Bound<'py, PyBytes>> {
+    let r = row::decode_row(data).ok()?;
+    row::encode_row(&r.head, r.slot.unwrap_or(b""), &r.seen).ok().map(|b| PyBytes::new(py, &b))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Core>()?;
+    m.add_function(wrap_pyfunction!(format_span_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(format_utc_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(ascii_repr, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_for, m)?)?;
+    m.add_function(wrap_pyfunction!(slot_round_trip, m)?)?;
+    m.add_function(wrap_pyfunction!(row_round_trip, m)?)?;
+    Ok(())
+}
