@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 # Debian's chromium, which the console's browser tests drive (tests/console/test_browser.py).
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test lint docs docs-serve reference dist venv lock kafka kafka-stop cluster cluster-stop registry registry-stop topics worker bench compare scale flood clean browser browser-check
+.PHONY: demo test lint docs docs-serve reference dist venv lock kafka kafka-stop cluster cluster-stop registry registry-stop registry-app topics worker bench compare scale flood clean browser browser-check
 
 # The virtualenv holds exactly the versions of requirements-dev.lock (hashes
 # checked), then xwait itself from the checkout.  uv installs them (its version
@@ -69,6 +69,13 @@ registry:
 
 registry-stop:
 	scripts/registry stop
+
+# The registry's once-per-user part (scripts/registry prepare): assembled from Maven
+# Central into ~/.cache/xwait/registry-app (4-6 minutes on a cold Maven cache, its
+# progress printed) and its classes recorded; one line when both are there.  `make test`
+# runs it before the suite: the registry tests' fixture starts it and builds nothing.
+registry-app:
+	@scripts/registry prepare
 
 topics: kafka
 	$(BIN)/xwait topics create
@@ -153,12 +160,14 @@ browser-check:
 # and timers: 22 min of test time took 11 min of pytest on two processes, 7-8
 # on four (a quiet 2-core machine).
 TEST_PROCS ?= 4
-test: lint docs browser-check
+test: lint docs browser-check registry-app
 	$(BIN)/pytest -n $(TEST_PROCS)
 
 worker: topics
 	$(BIN)/xwait worker
 
+# Every bench is a script run with the virtualenv's Python, from any folder:
+# $(BIN)/python bench/<name>.py [options] (bench/README.md, "How the benches are built").
 bench: topics
 	$(BIN)/python bench/park_bench.py
 

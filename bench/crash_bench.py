@@ -22,56 +22,35 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from streams import topics
-from streams.config import Guarantee, Settings
-from streams.testing.chaos import Broker, Plan, Report, chaos_settings, run_chaos
-
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
-
-
-def kafka(port: int, *args: str) -> None:
-    done = subprocess.run(  # noqa: S603 - the project's own script
-        [sys.executable, str(REPO / "scripts" / "kafka"), *args, "--port", str(port)],
-        capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "XWAIT_KAFKA_HEAP": os.environ.get("XWAIT_KAFKA_HEAP", "512m")})
-    if done.returncode != 0:
-        raise SystemExit(f"scripts/kafka {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
-
-
-def machine() -> dict[str, Any]:
-    return {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "loadavg": os.getloadavg()}
-
-
-def table(reports: list[dict[str, Any]]) -> str:
-    lines = ["| guarantee | waits | kill -9 (empty disk) | broker restarts | joins/leaves "
-             "| lost | conflicting | wrong | duplicate outcomeIds | duplicate actionIds "
-             "| largest backlog at a kill | minutes |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in reports:
-        plan = r["plan"]
-        backlogs = [e.get("backlog") or 0 for e in r["events"] if e["event"] == "kill -9"]
-        lines.append(
-            f"| `{r['guarantee']}` | {r['waits']:,} | {plan['kills']} ({plan['empty_disk']}) "
-            f"| {plan['broker_restarts']} | {plan['joins']} | {r['lost']} | {r['conflicting']} "
-            f"| {r['wrong']} | {r['duplicate_outcomes']:,} | {r['duplicate_actions']:,} "
-            f"| {max(backlogs, default=0):,} | {r['seconds'] / 60:.0f} |")
-    return "\n".join(lines)
-
+from streams.testing.chaos import Plan, run_chaos
+from streams.testing.cluster_chaos import KafkaCluster
+from streams.testing.harness import runbook
+from streams.testing.harness.report import table as markdown
 
 LONG_RUN = "| long run, "
 GUARANTEES_HEADER = "| run | guarantee |"
+
+
+def table(reports: list[dict[str, Any]]) -> str:
+    rows = []
+    for r in reports:
+        plan = r["plan"]
+        backlogs = [e.get("backlog") or 0 for e in r["events"] if e["event"] == "kill -9"]
+        rows.append([f"`{r['guarantee']}`", f"{r['waits']:,}",
+                     f"{plan['kills']} ({plan['empty_disk']})", plan["broker_restarts"],
+                     plan["joins"], r["lost"], r["conflicting"], r["wrong"],
+                     f"{r['duplicate_outcomes']:,}", f"{r['duplicate_actions']:,}",
+                     f"{max(backlogs, default=0):,}", f"{r['seconds'] / 60:.0f}"])
+    return "\n".join(markdown(
+        ["guarantee", "waits", "kill -9 (empty disk)", "broker restarts", "joins/leaves", "lost",
+         "conflicting", "wrong", "duplicate outcomeIds", "duplicate actionIds",
+         "largest backlog at a kill", "minutes"], rows))
 
 
 def measured_on(result: Path, data: dict[str, Any]) -> str:
@@ -108,22 +87,12 @@ def publish(readme: Path, rows: list[str]) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--waits", type=int, default=100_000)
-    p.add_argument("--rate", type=float, default=400.0, help="requests offered per second")
+    p = runbook.parser(__doc__, "crash", waits=100_000, rate=400.0,
+                       port=(19092, "port of the run's own broker"))
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--empty-disk", type=int, default=4)
     p.add_argument("--joins", type=int, default=5)
     p.add_argument("--broker-restarts", type=int, default=3)
-    p.add_argument("--partitions", type=int, default=8)
-    p.add_argument("--guarantee", choices=["at_least_once", "exactly_once", "both"],
-                   default="both")
-    p.add_argument("--port", type=int, default=19092, help="port of the run's own broker")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--keep-logs", type=Path, metavar="DIR",
-                   help="copy the workers' logs of each run there (<guarantee>-worker-w1.log)")
-    p.add_argument("--out", type=Path,
-                   default=RESULTS / f"crash-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json")
     p.add_argument("--publish", type=Path, metavar="PAGE",
                    help="put the run's counts in this page's crash table (docs/guarantees.md)")
     p.add_argument("--render", type=Path, metavar="JSON",
@@ -139,49 +108,29 @@ def main(argv: list[str] | None = None) -> int:
         if args.publish is not None:
             publish(args.publish, readme_rows(data["runs"], measured_on(args.render, data)))
         return 0
-    guarantees = list(Guarantee) if args.guarantee == "both" else [Guarantee(args.guarantee)]
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    kafka(args.port, "start")
-    broker = Broker(stop=lambda: kafka(args.port, "stop"), start=lambda: kafka(args.port, "start"))
-    reports: list[dict[str, Any]] = []
-    started = machine()
+    kafka = KafkaCluster(args.port, nodes=1, heap=os.environ.get("XWAIT_KAFKA_HEAP", "512m"))
     try:
-        for guarantee in guarantees:
-            with tempfile.TemporaryDirectory(prefix="xwait-crash-") as tmp:
-                folder = Path(tmp)
-                prefix = f"crash{int(time.time())}"
-                base = Settings(bootstrap=f"127.0.0.1:{args.port}", topic_prefix=prefix,
-                                app_id=f"{prefix}-processor", partitions=args.partitions)
-                settings = chaos_settings(base, folder, guarantee)
-                topics.create(settings, topics.load_specs(settings))
-                plan = Plan(waits=args.waits, rate=args.rate, kills=args.kills,
-                            empty_disk=args.empty_disk, joins=args.joins,
-                            broker_restarts=args.broker_restarts, settle_s=900.0,
-                            seed=args.seed)
-                report: Report = run_chaos(settings, folder, plan, broker=broker)
-                if args.keep_logs is not None:
-                    args.keep_logs.mkdir(parents=True, exist_ok=True)
-                    for log in folder.glob("*.log"):
-                        shutil.copy(log, args.keep_logs / f"{guarantee.value}-{log.name}")
-                reports.append(report.as_dict())
-                print(json.dumps({k: v for k, v in report.as_dict().items() if k != "events"}),
-                      flush=True)
-                args.out.write_text(json.dumps({"measured": datetime.now(UTC).isoformat(),
-                                                "machine": {"start": started,
-                                                            "end": machine()},
-                                                "runs": reports}, indent=2) + "\n")
+        kafka.script("start")
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
+    broker = kafka.broker()
+    book = runbook.RunBook("crash_bench", args.out, args.keep_logs)
+    try:
+        for guarantee, folder in book.each(args.guarantee):
+            settings = book.settings(kafka.bootstrap, folder, guarantee, args.partitions)
+            topics.create(settings, topics.load_specs(settings))
+            plan = Plan(waits=args.waits, rate=args.rate, kills=args.kills,
+                        empty_disk=args.empty_disk, joins=args.joins,
+                        broker_restarts=args.broker_restarts, settle_s=900.0,
+                        seed=args.seed)
+            report = run_chaos(settings, folder, plan, broker=broker)
+            book.add(report.as_dict(), folder, guarantee.value)
     finally:
-        kafka(args.port, "reset")  # stops it and deletes its data
-    (RESULTS / "crash-latest.md").write_text(
-        f"Measured {datetime.now(UTC):%Y-%m-%d} on {started['host']} ({started['cpus']} cores, "
-        f"load average {started['loadavg'][0]:.2f} at the start): `{args.out.name}`\n\n"
-        + table(reports) + "\n")
-    print(table(reports))
+        kafka.script("reset")  # stops it and deletes its data
+    book.finish(table(book.reports))
     if args.publish is not None:
-        publish(args.publish, readme_rows(reports, f"{datetime.now(UTC):%Y-%m-%d}"))
-    bad = [r for r in reports if r["lost"] or r["conflicting"] or r["wrong"]
-           or (r["guarantee"] == "exactly_once" and r["duplicate_outcomes"])]
-    return 1 if bad else 0
+        publish(args.publish, readme_rows(book.reports, f"{datetime.now(UTC):%Y-%m-%d}"))
+    return 1 if any(runbook.broke(r) for r in book.reports) else 0
 
 
 if __name__ == "__main__":

@@ -41,24 +41,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from streams.definitions import load_definitions  # noqa: E402 - after the path
-from streams.partitioning import partition_for  # noqa: E402
-from streams.processor.batch import build_batch  # noqa: E402
-from streams.processor.collector import GcWatch  # noqa: E402
-from streams.processor.latency import Latencies  # noqa: E402
-from streams.processor.model import InputRecord, Role  # noqa: E402
-from streams.processor.records import RecordHandler  # noqa: E402
-from streams.timers.firing import FiredTimer  # noqa: E402
+from streams.definitions import load_definitions
+from streams.partitioning import partition_for
+from streams.processor.batch import build_batch
+from streams.processor.collector import GcWatch
+from streams.processor.latency import Latencies
+from streams.processor.model import InputRecord, Role
+from streams.processor.records import RecordHandler
+from streams.testing.harness.results import default_out, envelope, write_json
+from streams.testing.harness.topology import BENCH_WAITS
+from streams.timers.firing import FiredTimer
 
 PARTITIONS = 8
 BATCH = 500
 T0 = 1_800_000_000_000
 DEFINITION = "bench-long"
 STORM_DEFINITION = "bench-storm"  # the kit's `bench` (W1: PT1S reminders, limit 2, PT3S deadline)
-WAITS = REPO / "bench" / "waits"
 
 
 def drain_records(waits: int, seed: int) -> list[InputRecord]:
@@ -216,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch < 1 or args.flush_mib < 0:
         p.error("--batch must be 1 or more and --flush-mib 0 or more")
     flush = Flush(args.flush_mib) if args.flush_mib else None
-    handler = RecordHandler(load_definitions(WAITS), PARTITIONS)
+    started = datetime.now(UTC)
+    handler = RecordHandler(load_definitions(BENCH_WAITS), PARTITIONS)
     records = (storm_records(handler, args.waits, args.seed) if args.workload == "storm"
                else drain_records(args.waits, args.seed))
     runs = []
@@ -230,13 +229,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"CPU {run['cpu_us_per_record']} us), {run['gc_passes']} gc passes, "
                   f"longest {run['gc_longest_ms']} ms, {run['outcomes']:,} outcomes, "
                   f"load {run['load']}", flush=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out: Path = args.out or REPO / "bench" / "results" / f"decide-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"workload": args.workload, "waits": args.waits, "batch": args.batch,
-                               "flush_mib": args.flush_mib,
-                               "runs": runs}, indent=2)
-                   + "\n", encoding="utf-8")
+    out: Path = args.out or default_out("decide", started)
+    write_json(out, envelope("decide_bench", started, workload=args.workload, waits=args.waits,
+                             batch=args.batch, flush_mib=args.flush_mib, runs=runs))
     print(f"decide_bench: wrote {out}")
     return 0
 

@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,8 +33,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from faust.types import StreamT
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from streams.testing.workers import proc_status_kib  # noqa: E402
+from streams.testing.workers import proc_status_kib
 
 
 def main() -> None:

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,18 +27,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
-XWAIT = Path(sys.executable).parent / "xwait"
+from streams.config import REPO_ROOT
+from streams.testing.compare.kit import DEFAULT_KIT, kit_topology
+from streams.testing.harness.results import default_out, envelope, write_json
+from streams.testing.workers import XWAIT
 
 
 def run_one(kit: Path, processes: int, waits: int, partitions: int, bootstrap: str,
             folder: Path) -> dict[str, Any]:
     prefix = f"procs{processes}x{int(time.time())}"
-    topo = folder / prefix / "topology"
-    (topo / "waits").mkdir(parents=True)
-    shutil.copy(REPO / "topology" / "topics.yaml", topo / "topics.yaml")
-    shutil.copy(kit / "waits" / "bench-long.yaml", topo / "waits" / "bench-long.yaml")
+    topo = kit_topology(folder / prefix / "topology", kit, ("bench-long.yaml",))
     env = {"XWAIT_BOOTSTRAP": bootstrap, "XWAIT_TOPIC_PREFIX": prefix,
            "XWAIT_APP_ID": f"{prefix}-proc", "XWAIT_TOPOLOGY": str(topo),
            "XWAIT_PARTITIONS": str(partitions), "XWAIT_DATA_DIR": str(folder / prefix / "data"),
@@ -52,7 +49,7 @@ def run_one(kit: Path, processes: int, waits: int, partitions: int, bootstrap: s
     subprocess.run([sys.executable, str(kit / "loadgen.py"), "--bootstrap", bootstrap,  # noqa: S603
                     "--prefix", prefix, "--definition", "bench-long", "--mode", "drain",
                     "--waits", str(waits), "--mix", "replies", "--deadline-s", "10800",
-                    "--schemas", str(REPO / "schemas"), "--start-cmd", start,
+                    "--schemas", str(REPO_ROOT / "schemas"), "--start-cmd", start,
                     "--log", str(folder / f"{prefix}.log"), "--out", str(out)],
                    check=True, capture_output=True)
     result: dict[str, Any] = json.loads(out.read_text())
@@ -74,13 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--processes", default="1,2")
     p.add_argument("--partitions", type=int, default=8)
-    p.add_argument("--kit", type=Path, default=REPO.parent / "shared" / "bench-kit")
-    p.add_argument("--out", type=Path,
-                   default=RESULTS / f"processes-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json")
+    p.add_argument("--kit", type=Path, default=DEFAULT_KIT)
+    p.add_argument("--out", type=Path, default=default_out("processes"))
     args = p.parse_args(argv)
     bootstrap = os.environ.get("XWAIT_BOOTSTRAP", "127.0.0.1:9092")
     counts = [int(n) for n in args.processes.split(",")]
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC)
     runs = []
     with tempfile.TemporaryDirectory(prefix="xwait-procs-") as tmp:
         for r in range(args.rounds):
@@ -90,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                 row["loadavg"] = os.getloadavg()[0]
                 print(json.dumps(row), flush=True)
                 runs.append(row)
-    args.out.write_text(json.dumps({"measured": datetime.now(UTC).isoformat(),
-                                    "cpus": os.cpu_count(), "runs": runs}, indent=2) + "\n")
+    write_json(args.out, envelope("processes_bench", started,
+                                  measured=datetime.now(UTC).isoformat(), runs=runs))
     return 0
 
 

@@ -26,31 +26,38 @@ scale (`scale_bench.py` measures those).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
-import secrets
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-import scale_bench  # noqa: E402 - the bench folder is not a package
-from park_bench import BenchError, delete_topics, machine, versions  # noqa: E402
-from scale_bench import Run, Stopped, say  # noqa: E402
-
-from streams import topics  # noqa: E402
-from streams.config import Settings  # noqa: E402
-from streams.partitioning import partition_for  # noqa: E402
-from streams.processor.state import OWN_PREFIX  # noqa: E402
+from streams.config import Settings
+from streams.partitioning import partition_for
+from streams.processor.state import OWN_PREFIX
+from streams.testing.harness import BenchError
+from streams.testing.harness.producing import produce
+from streams.testing.harness.results import default_out, envelope
+from streams.testing.harness.scratch import Scratch
+from streams.testing.harness.worker import stoppable
+from streams.testing.scale.phases import (
+    Run,
+    ScalePlan,
+    big_batches,
+    du_bytes,
+    memory,
+    park_segment,
+    restore,
+    say,
+)
+from streams.testing.scale.run import begin
+from streams.testing.scale.waits import scale_topology
 
 # Records produced between two polls of the producer's delivery reports.
 POLL_EVERY = 10_000
@@ -58,8 +65,6 @@ POLL_EVERY = 10_000
 
 def read_changelog(settings: Settings) -> dict[bytes, tuple[int, bytes]]:
     """key -> (partition, value) of the latest row of every wait in the changelog."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
     topic = f"{settings.app_id}-waits-changelog"
     consumer = Consumer(settings.confluent(**{
         "group.id": f"{settings.app_id}-restore-bench", "enable.auto.commit": False,
@@ -108,7 +113,7 @@ def fill(run: Run, template: dict[bytes, tuple[int, bytes]], rows: int) -> dict[
     """Append copies of the template's rows to the changelog until it holds `rows` waits."""
     settings = run.settings
     topic = f"{settings.app_id}-waits-changelog"
-    producer = run.producer
+    producer = run.sender.producer
     started = time.monotonic()
     written = 0
     copy = 0
@@ -119,29 +124,21 @@ def fill(run: Run, template: dict[bytes, tuple[int, bytes]], rows: int) -> dict[
             if written >= need:
                 break
             new = copy_key(key, copy)
-            partition = partition_for(new, settings.partitions)
-            row = value.replace(key, new)
-            while True:
-                try:
-                    producer.produce(topic, key=new, value=row, partition=partition,
-                                     on_delivery=run.delivered)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce(producer, topic, new, value.replace(key, new),
+                    partition=partition_for(new, settings.partitions),
+                    on_delivery=run.sender.delivered)
             written += 1
             if written % POLL_EVERY == 0:
                 producer.poll(0)
         if copy % 50 == 0 or written >= need:
             say(f"copy {copy}: {len(template) + written} rows in the changelog")
-    scale_bench.flush(run)
+    run.sender.flush(300)
     seconds = time.monotonic() - started
     return {"copied": written, "copies": copy, "seconds": round(seconds, 1),
             "records_per_s": round(written / max(seconds, 1e-6), 1)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="restore_bench", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--rows", type=int, default=10_000_000, help="waits to restore (10000000)")
     p.add_argument("--template", type=int, default=20_000,
@@ -157,83 +154,54 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.rows < args.template:
         p.error("--rows must be at least --template")
-    signal.signal(signal.SIGTERM, scale_bench._stop)  # noqa: SLF001 - the same stop
-    started = datetime.now(UTC)
-    out: Path = args.out or REPO / "bench" / "results" / (
-        f"restore-{started.strftime('%Y%m%dT%H%M%SZ')}.json")
-    prefix = f"restorebench-{secrets.token_hex(4)}"
-    if args.workdir is not None:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="restore-bench-", dir=args.workdir))
-    # scale_bench's own arguments for the parts of its run used here (parking, restore).
-    sargs = scale_bench.parse_args([
-        "--checkpoints", str(args.template), "--partitions", str(args.partitions),
-        "--bootstrap", args.bootstrap, "--ready-timeout", str(args.ready_timeout),
-        "--sample", "0", "--no-cli"])
-    changes = scale_bench.make_topology(folder / "topology", sargs.timer_floor)
-    settings = Settings(bootstrap=args.bootstrap, topic_prefix=prefix,
-                        app_id=f"{prefix}-processor", partitions=args.partitions,
-                        topology=folder / "topology", data_dir=folder / "data")
-    result: dict[str, Any] = {
-        "benchmark": "restore_bench", "complete": False,
-        "timestamp": started.isoformat(timespec="seconds"),
-        "parameters": {"rows": args.rows, "template": args.template,
-                       "partitions": args.partitions, "bootstrap": args.bootstrap,
-                       "topic_prefix": prefix, "guarantee": settings.guarantee.value},
-        "topology_changes": changes,
-        "machine": machine(), "versions": versions(),
-        "errors": [], "_t0": time.monotonic(),
-    }
-    run = Run(sargs, settings, folder, out, result)
-    from confluent_kafka.admin import AdminClient
+    return args
 
-    run.admin = AdminClient(settings.confluent())
-    say(f"prefix {prefix}, data in {folder}, result {out}")
-    try:
-        topics.create(settings, topics.load_specs(settings))
-        run.producer = scale_bench.make_producer(settings)
-        run.active = run.new_worker("park")
-        run.active.start(wait_owned=False)
-        scale_bench.watch(run.active, lambda st: len((st or {}).get("ownedPartitions", []))
-                          == settings.partitions, lambda st: (st or {}).get("ownedPartitions"),
-                          "the worker to own every partition")
-        say(f"parking {args.template} waits through the worker")
-        result["template"] = scale_bench.park_segment(run, args.template)
-        run.active.stop(120)
-        template = read_changelog(settings)
-        if len(template) != run.expected_total():
-            raise BenchError(f"the changelog holds {len(template)} waits; the worker "
-                             f"counted {run.expected_total()}")
-        result["template"]["changelog_rows"] = len(template)
-        result["template"]["row_bytes_mean"] = round(
-            sum(len(v) for _, v in template.values()) / max(len(template), 1), 1)
-        say(f"copying {len(template)} rows up to {args.rows}")
-        result["fill"] = fill(run, template, args.rows)
-        run.expected = Counter({"copied": args.rows})
-        result["loadavg_before_restore"] = list(os.getloadavg())
-        say(f"restoring {args.rows} waits on an empty disk")
-        result["restore"] = scale_bench.restore(run)
-        disk = scale_bench.du_bytes(run.active.data_dir)
-        result["restore"]["disk_bytes_per_wait"] = round(disk / args.rows, 1)
-        result["restore"]["memory"] = scale_bench.memory(run.active)
-        result["loadavg_after_restore"] = list(os.getloadavg())
-        result["complete"] = True
-    except (Exception, Stopped, KeyboardInterrupt) as exc:  # still write what was measured
-        result["errors"].append(f"{type(exc).__name__}: {exc}")
-        say(f"ERROR {type(exc).__name__}: {exc}")
-        result["worker_log_tails"] = {w.name: w.log_tail(30) for w in run.workers}
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        for w in run.workers:
-            w.stop(60)
-        if run.producer is not None:
-            run.producer.flush(10)
-        result["topics_deleted"] = len(delete_topics(run.admin, settings))
-        if args.keep:
-            result["kept"] = str(folder)
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
-        run.write()
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = datetime.now(UTC)
+    out: Path = args.out or default_out("restore", started)
+    # The scale bench's parking and restore, with its defaults (no sample, no CLI timing).
+    plan = ScalePlan(checkpoints=(args.template,), partitions=args.partitions,
+                     bootstrap=args.bootstrap, ready_timeout=args.ready_timeout, sample=0,
+                     cli=False)
+    with stoppable(), Scratch("restore_bench", args.bootstrap, args.partitions,
+                              workdir=args.workdir, keep=args.keep, tail_lines=30) as scratch:
+        settings = scratch.settings
+        result = envelope(
+            "restore_bench", started, complete=False,
+            parameters={"rows": args.rows, "template": args.template,
+                        "partitions": args.partitions, "bootstrap": args.bootstrap,
+                        "topic_prefix": scratch.prefix, "guarantee": settings.guarantee.value},
+            topology_changes=scale_topology(scratch.topology, plan.timer_floor),
+            errors=scratch.errors)
+        run = Run(plan, scratch, out, result, big_batches(settings))
+        try:
+            begin(run)
+            say(f"parking {args.template} waits through the worker")
+            result["template"] = park_segment(run, args.template)
+            run.worker.stop(120)
+            template = read_changelog(settings)
+            if len(template) != run.expected_total():
+                raise BenchError(f"the changelog holds {len(template)} waits; the worker "
+                                 f"counted {run.expected_total()}")
+            result["template"]["changelog_rows"] = len(template)
+            result["template"]["row_bytes_mean"] = round(
+                sum(len(v) for _, v in template.values()) / max(len(template), 1), 1)
+            say(f"copying {len(template)} rows up to {args.rows}")
+            result["fill"] = fill(run, template, args.rows)
+            run.expected = Counter({"copied": args.rows})
+            result["loadavg_before_restore"] = list(os.getloadavg())
+            say(f"restoring {args.rows} waits on an empty disk")
+            result["restore"] = restore(run)
+            result["restore"]["disk_bytes_per_wait"] = round(
+                du_bytes(run.worker.data_dir) / args.rows, 1)
+            result["restore"]["memory"] = memory(run.worker)
+            result["loadavg_after_restore"] = list(os.getloadavg())
+            result["complete"] = True
+        finally:
+            run.sender.producer.flush(10)
+    run.close()
     restored = result.get("restore") or {}
     say(f"{args.rows} waits: ready in {restored.get('ready_s')} s "
         f"({restored.get('rows_per_s')} rows/s), every wait counted after "

@@ -10,19 +10,14 @@ Standard library only; not for production (it accepts anything on any path).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--answers", default="200",
-                        help="HTTP statuses to answer with, in turn, comma-separated; the last "
-                             "one repeats (default 200)")
-    args = parser.parse_args()
-    answers = [int(a) for a in args.answers.split(",")]
+def handler(answers: list[int]) -> type[BaseHTTPRequestHandler]:
+    """Answers each POST with the next of `answers` (the last one repeats), printing it."""
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -41,12 +36,21 @@ def main() -> None:
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--answers", default="200",
+                        help="HTTP statuses to answer with, in turn, comma-separated; the last "
+                             "one repeats (default 200)")
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port),
+                                 handler([int(a) for a in args.answers.split(",")]))
     print(f"listening on http://127.0.0.1:{args.port}, answering {args.answers}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops it
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

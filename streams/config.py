@@ -301,6 +301,16 @@ class Settings:
     input read by its schema id.
 
     Default: unset: Avro single-object encoding"""
+    # Where a worker's time comes from (streams.testing.clock): the wall clock, or
+    # for the test kit a file it moves (streams.testing.kit).  Anything but `wall`
+    # in production would decide deadlines by a file: a worker refuses it on
+    # input topics the broker stamps, which production's are.
+    clock: str = "wall"
+    """`wall`, or `file:PATH` for tests only: the worker's time (its stream time, timers
+    and decisions) is the epoch milliseconds written in PATH, which the test kit
+    (`streams.testing.kit`, docs/guides/testing.md) moves forward.
+    Refused on input topics stamped by the broker (`LogAppendTime`, as `xwait topics
+    create` makes them)."""
     # True when app_id was derived from the prefix, so a changed prefix
     # (`--prefix`) derives it again instead of keeping the old prefix's group.
     app_id_derived: bool = field(default=False, repr=False, compare=False)
@@ -474,6 +484,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         log_level=log_level(env.get("XWAIT_LOG_LEVEL") or defaults.log_level),
         console_url=_url(env, "XWAIT_CONSOLE_URL") or defaults.console_url,
         schema_registry_url=_url(env, "XWAIT_SCHEMA_REGISTRY_URL"),
+        clock=_clock(env),
     )
 
 
@@ -494,6 +505,19 @@ def _commit_grace(env: Mapping[str, str]) -> float | None:
         raise ConfigError(f"XWAIT_COMMIT_GRACE={raw!r}: expected at most {MAX_COMMIT_GRACE:g} s "
                           "(every timer fires that much late) or auto")
     return value
+
+
+def _clock(env: Mapping[str, str]) -> str:
+    """XWAIT_CLOCK: `wall`, or `file:PATH` naming a readable file of epoch milliseconds."""
+    raw = (env.get("XWAIT_CLOCK") or "wall").strip()
+    if raw == "wall":
+        return raw
+    from streams.testing.clock import clock_path, read_clock
+
+    path = clock_path(raw)
+    if path is not None:
+        read_clock(path)
+    return raw
 
 
 def _url(env: Mapping[str, str], name: str) -> str | None:

@@ -107,6 +107,12 @@ class TopicState:
 # The worker's own topics, as topology/topics.yaml declares them; a topics.yaml
 # that lacks one (written for an earlier version) gets it from here.
 INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
+    "receipts": {
+        "name": "{prefix}.receipts",
+        "doc": "Receipt records, keyed by the receipt id: what became of a reply or command "
+               "whose sender asked (the xwait-receipt header).",
+        "config": {"cleanup.policy": "delete", "retention.ms": "3600000"},
+    },
     "definitions": {
         "name": "{prefix}.definitions",
         "doc": "Every version of every wait definition the workers have used; compacted.",

@@ -54,7 +54,8 @@ SLOW_FIRST = ("tests/cluster/", "tests/e2e/test_crash.py", "tests/e2e/test_upgra
               "tests/console/", "tests/e2e/test_scaling.py")
 # Modules that share a session's or package's costly fixture run on one process.
 GROUPS = {"tests/console/": "console", "tests/codec/test_codec_registry.py": "registry",
-          "tests/e2e/test_registry.py": "registry", "tests/cluster/": "cluster"}
+          "tests/e2e/test_registry.py": "registry", "tests/cluster/": "cluster",
+          "tests/kit/": "kit"}
 
 
 # Hypothesis's default 200 ms deadline per example measures the machine, not the code:
@@ -195,11 +196,14 @@ def sasl_broker() -> Iterator[SaslBroker]:
 def schema_registry() -> Iterator[str]:
     """A real Schema Registry (scripts/registry: Apicurio, in memory) for the session.
 
-    Returns its Confluent-compatible URL. The first run on a machine builds
-    it with Maven (minutes, once); later sessions start it in seconds.
+    Returns its Confluent-compatible URL.  It starts in seconds from what
+    `make registry-app` assembled (`make test` runs it first): the Maven build
+    (minutes on a fresh machine) is never run here, where nobody sees it; an
+    app not assembled fails the registry's tests with the command that
+    assembles it.
     """
     port = free_port()
-    started = _script(REGISTRY_SCRIPT, "start", "--port", str(port))
+    started = _script(REGISTRY_SCRIPT, "start", "--port", str(port), "--no-assemble")
     if started.returncode != 0:
         pytest.fail(f"scripts/registry start failed:\n{started.stdout}{started.stderr}")
     try:

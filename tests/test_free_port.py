@@ -41,8 +41,9 @@ def test_each_offset_is_free_and_outside_the_range_too() -> None:
 def test_a_broker_port_leaves_room_for_its_controller_listener() -> None:
     # scripts/kafka puts the controller on port + 1000: a broker on 64959 failed to start
     # (bind(): port must be 0-65535) when its port came from free_port().
-    script = (Path(__file__).resolve().parent.parent / "scripts" / "kafka").read_text()
-    assert f"\nCONTROLLER_OFFSET = {KAFKA_CONTROLLER_OFFSET}\n" in script
+    layout = (Path(__file__).resolve().parent.parent / "scripts" / "kafkactl"
+              / "layout.py").read_text()
+    assert f"\nCONTROLLER_OFFSET = {KAFKA_CONTROLLER_OFFSET}\n" in layout
     ephemeral = ephemeral_ports()
     for _ in range(200):
         port = free_broker_port()

@@ -20,7 +20,10 @@ REPO = Path(__file__).resolve().parent.parent
 PAGES = REPO / "docs" / "reference"
 
 
-def _generator() -> ModuleType:
+@pytest.fixture
+def generator(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """scripts/reference.py, with its pages (scripts/refpages) importable as when it runs."""
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
     spec = importlib.util.spec_from_file_location("reference", REPO / "scripts" / "reference.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -45,14 +48,13 @@ def _rows(page: str, first: str) -> list[list[str]]:
 
 
 def test_the_checked_in_reference_pages_are_what_the_code_gives(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    code = _generator().main(["--check"])
+        generator: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    code = generator.main(["--check"])
     assert code == 0, capsys.readouterr().err  # "out of date: ...: run `make reference`"
 
 
-def test_a_page_edited_by_hand_is_found_out(tmp_path: Path,
+def test_a_page_edited_by_hand_is_found_out(tmp_path: Path, generator: ModuleType,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    generator = _generator()
     for name in generator.PAGES:
         (tmp_path / name).write_text((PAGES / name).read_text())
     (tmp_path / "cli.md").write_text((PAGES / "cli.md").read_text() + "\nan edit\n")
@@ -64,6 +66,7 @@ def test_a_page_edited_by_hand_is_found_out(tmp_path: Path,
 def test_every_setting_the_code_reads_is_on_the_configuration_page_with_a_meaning() -> None:
     code = "".join(p.read_text() for p in (REPO / "streams").rglob("*.py"))
     code += (REPO / "scripts" / "kafka").read_text() + (REPO / "scripts" / "registry").read_text()
+    code += "".join(p.read_text() for p in (REPO / "scripts" / "kafkactl").glob("*.py"))
     variables = set(re.findall(r'"(XWAIT_[A-Z_]+)"', code))
     assert len(variables) > 40, "the pattern finds the settings"
     page = (PAGES / "configuration.md").read_text()
@@ -113,12 +116,11 @@ def test_the_outcome_schema_names_exactly_the_reasons_the_core_names() -> None:
     assert all(re.search(rf"\b{v}\b", reason["doc"]) for v in values)
 
 
-def test_every_command_and_flag_of_the_parser_is_on_the_cli_page() -> None:
+def test_every_command_and_flag_of_the_parser_is_on_the_cli_page(generator: ModuleType) -> None:
     from streams.cli import build_parser
 
-    generator = _generator()
     page = (PAGES / "cli.md").read_text()
-    for words, parser in generator._commands(build_parser()):
+    for words, parser in generator.commands(build_parser()):
         assert f"### xwait {words}\n" in page
         for action in parser._actions:
             for flag in action.option_strings:

@@ -35,3 +35,10 @@ def test_the_limits_the_docs_state_are_the_codes() -> None:
     assert f"more than {MAX_HELD_REPLIES} replies" in reason
     assert f"exceed {MAX_RECORD_BYTES:,} bytes" in reason
     assert f"At most {MAX_KEY_BYTES} bytes" in _doc("StartWait", "correlationKey")
+
+
+def test_the_receipt_verdict_doc_lists_exactly_the_verdicts_the_worker_emits() -> None:
+    from streams.core.receipts import Verdict
+
+    documented = set(re.findall(r"`([a-z_]+)`", _doc("Receipt", "verdict")))
+    assert documented == {v.value for v in Verdict}

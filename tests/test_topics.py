@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -30,7 +31,7 @@ def test_create_makes_every_contract_topic_and_a_second_run_reports_them_as_exis
     assert sorted(first["created"]) == sorted(
         [f"{settings.topic_prefix}.{n}" for n in
          ("requests", "replies", "commands", "timers", "actions", "outcomes", "rejected",
-          "definitions")]
+          "receipts", "definitions")]
         + [f"{settings.app_id}-waits-changelog", f"{settings.app_id}-assignment"]
     )
     assert first["existed"] == [] and first["problems"] == []
@@ -141,3 +142,27 @@ def test_replication_settings_come_from_the_environment_and_min_insync_follows_t
     explicit = topics.load_specs(from_env({"XWAIT_REPLICATION_FACTOR": "5",
                                            "XWAIT_MIN_INSYNC_REPLICAS": "3"}))
     assert {s.config["min.insync.replicas"] for s in explicit} == {"3"}
+
+
+def test_a_worker_starting_on_a_deployment_of_0_2_0_creates_the_receipts_topic(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A topics.yaml written before receipts (0.2.0's) still gets the receipts topic, and
+    `ensure` (what a worker runs at start) creates it beside the topics that exist."""
+    old = tmp_path / "topology"
+    old.mkdir()
+    shipped = (settings.topology / "topics.yaml").read_text()
+    start = shipped.index("  receipts:")
+    end = shipped.index("  definitions:")
+    (old / "topics.yaml").write_text(shipped[:start] + shipped[end:])
+    earlier = settings.with_overrides(topology=old)
+    receipts = f"{settings.topic_prefix}.receipts"
+    specs = topics.load_specs(earlier)
+    assert receipts in {s.name for s in specs}
+    topics.create(earlier, [s for s in specs if s.role != "receipts"])  # 0.2.0's topics
+
+    report = topics.ensure(earlier)
+
+    assert report.created == [receipts]
+    [state] = topics.describe(earlier, [s for s in specs if s.role == "receipts"])
+    assert state.matches and state.partitions == settings.partitions

@@ -201,6 +201,7 @@ pub fn to_event(role: usize, rt: RT, v: &DV, origin: Option<Origin>) -> R<Event>
                 _ => return decline("parties"),
             },
             deadline: os(v, "deadline")?,
+            traceparent: None,
         })),
         ROLE_REPLIES => Ok(Event::Reply(Rc::new(Reply {
             correlation_key: s(v, "correlationKey")?,
@@ -223,6 +224,7 @@ pub fn to_event(role: usize, rt: RT, v: &DV, origin: Option<Origin>) -> R<Event>
             deadline: os(v, "deadline")?,
             move_by: os(v, "moveBy")?,
             version: os(v, "version")?,
+            operation_id: os(v, "operationId")?,
         }))),
         _ => decline("a timer record"),
     }
@@ -230,13 +232,16 @@ pub fn to_event(role: usize, rt: RT, v: &DV, origin: Option<Origin>) -> R<Event>
 
 /// Where a decided thing came from, for the rejections it causes.
 pub enum Source<'a> {
-    Input { topic: &'a str, partition: i64, offset: i64, value: Option<&'a [u8]> },
+    /// `traceparent`: the input's header (`InputRecord.traceparent`).
+    Input { topic: &'a str, partition: i64, offset: i64, value: Option<&'a [u8]>, traceparent: Option<&'a str> },
     Timer { partition: i64, wait_key: &'a str, kind: TimerKind, due_at: i64, generation: i64 },
 }
 
 pub struct Output {
     pub role: usize,
     pub value: Vec<u8>,
+    /// The one header the native path writes: `traceparent` (`streams.headers`).
+    pub traceparent: Option<String>,
 }
 
 pub enum RowWrite {
@@ -256,6 +261,8 @@ pub struct Handled {
     pub outcomes: Vec<EmitOutcome>,
     pub unindexed: Option<(TimerKind, i64)>,
     pub timer: Option<ArmedTimer>,
+    /// `Handled.traceparent`: the wait's trace, else the input record's.
+    pub traceparent: Option<String>,
 }
 
 pub struct Env<'a, 'py> {
@@ -287,6 +294,7 @@ fn command_av(c: &Command) -> AV<'_> {
         ("deadline", AV::opt_str(c.deadline.as_deref())),
         ("moveBy", AV::opt_str(c.move_by.as_deref())),
         ("version", AV::opt_str(c.version.as_deref())),
+        ("operationId", AV::opt_str(c.operation_id.as_deref())),
     ])
 }
 
@@ -349,8 +357,14 @@ fn action_av(e: &EmitAction) -> AV<'_> {
 fn rejected(env: &Env, source: &Source, reason: &str, detail: &str, now_ms: i64, original: Option<&[u8]>,
             key: &[u8], at: Option<&Origin>) -> R<Output> {
     let timer_value;
+    let mut traced: Option<String> = None;
     let (topic, partition, offset, own_value): (&str, i64, i64, Option<&[u8]>) = match source {
-        Source::Input { topic, partition, offset, value } => (topic, *partition, *offset, *value),
+        Source::Input { topic, partition, offset, value, traceparent } => {
+            if at.is_none() {
+                traced = traceparent.map(str::to_string); // the sender's trace
+            }
+            (topic, *partition, *offset, *value)
+        }
         Source::Timer { partition, wait_key, kind, due_at, generation } => {
             timer_value = if original.is_none() {
                 Some(env.codecs.encode(RT::Timer, &AV::Rec(vec![
@@ -389,7 +403,7 @@ fn rejected(env: &Env, source: &Source, reason: &str, detail: &str, now_ms: i64,
         }),
         ("rejectedAt", AV::Long(now_ms)),
     ]))?;
-    Ok(Output { role: ROLE_REJECTED, value })
+    Ok(Output { role: ROLE_REJECTED, value, traceparent: traced })
 }
 
 /// `RecordHandler._decide` after the replay and stale checks, with `_effects`.
@@ -402,6 +416,8 @@ pub fn decide_record(env: &Env, source: &Source, wait_key: &str, event: &Event, 
     };
     let decision: Decision = decide(&slot, event, now_ms, env.oracle)?;
     let key = wait_key.as_bytes();
+    // The trace the wait's request came with: on its actions and its outcome.
+    let trace = decision.slot.as_ref().and_then(|s| s.traceparent.clone());
     let mut out = Vec::new();
     let mut counters = Vec::new();
     let mut outcomes = Vec::new();
@@ -437,12 +453,12 @@ pub fn decide_record(env: &Env, source: &Source, wait_key: &str, event: &Event, 
             }
             Effect::Discard { reason, .. } => counters.push(format!("discarded.{}", reason.value())),
             Effect::Outcome(o) => {
-                out.push(Output { role: ROLE_OUTCOMES, value: env.codecs.encode(RT::Outcome, &outcome_av(o))? });
+                out.push(Output { role: ROLE_OUTCOMES, value: env.codecs.encode(RT::Outcome, &outcome_av(o))?, traceparent: trace.clone() });
                 counters.push(format!("outcomes.{}", o.reason.value()));
                 outcomes.push(o.clone());
             }
             Effect::Action(a) => {
-                out.push(Output { role: ROLE_ACTIONS, value: env.codecs.encode(RT::Action, &action_av(a))? });
+                out.push(Output { role: ROLE_ACTIONS, value: env.codecs.encode(RT::Action, &action_av(a))?, traceparent: trace.clone() });
                 counters.push(format!("actions.{}", a.action.value()));
             }
             _ => {}
@@ -481,6 +497,11 @@ pub fn decide_record(env: &Env, source: &Source, wait_key: &str, event: &Event, 
         outcomes,
         unindexed: None,
         timer: None,
+        traceparent: match (trace, source) {
+            (Some(t), _) => Some(t),
+            (None, Source::Input { traceparent, .. }) => traceparent.map(str::to_string),
+            (None, Source::Timer { .. }) => None,
+        },
     })
 }
 
@@ -492,7 +513,7 @@ pub enum Handle {
 /// `RecordHandler.handle` for an input record; `load` reads the stored row.
 #[allow(clippy::too_many_arguments)]
 pub fn handle(env: &Env, partitions: i64, role: usize, topic: &str, partition: i64, offset: i64,
-              key: Option<&[u8]>, value: Option<&[u8]>, now_ms: i64,
+              key: Option<&[u8]>, value: Option<&[u8]>, traceparent: Option<&str>, now_ms: i64,
               load: &mut dyn FnMut(&str) -> R<Option<Vec<u8>>>) -> R<Handle> {
     if role > ROLE_COMMANDS {
         return decline("a timer record");
@@ -520,7 +541,10 @@ pub fn handle(env: &Env, partitions: i64, role: usize, topic: &str, partition: i
     } else {
         None
     };
-    let event = to_event(role, rt, &record, origin)?;
+    let mut event = to_event(role, rt, &record, origin)?;
+    if let (Event::Start(start), Some(tp)) = (&mut event, traceparent) {
+        start.traceparent = Some(tp.to_string()); // kept with the wait
+    }
     let correlation_key = match &event {
         Event::Start(e) => &e.correlation_key,
         Event::Reply(e) => &e.correlation_key,
@@ -543,7 +567,7 @@ pub fn handle(env: &Env, partitions: i64, role: usize, topic: &str, partition: i
         return Ok(Handle::Replayed);
     }
     seen[role] = offset;
-    let source = Source::Input { topic, partition, offset, value };
+    let source = Source::Input { topic, partition, offset, value, traceparent };
     let handled = decide_record(env, &source, wait_key, &event, now_ms, head, slot, seen)?;
     Ok(Handle::Decided(wait_key.to_string(), handled))
 }
@@ -597,6 +621,7 @@ pub fn fire(env: &Env, partition: i64, wait_key: &str, kind: TimerKind, due_at: 
             outcomes: vec![],
             unindexed: if listed { None } else { Some((event.kind, event.due_at)) },
             timer: Some(fired),
+            traceparent: None,
         });
     }
     let source = Source::Timer { partition, wait_key, kind, due_at, generation };

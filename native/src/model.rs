@@ -104,6 +104,8 @@ pub struct StartWait {
     pub payload: Option<String>,
     pub parties: Vec<String>,
     pub deadline: Option<String>,
+    /// The W3C trace context the request came with, kept with the wait it parks.
+    pub traceparent: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -130,6 +132,8 @@ pub struct Command {
     pub deadline: Option<String>,
     pub move_by: Option<String>,
     pub version: Option<String>,
+    /// The bulk operation the command belongs to (streams/core/operations.py).
+    pub operation_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -285,11 +289,14 @@ pub struct Slot {
     pub early_timer: Option<ArmedTimer>,
     pub next_generation: i64,
     pub early_commands: Vec<HeldCommand>,
+    /// `Slot.traceparent`: the trace of the request that parked the wait (opaque here).
+    pub traceparent: Option<String>,
 }
 
 impl Slot {
     pub fn empty() -> Slot {
-        Slot { wait: None, early_replies: vec![], early_timer: None, next_generation: 1, early_commands: vec![] }
+        Slot { wait: None, early_replies: vec![], early_timer: None, next_generation: 1, early_commands: vec![],
+               traceparent: None }
     }
     pub fn armed_in_any_order(&self) -> Vec<ArmedTimer> {
         let mut out: Vec<ArmedTimer> = match &self.wait {

@@ -232,11 +232,19 @@ fn who(ctx: &Ctx, channel: &str, party: Option<&str>) -> R<String> {
     Ok(s)
 }
 
-// _by
-fn by(reason: Option<&str>, operator: Option<&str>) -> String {
+// _by (operations.by)
+fn by(reason: Option<&str>, operator: Option<&str>, operation_id: Option<&str>) -> String {
     let reason = reason.filter(|r| !r.is_empty()).unwrap_or("no reason given");
     let operator = operator.filter(|r| !r.is_empty()).unwrap_or("unknown operator");
-    format!("{} (by {})", reason, operator)
+    match operation_id.filter(|o| !o.is_empty()) {
+        Some(op) => format!("{} (by {}, operation {})", reason, operator, op),
+        None => format!("{} (by {})", reason, operator),
+    }
+}
+
+// _signed
+fn signed(cmd: &Command) -> String {
+    by(cmd.reason.as_deref(), cmd.operator.as_deref(), cmd.operation_id.as_deref())
 }
 
 // ---------------------------------------------------------------- sends.py
@@ -938,12 +946,17 @@ fn on_start(slot: S, ev: &StartWait, ctx: &mut Ctx) -> R<S> {
     match &slot {
         Some(s) if !(s.early_replies.is_empty() && s.early_commands.is_empty()) => {
             let s = s.clone();
-            apply_early(&wait, &d, &s, ctx)
+            let parked = apply_early(&wait, &d, &s, ctx)?;
+            Ok(match (parked, &ev.traceparent) {
+                (Some(p), Some(tp)) => Some(with_slot(&p, |x| x.traceparent = Some(tp.clone()))),
+                (parked, _) => parked,
+            })
         }
         _ => {
             let mut s = Slot::empty();
             s.wait = Some(wait);
             s.next_generation = ctx.generation;
+            s.traceparent = ev.traceparent.clone();
             Ok(Some(Rc::new(s)))
         }
     }
@@ -1192,6 +1205,9 @@ fn command_on_wait(w: &W, cmd: &Rc<Command>, ctx: &mut Ctx) -> R<W> {
 
 // _apply_command
 fn apply_command(w: &W, cmd: &Rc<Command>, ctx: &mut Ctx) -> R<W> {
+    if cmd.operation_id.is_some() && !first_of_operation(w, cmd, ctx)? {
+        return Ok(w.clone());
+    }
     if w.status == WaitStatus::Done {
         ctx.reject(RejectReason::Late, format!("{}; {} does nothing", ended(w), cmd.command.value()), None);
         return Ok(w.clone());
@@ -1220,6 +1236,41 @@ fn apply_command(w: &W, cmd: &Rc<Command>, ctx: &mut Ctx) -> R<W> {
     }
 }
 
+// operations.MAX_OPERATION_ID
+const MAX_OPERATION_ID: usize = 64;
+
+// operations.operation_id_problem
+fn operation_id_problem(ctx: &Ctx, id: &str) -> R<Option<String>> {
+    if id.is_empty() {
+        return Ok(Some(format!("Expected an operation id, but got {}", ctx.repr(id)?)));
+    }
+    let length = id.chars().count();
+    if length > MAX_OPERATION_ID {
+        return Ok(Some(format!("Expected an operation id of at most {} characters, but it has {}", MAX_OPERATION_ID, length)));
+    }
+    if !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')) {
+        return Ok(Some(format!("Expected an operation id of letters, digits and . _ : - only, but got {}", ctx.repr(id)?)));
+    }
+    Ok(None)
+}
+
+// _first_of_operation
+fn first_of_operation(w: &Wait, cmd: &Command, ctx: &mut Ctx) -> R<bool> {
+    let operation = cmd.operation_id.as_deref().unwrap_or("");
+    if let Some(problem) = operation_id_problem(ctx, operation)? {
+        ctx.reject(RejectReason::InvalidCommand, format!("{} (the command's operationId)", problem), None);
+        return Ok(false);
+    }
+    let ending = format!(", operation {})", operation);
+    if let Some(entry) = w.trace.iter().find(|e| e.detail.ends_with(&ending)) {
+        let detail = format!("Expected a wait operation {} has not commanded yet, but it took the operation's command at {} ({}); this {} does nothing",
+                             operation, format_utc_ms(entry.at), entry.event, cmd.command.value());
+        ctx.reject(RejectReason::Duplicate, detail, None);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 // _suspend
 fn suspend(w: &W, ctx: &mut Ctx, cmd: &Command) -> R<W> {
     if w.status == WaitStatus::Suspended {
@@ -1237,7 +1288,7 @@ fn suspend(w: &W, ctx: &mut Ctx, cmd: &Command) -> R<W> {
         n.suspension = Some(suspension);
         n.timers = vec![];
     });
-    Ok(trace(&w, ctx.now, "suspended", by(cmd.reason.as_deref(), cmd.operator.as_deref())))
+    Ok(trace(&w, ctx.now, "suspended", signed(cmd)))
 }
 
 enum HeldItem {
@@ -1276,7 +1327,7 @@ fn resume(w: &W, d: &Definition, ctx: &mut Ctx, cmd: &Command) -> R<W> {
     let paused = sub(ctx.now, s.at)?;
     w = shift_retries(&w, paused)?;
     w = trace(&w, ctx.now, "resumed", format!("after {} suspended: {}", format_span_ms(paused),
-                                               by(cmd.reason.as_deref(), cmd.operator.as_deref())));
+                                               signed(cmd)));
     let resumed_by = ctx.by.clone();
     for h in held {
         match h {
@@ -1307,7 +1358,7 @@ fn resume(w: &W, d: &Definition, ctx: &mut Ctx, cmd: &Command) -> R<W> {
 
 // _cancel
 fn cancel(w: &W, d: Option<&Definition>, ctx: &mut Ctx, cmd: &Command) -> R<W> {
-    let mut w = trace(w, ctx.now, "cancelled", by(cmd.reason.as_deref(), cmd.operator.as_deref()));
+    let mut w = trace(w, ctx.now, "cancelled", signed(cmd));
     if !w.held.is_empty() {
         let n = w.held.len();
         w = trace(&w, ctx.now, "undecided", format!("{} replies recorded while suspended were not decided", n));
@@ -1339,13 +1390,13 @@ fn deliver(w: &W, d: &Definition, ctx: &mut Ctx, cmd: &Command) -> R<W> {
         let now = ctx.now;
         let w = with(w, |n| n.held.push(HeldReply { reply, received_at: now, by_operator: true, seq: 0,
                                                      operator: cmd.operator.clone(), reason: cmd.reason.clone() }));
-        return Ok(trace(&w, ctx.now, "delivery_recorded", by(cmd.reason.as_deref(), cmd.operator.as_deref())));
+        return Ok(trace(&w, ctx.now, "delivery_recorded", signed(cmd)));
     }
     if w.status == WaitStatus::InReview {
         ctx.reject(RejectReason::InvalidCommand, "Expected a parked wait for DELIVER, but it is in review: answer with REVIEW".into(), None);
         return Ok(w.clone());
     }
-    let w = trace(w, ctx.now, "delivered", by(cmd.reason.as_deref(), cmd.operator.as_deref()));
+    let w = trace(w, ctx.now, "delivered", signed(cmd));
     judge(&w, d, ctx, &data, OPERATOR_CHANNEL, None, None, true)
 }
 
@@ -1379,7 +1430,7 @@ fn reschedule(w: &W, ctx: &mut Ctx, cmd: &Command) -> R<W> {
         ctx.reject(RejectReason::InvalidCommand, "Expected a parked or suspended wait to reschedule, but it is in review: the reply under review stopped its deadline".into(), None);
         return Ok(w.clone());
     }
-    let why = by(cmd.reason.as_deref(), cmd.operator.as_deref());
+    let why = signed(cmd);
     if w.status == WaitStatus::Suspended {
         if let Some(s) = &w.suspension {
             let left = s.remaining.iter().find(|(k, _)| *k == TimerKind::Deadline).map(|(_, ms)| *ms);
@@ -1463,7 +1514,7 @@ fn review(w: &W, d: &Definition, ctx: &mut Ctx, cmd: &Command) -> R<W> {
     let texts: Vec<&str> = [cmd.review_note.as_deref(), cmd.reason.as_deref()].into_iter().flatten().filter(|t| !t.is_empty()).collect();
     let why = if texts.is_empty() { None } else { Some(texts.join("; ")) };
     let w = trace(&w, ctx.now, "reviewed", format!("{}: {}", cmd.review_outcome.as_deref().unwrap_or(""),
-                                                    by(why.as_deref(), cmd.operator.as_deref())));
+                                                    by(why.as_deref(), cmd.operator.as_deref(), cmd.operation_id.as_deref())));
     accept(&w, d, ctx, data.as_deref(), valid, reason, None)
 }
 
@@ -1502,7 +1553,7 @@ fn migrate(w: &W, ctx: &mut Ctx, cmd: &Command) -> R<W> {
     let w = with(w, |n| n.definition_version = new_version);
     let shown = if target.version.is_empty() { "(none)".to_string() } else { target.version.clone() };
     Ok(trace(&w, ctx.now, "migrated", format!("definition {} version {} -> {}: {}", w.definition, old, shown,
-                                               by(cmd.reason.as_deref(), cmd.operator.as_deref()))))
+                                               signed(cmd))))
 }
 
 // _misfit

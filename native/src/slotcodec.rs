@@ -205,6 +205,7 @@ fn dec_command(raw: &J) -> R<Command> {
         deadline: opt_string(raw.get("dl"))?,
         move_by: opt_string(raw.get("mb"))?,
         version: opt_string(raw.get("v"))?,
+        operation_id: opt_string(raw.get("oi"))?,
     })
 }
 
@@ -391,6 +392,10 @@ pub fn decode_slot(data: &[u8]) -> R<Slot> {
         s.early_timer = Some(dec_timer(t)?);
     }
     s.next_generation = int(raw.get("g").ok_or(crate::oracle::Stop::Decline("generation"))?)?;
+    // _dec_traceparent: a text, or nothing (any other value is dropped, as Python does)
+    if let Some(J::Str(tp)) = raw.get("tp") {
+        s.traceparent = Some(tp.clone());
+    }
     if let Some(ec) = raw.get("ec") {
         for h in arr(ec)? {
             let h = arr(h)?;
@@ -551,7 +556,7 @@ fn enc_command(o: &mut Out, c: &Command) -> R<()> {
     o.str(c.command.value());
     for (short, value) in [("z", &c.reason), ("ro", &c.review_outcome), ("rn", &c.review_note),
                            ("r", &c.response_data), ("o", &c.operator), ("dl", &c.deadline),
-                           ("mb", &c.move_by), ("v", &c.version)] {
+                           ("mb", &c.move_by), ("v", &c.version), ("oi", &c.operation_id)] {
         if let Some(v) = value {
             o.key(short);
             o.str(v);
@@ -874,6 +879,10 @@ pub fn encode_slot(slot: &Slot) -> R<Vec<u8>> {
     if let Some(t) = &slot.early_timer {
         o.key("et");
         enc_timer(&mut o, t);
+    }
+    if let Some(tp) = &slot.traceparent {
+        o.key("tp");
+        o.str(tp);
     }
     o.close(b'}');
     Ok(o.b)

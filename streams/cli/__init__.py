@@ -7,7 +7,17 @@ running the command, start-up included (for `worker`: of its start-up; for
 `status` and `list`: no worker answered), 4 no such wait: a worker answered that no wait has the key
 (`reply`, the operator commands, `status`, `result`). `result` also says how
 the wait ended: 0 RECEIVED, 5 ESCALATED, 6 CANCELLED, 7 no outcome within
-`--timeout`.
+`--timeout`. 130: interrupted (Ctrl-C) while a bulk operation ran.
+
+`reply` and the operator commands with `--wait` say what the worker made of
+the record (its receipt, `streams.core.receipts`): 0 a reply won / a command
+was applied, 5 escalated (an invalid reply, where the definition escalates
+them), 7 no receipt within `--timeout` (it was sent, and is decided when a
+worker gets to it), 8 held (before its request, or while its wait is
+suspended), 9 in review (it won but failed validation), 10 late, 11 duplicate,
+12 tenant mismatch, 13 rejected or refused for another reason (printed), 14
+unchanged (a command that asked for what already was), 15 recorded (a probe's
+not-ready result).
 
 Per command, what "failed" (1) and "bad usage" (2) mean:
 
@@ -21,6 +31,17 @@ Per command, what "failed" (1) and "bad usage" (2) mean:
   versions it holds); 4 when a worker says no wait has the key (`--force`
   sends anyway; `report` asks no worker); 1 when a topic is missing or Kafka
   refused or did not confirm a record.
+* `cancel`, `suspend`, `resume`, `migrate`, `reschedule` with `--where FILTER` (a
+  bulk operation, streams/cli/bulk.py): 0 every selected wait was applied or
+  skipped, or the `--dry-run` count was printed; 1 some were refused (the
+  summary gives each worker's reason) or not confirmed within `--timeout`, or
+  Kafka stopped taking commands: the same command with `--operation ID` goes
+  on; 2 a filter it cannot read (an unknown field, a bad time: the message
+  names it), KEY and `--where` together, `migrate --where` without `--to` or
+  with a version the definitions topic does not hold, or "no" to its question
+  on a terminal, with nothing sent; 3 no worker answered at `--console`, or not
+  every worker answered the list (the selection would be incomplete); 130
+  interrupted: the summary says what was done.
 * `tail`: 1 when `--count N` records did not arrive within `--timeout`, or a
   record could not be decoded (it is reported on stderr, the tail goes on).
 * `definitions`: 1 when a definition is broken (the message names the file
@@ -72,6 +93,18 @@ EXIT_NO_SUCH_WAIT = 4
 EXIT_ESCALATED = 5
 EXIT_CANCELLED = 6
 EXIT_NO_RESULT = 7
+EXIT_HELD = 8
+EXIT_IN_REVIEW = 9
+EXIT_LATE = 10
+EXIT_DUPLICATE = 11
+EXIT_TENANT_MISMATCH = 12
+EXIT_REFUSED = 13
+EXIT_UNCHANGED = 14
+EXIT_RECORDED = 15
+EXIT_INTERRUPTED = 130  # the shell's 128 + SIGINT, as any command stopped by Ctrl-C
+
+BULK_COMMANDS = ("cancel", "suspend", "resume", "migrate", "reschedule")
+"""The operator commands that also take `--where FILTER` (streams.cli.bulk)."""
 
 
 def _common(parser: argparse.ArgumentParser, *, console: bool = True) -> None:
@@ -309,7 +342,22 @@ def _force(parser: argparse.ArgumentParser) -> None:
                              "otherwise), e.g. for a reply that overtakes its request")
 
 
+def _receipt_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait", action="store_true",
+                        help="wait for the worker's receipt: print what became of it; the "
+                             "exit code says it (0 won or applied, 8 held, 9 in review, 10 "
+                             "late, 11 duplicate, 12 tenant mismatch, 13 refused, 14 "
+                             "unchanged, 15 recorded, 5 escalated, 7 none in time)")
+    parser.add_argument("--timeout", type=_positive_float, default=None,
+                        help="with --wait: seconds to wait for the receipt (default 10); "
+                             "with --where: seconds to wait, after the last command, for the "
+                             "workers to decide every one (default 30)")
+
+
 def _producing_commands(sub: Any) -> None:
+    # The flags of a bulk operation (--where ...): argparse only, cheap to import.
+    from streams.cli.bulk_flags import add_bulk_flags, add_key_or_where
+
     start = sub.add_parser("start", help="start a wait (or a batch: --count, --file)")
     start.add_argument("definition", nargs="?",
                        help="wait definition name (with --file: the default for its lines)")
@@ -319,6 +367,9 @@ def _producing_commands(sub: Any) -> None:
     start.add_argument("--party", dest="parties", action="append", default=[],
                        help="a party of a first-valid wait (repeatable)")
     start.add_argument("--deadline", help="ISO 8601 duration overriding the definition's")
+    start.add_argument("--traceparent",
+                       help="W3C trace context to send the request with (default: a fresh "
+                            "trace); the wait's actions and outcome carry it")
     batch = start.add_mutually_exclusive_group()
     batch.add_argument("--count", type=_positive_int, help="start N waits, each its own key")
     batch.add_argument("--file", type=Path,
@@ -332,20 +383,30 @@ def _producing_commands(sub: Any) -> None:
     reply.add_argument("--data", required=True, help="the answer, JSON (responseData)")
     reply.add_argument("--tenant", help="tenant the reply claims")
     reply.add_argument("--reply-id", help="id that makes a retried reply a duplicate")
+    _receipt_flags(reply)
     _force(reply)
     _common(reply, console=True)
 
-    for name, text in (("suspend", "pause a wait's deadlines, keeping its place"),
-                       ("resume", "resume a suspended wait"),
-                       ("cancel", "end a wait as CANCELLED"),
+    for name, text in (("suspend", "pause a wait's deadlines, keeping its place (or every "
+                                   "wait --where FILTER selects)"),
+                       ("resume", "resume a suspended wait (or every wait --where FILTER "
+                                  "selects)"),
+                       ("cancel", "end a wait as CANCELLED (or every wait --where FILTER "
+                                  "selects)"),
                        ("deliver", "hand in an answer as if a reply had arrived")):
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("key")
+        if name == "deliver":
+            cmd.add_argument("key")
+        else:
+            add_key_or_where(cmd)
         cmd.add_argument("--reason", required=name in ("suspend", "cancel"), help="why")
         if name == "deliver":
             cmd.add_argument("--data", required=True, help="the answer, JSON (responseData)")
         _operator(cmd)
+        _receipt_flags(cmd)
         _force(cmd)
+        if name != "deliver":
+            add_bulk_flags(cmd)
         _common(cmd, console=True)
 
     reschedule = sub.add_parser(
@@ -356,13 +417,15 @@ def _producing_commands(sub: Any) -> None:
                     "'-' would read as an option). A suspended wait gets that much time left "
                     "when it resumes. The worker refuses it (a Rejected record) when the wait "
                     "is done or the new deadline has passed.")
-    reschedule.add_argument("key")
+    add_key_or_where(reschedule)
     when = reschedule.add_mutually_exclusive_group(required=True)
     when.add_argument("--deadline", help="the new deadline, ISO 8601 duration from now (PT2H)")
     when.add_argument("--by", help="move the deadline by an ISO 8601 duration (PT30M, -PT30M)")
     reschedule.add_argument("--reason", help="why, for the trace")
     _operator(reschedule)
+    _receipt_flags(reschedule)
     _force(reschedule)
+    add_bulk_flags(reschedule)
     _common(reschedule, console=True)
 
     migrate = sub.add_parser(
@@ -375,11 +438,14 @@ def _producing_commands(sub: Any) -> None:
                     "refuses it (a Rejected record) when the wait's variant, stage or "
                     "escalation level does not fit it. `xwait definitions` lists the "
                     "versions.")
-    migrate.add_argument("key")
-    migrate.add_argument("--to", dest="version", help="the version (default: the newest)")
+    add_key_or_where(migrate)
+    migrate.add_argument("--to", dest="version",
+                         help="the version (default: the newest; required with --where)")
     migrate.add_argument("--reason", help="why, for the trace")
     _operator(migrate)
+    _receipt_flags(migrate)
     _force(migrate)
+    add_bulk_flags(migrate)
     _common(migrate, console=True)
 
     report = sub.add_parser(
@@ -408,6 +474,7 @@ def _producing_commands(sub: Any) -> None:
         if name == "correct":
             cmd.add_argument("--data", required=True, help="the corrected answer, JSON")
         _operator(cmd)
+        _receipt_flags(cmd)
         _force(cmd)
         _common(cmd, console=True)
 
@@ -502,6 +569,11 @@ def _main(argv: Sequence[str] | None) -> int:
             from streams.cli.reply import run_reply
 
             return run_reply(args, settings)
+        if getattr(args, "where", None) is not None or (
+                args.command in BULK_COMMANDS and args.key is None):
+            from streams.cli.bulk import run_bulk
+
+            return run_bulk(args, settings)
         if args.command in ("suspend", "resume", "cancel", "deliver", "review", "reschedule",
                             "migrate"):
             from streams.cli.commands import run_command

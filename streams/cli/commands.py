@@ -7,46 +7,58 @@ import argparse
 import sys
 
 from streams.cli import EXIT_OK, EXIT_USAGE, emit
+from streams.cli.receipt import sent_and_decided
 from streams.cli.reply import json_arg
-from streams.client import XwaitClient
+from streams.client import Receipt, XwaitClient
 from streams.config import Settings
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
-    key, operator, force = args.key, args.operator, args.force
-    with XwaitClient(settings) as client:
-        if args.command == "suspend":
-            client.suspend(key, args.reason, operator=operator, force=force)
-        elif args.command == "resume":
-            client.resume(key, reason=args.reason, operator=operator, force=force)
-        elif args.command == "cancel":
-            client.cancel(key, args.reason, operator=operator, force=force)
-        elif args.command == "deliver":
-            client.deliver(key, json_arg("--data", args.data), reason=args.reason,
-                           operator=operator, force=force)
-        elif args.command == "reschedule":
-            client.reschedule(key, deadline=args.deadline, move_by=args.by, reason=args.reason,
-                              operator=operator, force=force)
-        elif args.command == "migrate":
-            client.migrate(key, version=args.version, reason=args.reason, operator=operator,
-                           force=force)
-        elif args.review_command == "accept":
-            client.review(key, "Accept", args.note, operator=operator, force=force)
-        else:
-            client.review(key, "Submit Correction", args.note,
-                          corrected_data=json_arg("--data", args.data), operator=operator,
-                          force=force)
+    from streams.cli.bulk import refuse_bulk_flags
+
+    refused = refuse_bulk_flags(args)
+    if refused is not None:
+        print(f"xwait {args.command}: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     command = "REVIEW" if args.command == "review" else args.command.upper()
     topic = settings.topic("commands")
-    sent = {"sent": "Command", "command": command, "correlationKey": key, "operator": operator,
-            "topic": topic}
+    sent = {"sent": "Command", "command": command, "correlationKey": args.key,
+            "operator": args.operator, "topic": topic}
     if args.command == "reschedule":
         sent.update(deadline=args.deadline, moveBy=args.by)
     if args.command == "migrate":
         sent.update(version=args.version)
-    emit(sent,
-         args.json, f"{command.lower()} sent  key={key} topic={topic}")
-    return EXIT_OK
+    with XwaitClient(settings) as client:
+        return sent_and_decided(lambda: _send(client, args), sent, args.json,
+                                f"{command.lower()} sent  key={args.key} topic={topic}")
+
+
+def _send(client: XwaitClient, args: argparse.Namespace) -> Receipt | None:
+    key, operator, force = args.key, args.operator, args.force
+    wait = (args.timeout or True) if args.wait else False
+    if args.command == "suspend":
+        return client.suspend(key, args.reason, operator=operator, force=force, wait=wait)
+    if args.command == "resume":
+        return client.resume(key, reason=args.reason, operator=operator, force=force,
+                             wait=wait)
+    if args.command == "cancel":
+        return client.cancel(key, args.reason, operator=operator, force=force, wait=wait)
+    if args.command == "deliver":
+        return client.deliver(key, json_arg("--data", args.data), reason=args.reason,
+                              operator=operator, force=force, wait=wait)
+    if args.command == "reschedule":
+        return client.reschedule(key, deadline=args.deadline, move_by=args.by,
+                                 reason=args.reason, operator=operator, force=force,
+                                 wait=wait)
+    if args.command == "migrate":
+        return client.migrate(key, version=args.version, reason=args.reason,
+                              operator=operator, force=force, wait=wait)
+    if args.review_command == "accept":
+        return client.review(key, "Accept", args.note, operator=operator, force=force,
+                             wait=wait)
+    return client.review(key, "Submit Correction", args.note,
+                         corrected_data=json_arg("--data", args.data), operator=operator,
+                         force=force, wait=wait)
 
 
 def run_report(args: argparse.Namespace, settings: Settings) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from streams.cli import EXIT_OK, emit
+from streams.cli.receipt import sent_and_decided
 from streams.client import InvalidRequest, XwaitClient
 from streams.config import Settings
 
@@ -21,10 +21,12 @@ def json_arg(flag: str, text: str) -> str:
 
 def run_reply(args: argparse.Namespace, settings: Settings) -> int:
     data = json_arg("--data", args.data)
-    with XwaitClient(settings) as client:
-        client.reply(args.key, data, channel=args.channel, tenant=args.tenant,
-                     reply_id=args.reply_id, force=args.force)
     topic = settings.topic("replies")
-    emit({"sent": "Reply", "correlationKey": args.key, "channel": args.channel, "topic": topic},
-         args.json, f"reply sent  key={args.key} channel={args.channel} topic={topic}")
-    return EXIT_OK
+    with XwaitClient(settings) as client:
+        return sent_and_decided(
+            lambda: client.reply(args.key, data, channel=args.channel, tenant=args.tenant,
+                                 reply_id=args.reply_id, force=args.force,
+                                 wait=(args.timeout or True) if args.wait else False),
+            {"sent": "Reply", "correlationKey": args.key, "channel": args.channel,
+             "topic": topic},
+            args.json, f"reply sent  key={args.key} channel={args.channel} topic={topic}")

@@ -1,6 +1,8 @@
 """`xwait start`: park one wait, N alike (--count) or one per line of a file (--file).
 
-Prints the keys, one per line (or `--json`), so a script can capture them.
+Prints the keys, one per line (or `--json`), so a script can capture them;
+the W3C traceparent each request was sent with (`--traceparent`, else a fresh
+trace) goes to stderr for one wait, and into `--json` for all.
 A batch shows a progress bar (tqdm) on stderr when it takes more than a
 moment, and only when stderr is a terminal and the output is not `--json`.
 """
@@ -19,7 +21,8 @@ from streams.cli import EXIT_OK, emit
 from streams.client import InvalidRequest, WaitSpec, XwaitClient
 from streams.config import Settings
 
-_FILE_FIELDS = {"definition", "correlationKey", "tenant", "payload", "parties", "deadline"}
+_FILE_FIELDS = {"definition", "correlationKey", "tenant", "payload", "parties", "deadline",
+                "traceparent"}
 
 
 class ProgressBar:
@@ -83,7 +86,7 @@ def _read_file(path: Path, default_definition: str | None) -> tuple[list[WaitSpe
         definition = item.get("definition", default_definition)
         if not isinstance(definition, str):
             raise InvalidRequest(f"{at}: no definition (give it on the line or as argument)")
-        for name in ("correlationKey", "tenant", "deadline"):
+        for name in ("correlationKey", "tenant", "deadline", "traceparent"):
             if item.get(name) is not None and not isinstance(item[name], str):
                 raise InvalidRequest(f"{at}: field {name!r} must be a string")
         parties = item.get("parties") or []
@@ -91,7 +94,8 @@ def _read_file(path: Path, default_definition: str | None) -> tuple[list[WaitSpe
             raise InvalidRequest(f"{at}: field 'parties' must be a list of names")
         specs.append(WaitSpec(definition=definition, correlation_key=item.get("correlationKey"),
                               tenant=item.get("tenant"), payload=item.get("payload"),
-                              parties=tuple(parties), deadline=item.get("deadline")))
+                              parties=tuple(parties), deadline=item.get("deadline"),
+                              traceparent=item.get("traceparent")))
         numbers.append(number)
     return specs, numbers
 
@@ -99,7 +103,8 @@ def _read_file(path: Path, default_definition: str | None) -> tuple[list[WaitSpe
 def _specs(args: argparse.Namespace) -> tuple[list[WaitSpec], list[int] | None]:
     """The waits to start and, for --file, the line of each."""
     if args.file is not None:
-        if args.key or args.tenant or args.payload or args.parties or args.deadline:
+        if (args.key or args.tenant or args.payload or args.parties or args.deadline
+                or args.traceparent):
             raise InvalidRequest("--file gives each wait's fields; use only a definition with it")
         return _read_file(args.file, args.definition)
     if args.definition is None:
@@ -109,7 +114,7 @@ def _specs(args: argparse.Namespace) -> tuple[list[WaitSpec], list[int] | None]:
         raise InvalidRequest("--key names one wait; --count starts several, each its own key")
     spec = WaitSpec(definition=args.definition, correlation_key=args.key, tenant=args.tenant,
                     payload=_payload(args.payload), parties=tuple(args.parties),
-                    deadline=args.deadline)
+                    deadline=args.deadline, traceparent=args.traceparent)
     return [spec] * count, None
 
 
@@ -128,6 +133,10 @@ def run_start(args: argparse.Namespace, settings: Settings) -> int:
             raise InvalidRequest(f"--file {where} line {line}: {exc.problem}") from exc
         finally:
             bar.finish()
-    data: dict[str, Any] = {"topic": settings.topic("requests"), "correlationKeys": keys}
+    data: dict[str, Any] = {"topic": settings.topic("requests"),
+                            "correlationKeys": [str(k) for k in keys],
+                            "traceparents": [k.traceparent for k in keys]}
     emit(data, args.json, "\n".join(keys))
+    if len(keys) == 1 and not args.json:  # stdout stays the key alone: KEY=$(xwait start)
+        print(f"traceparent {keys[0].traceparent}", file=sys.stderr)
     return EXIT_OK

@@ -135,13 +135,18 @@ def _due_or_end(w: dict[str, Any]) -> str:
     return _when(w.get("nextDueAt")) if w.get("nextDueAt") is not None else "paused"
 
 
-def _list_text(data: dict[str, Any]) -> str:
+def waits_table(waits: list[dict[str, Any]]) -> list[str]:
+    """Listed waits as aligned lines under a header (`xwait list`, a bulk dry run)."""
     rows = [("KEY", "STATE", "DEFINITION", "TENANT", "NEXT DUE / ENDED")]
     rows += [(w["key"], w["state"], w["definition"], w.get("tenant") or "-", _due_or_end(w))
-             for w in data["waits"]]
+             for w in waits]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = ["  ".join(c.ljust(widths[i]) if i < 4 else c for i, c in enumerate(r)).rstrip()
-             for r in rows]
+    return ["  ".join(c.ljust(widths[i]) if i < 4 else c for i, c in enumerate(r)).rstrip()
+            for r in rows]
+
+
+def _list_text(data: dict[str, Any]) -> str:
+    lines = waits_table(data["waits"])
     lines.append(f"{data['count']} wait(s) from {len(data['workers'])} worker(s)")
     if data.get("next"):
         lines.append(f"more: --after {data['next']}")

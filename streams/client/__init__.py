@@ -22,13 +22,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from streams.client.client import WaitSpec, XwaitClient, new_correlation_key
+    from streams.client.client import WaitKey, WaitSpec, XwaitClient, new_correlation_key
     from streams.client.consumer import XwaitConsumer
     from streams.client.errors import (
         ClientError,
         DeliveryFailed,
         InvalidRequest,
         NoSuchWait,
+        ReceiptTimeout,
         ResultTimeout,
         TopicMissing,
         UndecodableOutput,
@@ -41,8 +42,10 @@ if TYPE_CHECKING:
         ActionKind,
         Outcome,
         OutcomeKind,
+        Receipt,
         Rejected,
         TraceEntry,
+        Verdict,
     )
     from streams.errors import KafkaUnavailable
 
@@ -50,14 +53,17 @@ if TYPE_CHECKING:
 # the CLI's `status` reads only `streams.client._console` and must not pay
 # for confluent-kafka, fastavro and the decision core (0.3 s of imports).
 _HOME = {
-    "WaitSpec": "client", "XwaitClient": "client", "new_correlation_key": "client",
+    "WaitKey": "client", "WaitSpec": "client", "XwaitClient": "client",
+    "new_correlation_key": "client",
     "XwaitConsumer": "consumer",
     "ClientError": "errors", "DeliveryFailed": "errors", "InvalidRequest": "errors",
-    "NoSuchWait": "errors", "ResultTimeout": "errors", "TopicMissing": "errors",
+    "NoSuchWait": "errors", "ReceiptTimeout": "errors", "ResultTimeout": "errors",
+    "TopicMissing": "errors",
     "UndecodableOutput": "errors", "UnknownChannel": "errors", "UnknownDefinition": "errors",
     "UnknownVersion": "errors",
     "Action": "records", "ActionKind": "records", "Outcome": "records",
-    "OutcomeKind": "records", "Rejected": "records", "TraceEntry": "records",
+    "OutcomeKind": "records", "Receipt": "records", "Rejected": "records",
+    "TraceEntry": "records", "Verdict": "records",
 }
 
 
@@ -88,6 +94,8 @@ __all__ = [
     "NoSuchWait",
     "Outcome",
     "OutcomeKind",
+    "Receipt",
+    "ReceiptTimeout",
     "Rejected",
     "ResultTimeout",
     "TopicMissing",
@@ -96,6 +104,8 @@ __all__ = [
     "UnknownChannel",
     "UnknownDefinition",
     "UnknownVersion",
+    "Verdict",
+    "WaitKey",
     "WaitSpec",
     "XwaitClient",
     "XwaitConsumer",

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -61,16 +62,18 @@ from streams.client.errors import (
     UnknownChannel,
     UnknownDefinition,
 )
-from streams.client.records import Action, Outcome, Rejected
+from streams.client.receipts import RECEIPT_TIMEOUT_S, ReceiptReader, new_receipt_id
+from streams.client.records import Action, Outcome, Receipt, Rejected
 from streams.codec import RecordType
 from streams.core.definition import Variant, WaitDefinition
 from streams.core.durations import parse_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.definitions import load_definitions
+from streams.headers import RECEIPT, TRACEPARENT, Headers, new_traceparent, valid_traceparent
 from streams.kafka_errors import error_text
 from streams.partitioning import partition_for
 
-__all__ = ["WaitSpec", "XwaitClient", "new_correlation_key"]
+__all__ = ["WaitKey", "WaitSpec", "XwaitClient", "new_correlation_key"]
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +121,9 @@ class WaitSpec:
     """One wait of a batch for :meth:`XwaitClient.start_many`; same meaning as start_wait's.
 
     ``payload`` is JSON text or any JSON-serialisable value; ``deadline`` an ISO 8601
-    duration that overrides the definition's for this wait only.
+    duration that overrides the definition's for this wait only; ``traceparent`` the W3C
+    trace context to send the request with (None: the caller's current OpenTelemetry
+    span, else a fresh trace).
     """
 
     definition: str
@@ -127,6 +132,43 @@ class WaitSpec:
     payload: Any = None
     parties: Sequence[str] = ()
     deadline: str | None = None
+    traceparent: str | None = None
+
+
+class WaitKey(str):
+    """A started wait's key - a ``str``, compared, hashed and printed as the key - that
+    also carries the W3C ``traceparent`` its request was sent with.
+
+    The worker keeps that trace context with the wait and writes it, as the
+    ``traceparent`` Kafka header, on every action and on the outcome of the wait,
+    whenever they are decided (docs: Monitoring, traces).
+    """
+
+    traceparent: str | None
+
+    def __new__(cls, key: str, traceparent: str | None = None) -> WaitKey:
+        made = super().__new__(cls, key)
+        made.traceparent = traceparent
+        return made
+
+
+def _traceparent(given: str | None, where: str) -> str:
+    """The trace context to send a request with: `given` (checked), else the caller's
+    current OpenTelemetry span (only if the caller uses OpenTelemetry: nothing is
+    imported for it otherwise), else a fresh one."""
+    if given is not None:
+        if not isinstance(given, str) or not valid_traceparent(given):
+            raise InvalidRequest(f"{where}traceparent {given!r} is not a W3C traceparent "
+                                 "(00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>)")
+        return given
+    if "opentelemetry.trace" in sys.modules:
+        from opentelemetry import trace
+
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            return (f"00-{context.trace_id:032x}-{context.span_id:016x}-"
+                    f"{int(context.trace_flags):02x}")
+    return new_traceparent()
 
 
 class XwaitClient(Commands):
@@ -189,17 +231,21 @@ class XwaitClient(Commands):
 
     def start_wait(self, definition: str, *, correlation_key: str | None = None,
                    tenant: str | None = None, payload: Any = None,
-                   parties: Sequence[str] = (), deadline: str | None = None) -> str:
+                   parties: Sequence[str] = (), deadline: str | None = None,
+                   traceparent: str | None = None) -> WaitKey:
         """Park a new wait and return its key (a fresh 128-bit one unless given).
 
-        Returns once Kafka acknowledged the StartWait; raises
+        The request is sent with a W3C ``traceparent`` header: ``traceparent`` if
+        given, else the caller's current OpenTelemetry span's, else a fresh trace; the
+        key returned carries it (``key.traceparent``), and the wait's actions and
+        outcome carry it too.  Returns once Kafka acknowledged the StartWait; raises
         :class:`InvalidRequest` (nothing produced) or :class:`DeliveryFailed`.
         """
         return self.start_many([WaitSpec(definition, correlation_key, tenant, payload,
-                                         parties, deadline)])[0]
+                                         parties, deadline, traceparent)])[0]
 
     def start_many(self, items: Iterable[WaitSpec],
-                   on_progress: ProgressCallback | None = None) -> list[str]:
+                   on_progress: ProgressCallback | None = None) -> list[WaitKey]:
         """Park a batch of waits, each with its own key and deadline; return the keys in order.
 
         Every item is validated before the first is produced, so a bad item
@@ -212,10 +258,12 @@ class XwaitClient(Commands):
             return []
         now_ms = int(time.time() * 1000)
         records = []
+        traces = []
         for i, spec in enumerate(specs):
+            where = f"item {i}: " if len(specs) > 1 else ""
             try:
-                records.append(self._start_record(spec, now_ms,
-                                                  f"item {i}: " if len(specs) > 1 else ""))
+                records.append(self._start_record(spec, now_ms, where))
+                traces.append(_traceparent(spec.traceparent, where))
             except InvalidRequest as exc:
                 if len(specs) > 1:
                     exc.item = i
@@ -228,13 +276,14 @@ class XwaitClient(Commands):
         topic = self.settings.topic("requests")
         self._ready(topic)
         total = len(records)
-        for record in records:
-            self._produce(topic, record["correlationKey"], RecordType.START_WAIT, record)
+        for record, trace in zip(records, traces, strict=True):
+            self._produce(topic, record["correlationKey"], RecordType.START_WAIT, record,
+                          ((TRACEPARENT, trace.encode()),))
             if on_progress is not None:
                 on_progress(self._delivered, total)
         self._flush(FLUSH_TIMEOUT_S, on_progress, total)
         self._started.update((key, now_ms) for key in keys)
-        return keys
+        return [WaitKey(key, trace) for key, trace in zip(keys, traces, strict=True)]
 
     def _start_record(self, spec: WaitSpec, now_ms: int, where: str) -> dict[str, Any]:
         d = self._definition(spec.definition)
@@ -276,7 +325,8 @@ class XwaitClient(Commands):
 
     def reply(self, correlation_key: str, response_data: Any, *, channel: str,
               tenant: str | None = None, reply_id: str | None = None,
-              sent_at: int | None = None, force: bool = False) -> None:
+              sent_at: int | None = None, force: bool = False,
+              wait: bool | float = False) -> Receipt | None:
         """Answer a wait: ``correlation_key`` is ``WAITKEY`` or ``WAITKEY~PARTY``.
 
         The Kafka key is WAITKEY either way, so the reply lands in its wait's
@@ -286,12 +336,21 @@ class XwaitClient(Commands):
         that overtakes its request), :class:`UnknownChannel` when the wait's
         definition (or, unchecked, every definition) refuses ``channel``.
         ``reply_id`` lets the processor drop a retry.
+
+        ``wait=True`` (or a timeout in seconds; True: ``RECEIPT_TIMEOUT_S``) returns
+        what the worker made of the reply, its :class:`Receipt`: ``won`` (with the
+        outcome, or the winning party), ``held`` (before its request, until
+        ``held_until``; or while its wait is suspended), ``late``, ``duplicate``,
+        ``tenant_mismatch``, ``in_review`` (with the validation issue), ``escalated``,
+        ``recorded`` (a probe's not-ready result) or ``rejected`` (with the reason),
+        each with the broker time it was decided at; :class:`ReceiptTimeout` when none
+        came in time.  Without ``wait`` it returns None once Kafka took the reply.
         """
         wait_key = wait_key_of(correlation_key)
         if not isinstance(channel, str) or not channel:
             raise InvalidRequest(f"channel must be a non-empty string, got {channel!r}")
-        wait = self._check_wait(wait_key, force, "reply")
-        self._check_channel(channel, None if wait is None else wait.get("definition"))
+        found = self._check_wait(wait_key, force, "reply")
+        self._check_channel(channel, None if found is None else found.get("definition"))
         record = {
             "correlationKey": correlation_key,
             "tenant": tenant,
@@ -300,7 +359,7 @@ class XwaitClient(Commands):
             "replyId": reply_id,
             "sentAt": sent_at,
         }
-        self._send_one("replies", wait_key, RecordType.REPLY, record)
+        return self._send_one("replies", wait_key, RecordType.REPLY, record, wait)
 
     def _check_channel(self, channel: str, definition: str | None) -> None:
         """Refuse a channel the wait's definition lacks (a definition without channels takes any).
@@ -507,14 +566,28 @@ class XwaitClient(Commands):
         return self._producer
 
     def _send_one(self, role: str, key: str, record_type: RecordType,
-                  record: Mapping[str, Any]) -> None:
+                  record: Mapping[str, Any], wait: bool | float = False) -> Receipt | None:
+        """Produce one record and wait for Kafka's acknowledgement; with ``wait``, then for
+        its receipt (`streams.client.receipts`: placed at the receipts' end first)."""
         topic = self.settings.topic(role)
         self._ready(topic)
-        self._produce(topic, key, record_type, record)
-        self.flush()
+        if wait is False:
+            self._produce(topic, key, record_type, record)
+            self.flush()
+            return None
+        timeout = RECEIPT_TIMEOUT_S if wait is True else float(wait)
+        if timeout <= 0:
+            raise InvalidRequest(f"wait must be True or a number of seconds above 0, "
+                                 f"got {wait!r}")
+        receipt_id = new_receipt_id()
+        with ReceiptReader(self.settings, receipt_id) as reader:
+            self._produce(topic, key, record_type, record, ((RECEIPT, receipt_id.encode()),))
+            self.flush()
+            what = str(record.get("command") or record_type.value).lower()
+            return reader.wait(timeout, f"{what} of {key!r}")
 
     def _produce(self, topic: str, key: str, record_type: RecordType,
-                 record: Mapping[str, Any]) -> None:
+                 record: Mapping[str, Any], headers: Headers | None = None) -> None:
         producer = self._ready(topic)
         value = self._codec.encode(record_type, record)
         self._seq += 1
@@ -531,7 +604,8 @@ class XwaitClient(Commands):
         while True:
             try:
                 producer.produce(topic, key=key.encode("utf-8"), value=value,
-                                 on_delivery=delivered)
+                                 on_delivery=delivered,
+                                 headers=list(headers) if headers else None)
                 break
             except BufferError:
                 producer.poll(0.1)  # local queue full: let deliveries drain, then retry

@@ -15,10 +15,13 @@ from typing import Any, Literal
 
 from streams import config
 from streams.client.errors import InvalidRequest, UnknownVersion
+from streams.client.records import Receipt
 from streams.codec import RecordType
 from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.core.keys import key_problem
+from streams.core.operations import operation_id_problem
+from streams.headers import Headers
 
 __all__ = ["Commands", "ReviewDecision", "check_key", "json_text", "wait_key_of"]
 
@@ -54,6 +57,14 @@ def check_key(key: str, what: str) -> None:
         raise InvalidRequest(f"{what} {shown!r}: {problem}")
 
 
+def _check_operation(operation: str | None) -> None:
+    """InvalidRequest, before sending, for an operation id the worker would refuse."""
+    if operation is not None:
+        problem = operation_id_problem(operation)
+        if problem is not None:
+            raise InvalidRequest(f"operation: {problem}")
+
+
 def wait_key_of(correlation_key: str) -> str:
     """The WAITKEY of ``WAITKEY`` or ``WAITKEY~PARTY``; InvalidRequest for anything else."""
     wait_key, sep, party = correlation_key.partition(PARTY_SEPARATOR) \
@@ -81,12 +92,13 @@ class Commands(ABC):
 
     @abstractmethod
     def _send_one(self, role: str, key: str, record_type: RecordType,
-                  record: Mapping[str, Any]) -> None:
-        """Produce one record to the role's topic and wait for Kafka to take it."""
+                  record: Mapping[str, Any], wait: bool | float = False) -> Receipt | None:
+        """Produce one record to the role's topic and wait for Kafka to take it; with
+        ``wait``, then for its receipt."""
 
     @abstractmethod
     def _produce(self, topic: str, key: str, record_type: RecordType,
-                 record: Mapping[str, Any]) -> None:
+                 record: Mapping[str, Any], headers: Headers | None = None) -> None:
         """Produce one record; the next flush waits for it."""
 
     # -- action results (rule 12, docs/rules.md) ---------------------------------------
@@ -133,35 +145,52 @@ class Commands(ABC):
     # -- operator commands -----------------------------------------------------
 
     # Every command raises NoSuchWait, before anything is produced, when a
-    # worker says no wait has the key; force=True sends anyway.
+    # worker says no wait has the key; force=True sends anyway.  ``operation``
+    # names the bulk operation the command belongs to (streams.client.bulk):
+    # the wait's trace entry names it, and the wait takes only one command of
+    # it (a second is rejected duplicate).  With wait=True (or a timeout in
+    # seconds) a command returns its Receipt, decided by the worker: applied
+    # (with the outcome when it ended the wait), held (before its request, or a
+    # DELIVER while the wait is suspended), unchanged (it asked for what already
+    # was) or refused (with the reason); ReceiptTimeout when none came in time.
+    # Without it, None once Kafka took the command.
 
     def suspend(self, correlation_key: str, reason: str, *, operator: str | None = None,
-                force: bool = False) -> None:
+                force: bool = False, operation: str | None = None,
+                wait: bool | float = False) -> Receipt | None:
         """Pause the wait's deadlines, keeping its place (idempotent)."""
-        self._command(correlation_key, "SUSPEND", force, reason=reason, operator=operator)
+        return self._command(correlation_key, "SUSPEND", force, wait, reason=reason,
+                             operator=operator, operationId=operation)
 
     def resume(self, correlation_key: str, *, reason: str | None = None,
-               operator: str | None = None, force: bool = False) -> None:
+               operator: str | None = None, force: bool = False,
+               operation: str | None = None, wait: bool | float = False) -> Receipt | None:
         """Restore what was left of the deadlines; decide replies that came meanwhile."""
-        self._command(correlation_key, "RESUME", force, reason=reason, operator=operator)
+        return self._command(correlation_key, "RESUME", force, wait, reason=reason,
+                             operator=operator, operationId=operation)
 
     def cancel(self, correlation_key: str, reason: str, *, operator: str | None = None,
-               force: bool = False) -> None:
+               force: bool = False, operation: str | None = None,
+               wait: bool | float = False) -> Receipt | None:
         """End a wait that is not done as CANCELLED (reason ``cancelled_by_operator``).
 
         The outcome names ``operator`` and carries ``reason`` as its ``operatorReason``.
         """
-        self._command(correlation_key, "CANCEL", force, reason=reason, operator=operator)
+        return self._command(correlation_key, "CANCEL", force, wait, reason=reason,
+                             operator=operator, operationId=operation)
 
     def deliver(self, correlation_key: str, response_data: Any, *, reason: str | None = None,
-                operator: str | None = None, force: bool = False) -> None:
+                operator: str | None = None, force: bool = False,
+                wait: bool | float = False) -> Receipt | None:
         """Hand in an answer as if a reply had arrived (still validated, never channel-checked)."""
-        self._command(correlation_key, "DELIVER", force, reason=reason, operator=operator,
-                      responseData=json_text(response_data, "response data"))
+        return self._command(correlation_key, "DELIVER", force, wait, reason=reason,
+                             operator=operator,
+                             responseData=json_text(response_data, "response data"))
 
     def review(self, correlation_key: str, outcome: ReviewDecision, note: str, *,
                corrected_data: Any = None, operator: str | None = None,
-               reason: str | None = None, force: bool = False) -> None:
+               reason: str | None = None, force: bool = False,
+               wait: bool | float = False) -> Receipt | None:
         """Answer a REVIEW_NEEDED action: ``Accept`` the reply, or ``Submit Correction``.
 
         A correction needs ``corrected_data``; an acceptance must not have any
@@ -177,12 +206,15 @@ class Commands(ABC):
             raise InvalidRequest("'Accept' keeps the reply's data; corrected data is only "
                                  "for 'Submit Correction'")
         data = None if corrected_data is None else json_text(corrected_data, "corrected data")
-        self._command(correlation_key, "REVIEW", force, reviewOutcome=outcome,
-                      reviewNote=note, responseData=data, operator=operator, reason=reason)
+        return self._command(correlation_key, "REVIEW", force, wait, reviewOutcome=outcome,
+                             reviewNote=note, responseData=data, operator=operator,
+                             reason=reason)
 
     def reschedule(self, correlation_key: str, *, deadline: str | None = None,
                    move_by: str | None = None, reason: str | None = None,
-                   operator: str | None = None, force: bool = False) -> None:
+                   operator: str | None = None, force: bool = False,
+                   operation: str | None = None,
+                   wait: bool | float = False) -> Receipt | None:
         """Move the current deadline of a parked or suspended wait (rule 11, docs/rules.md).
 
         ``deadline`` is the new deadline as an ISO 8601 duration from now
@@ -203,12 +235,14 @@ class Commands(ABC):
         except ValueError as exc:
             raise InvalidRequest(f"{'deadline' if deadline is not None else 'move_by'}: "
                                  f"{exc}") from None
-        self._command(correlation_key, "RESCHEDULE", force, reason=reason, operator=operator,
-                      deadline=deadline, moveBy=move_by)
+        return self._command(correlation_key, "RESCHEDULE", force, wait, reason=reason,
+                             operator=operator, deadline=deadline, moveBy=move_by,
+                             operationId=operation)
 
     def migrate(self, correlation_key: str, *, version: str | None = None,
                 reason: str | None = None, operator: str | None = None,
-                force: bool = False) -> None:
+                force: bool = False, operation: str | None = None,
+                wait: bool | float = False) -> Receipt | None:
         """Move a wait not yet done to another version of its definition (rule 13, docs/rules.md).
 
         ``version`` names it (``xwait definitions`` lists them); None means the
@@ -222,11 +256,12 @@ class Commands(ABC):
         """
         if version is not None and (not isinstance(version, str) or not version):
             raise InvalidRequest(f"version must be a non-empty string, got {version!r}")
-        wait = self._checked(correlation_key, force, "migrate")
+        _check_operation(operation)
+        found = self._checked(correlation_key, force, "migrate")
         if version is not None:
-            self._check_version(version, None if wait is None else wait.get("definition"))
-        self._send_command(correlation_key, "MIGRATE", reason=reason, operator=operator,
-                           version=version)
+            self._check_version(version, None if found is None else found.get("definition"))
+        return self._send_command(correlation_key, "MIGRATE", wait, reason=reason,
+                                  operator=operator, version=version, operationId=operation)
 
     def _check_version(self, version: str, definition: str | None) -> None:
         """UnknownVersion unless the store holds ``version`` of ``definition`` (or of any)."""
@@ -238,15 +273,18 @@ class Commands(ABC):
         elif not any(version in versions for versions in stored.values()):
             raise UnknownVersion(version, None, stored, topic)
 
-    def _command(self, correlation_key: str, command: str, force: bool, **fields: Any) -> None:
+    def _command(self, correlation_key: str, command: str, force: bool, wait: bool | float,
+                 **fields: Any) -> Receipt | None:
+        _check_operation(fields.get("operationId"))
         self._checked(correlation_key, force, command.lower())
-        self._send_command(correlation_key, command, **fields)
+        return self._send_command(correlation_key, command, wait, **fields)
 
     def _checked(self, correlation_key: str, force: bool, sending: str
                  ) -> dict[str, Any] | None:
         check_key(correlation_key, "correlation key")
         return self._check_wait(correlation_key, force, sending)
 
-    def _send_command(self, correlation_key: str, command: str, **fields: Any) -> None:
+    def _send_command(self, correlation_key: str, command: str, wait: bool | float = False,
+                      **fields: Any) -> Receipt | None:
         record = {"correlationKey": correlation_key, "command": command, **fields}
-        self._send_one("commands", correlation_key, RecordType.COMMAND, record)
+        return self._send_one("commands", correlation_key, RecordType.COMMAND, record, wait)

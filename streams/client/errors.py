@@ -15,7 +15,9 @@
         ├── TopicMissing        the contract's topic does not exist: run `xwait topics create`
         ├── DeliveryFailed      Kafka refused or did not confirm records (.failed, .delivered)
         ├── UndecodableOutput   an outcomes/actions/rejected record the codec cannot read
-        └── ResultTimeout       no outcome for the key within the timeout (also a TimeoutError)
+        ├── ResultTimeout       no outcome for the key within the timeout (also a TimeoutError)
+        └── ReceiptTimeout      no receipt for a reply or command within the timeout (also a
+                                TimeoutError): it was sent, and is decided when a worker can
 
 The split matters to callers: an ``InvalidRequest`` is always raised *before*
 anything reaches Kafka, so retrying it unchanged is pointless; a
@@ -37,6 +39,7 @@ __all__ = [
     "InvalidRequest",
     "KafkaUnavailable",
     "NoSuchWait",
+    "ReceiptTimeout",
     "ResultTimeout",
     "TopicMissing",
     "UndecodableOutput",
@@ -161,6 +164,22 @@ class ResultTimeout(ClientError, TimeoutError):
         self.timeout = timeout
         super().__init__(f"Expected an outcome for key {key!r} within {timeout:g} s, but none "
                          "arrived: the wait is still open")
+
+
+class ReceiptTimeout(ClientError, TimeoutError):
+    """No receipt for a reply or command arrived within the timeout.
+
+    The record was sent (Kafka acknowledged it) and a worker decides it when it
+    gets to it: the worker owning its partition is down, restoring, or behind.
+    """
+
+    def __init__(self, what: str, receipt_id: str, timeout: float) -> None:
+        self.what = what
+        self.receipt_id = receipt_id
+        self.timeout = timeout
+        super().__init__(f"Expected a receipt for the {what} within {timeout:g} s, but none "
+                         f"arrived (receipt id {receipt_id}): it was sent, and is decided "
+                         "when a worker owning its partition gets to it")
 
 
 class TopicMissing(ClientError):

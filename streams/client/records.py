@@ -24,7 +24,8 @@ from typing import Any, ClassVar, TypeVar
 
 from streams.codec import RecordType
 
-__all__ = ["Action", "ActionKind", "Outcome", "OutcomeKind", "Rejected", "TraceEntry"]
+__all__ = ["Action", "ActionKind", "Outcome", "OutcomeKind", "Receipt", "Rejected", "TraceEntry",
+           "Verdict"]
 
 
 class OutcomeKind(StrEnum):
@@ -234,3 +235,73 @@ class Rejected(_Record):
     detail: str
     original: bytes | None
     rejected_at: int
+
+
+class Verdict(StrEnum):
+    """What became of a reply or command (``Receipt.verdict``; the schema's doc says each).
+
+    ``UNKNOWN`` is what this build reads for a verdict a newer worker added.
+    """
+
+    WON = "won"
+    RECORDED = "recorded"
+    HELD = "held"
+    IN_REVIEW = "in_review"
+    ESCALATED = "escalated"
+    LATE = "late"
+    DUPLICATE = "duplicate"
+    TENANT_MISMATCH = "tenant_mismatch"
+    REJECTED = "rejected"
+    APPLIED = "applied"
+    UNCHANGED = "unchanged"
+    REFUSED = "refused"
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt(_Record):
+    """What became of one reply or command, decided by the worker that decided it
+    (``<prefix>.receipts``): what ``reply(..., wait=True)`` and the commands return."""
+
+    record_type: ClassVar[RecordType] = RecordType.RECEIPT
+
+    receipt_id: str
+    verdict: Verdict
+    decided_at: int
+    """Its broker append time: the time it raced the wait's timers at."""
+    topic: str
+    partition: int
+    offset: int
+    key: str | None = None
+    correlation_key: str | None = None
+    record: str | None = None
+    """``Reply``, ``Command``, ...; None when the worker could not read it."""
+    command: str | None = None
+    reason: str | None = None
+    """The Rejected record's reason (late, duplicate, tenant_mismatch, rejected, refused),
+    or why nothing changed (unchanged)."""
+    detail: str | None = None
+    held_until: int | None = None
+    """``held`` before its request: when it is given up without one (None: while its
+    wait is suspended, until it resumes)."""
+    outcome: str | None = None
+    outcome_reason: str | None = None
+    outcome_id: str | None = None
+    party: str | None = None
+    ended_at: int | None = None
+    validation_issue: str | None = None
+    action_id: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        """Whether it did what it was sent for: a reply won, a command applied."""
+        return self.verdict in (Verdict.WON, Verdict.APPLIED)
+
+    @classmethod
+    def _convert_in(cls, name: str, value: Any) -> Any:
+        if name == "verdict":
+            try:
+                return Verdict(value)
+            except ValueError:  # a verdict a newer worker added
+                return Verdict.UNKNOWN
+        return value

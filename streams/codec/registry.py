@@ -46,6 +46,7 @@ TOPIC_ROLE: Mapping[RecordType, str] = {
     RecordType.OUTCOME: "outcomes",
     RecordType.REJECTED: "rejected",
     RecordType.ACTION_RESULT: "replies",
+    RecordType.RECEIPT: "receipts",
 }
 """The topic role (``<prefix>.<role>``) each record type is written to."""
 

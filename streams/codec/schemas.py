@@ -70,6 +70,7 @@ class RecordType(StrEnum):
     OUTCOME = "Outcome"
     REJECTED = "Rejected"
     ACTION_RESULT = "ActionResult"
+    RECEIPT = "Receipt"
 
     @property
     def full_name(self) -> str:

@@ -9,6 +9,9 @@ Everything is served by the worker's own faust web server (bound to
                                                 with a token configured: `Authorization:
                                                 Bearer` the read or the command token
     POST /xwait/api/waits/{key}/{command}       `Authorization: Bearer $XWAIT_CONSOLE_TOKEN`
+    POST /xwait/api/bulk, GET /xwait/api/bulk/{operation}
+                                                a command for every wait of a filter
+                                                (`streams.console.bulk`)
     GET  /xwait/api/definitions, /xwait/api/definitions/{name}
                                                 each definition's BPMN diagram and the counts
                                                 on its nodes (`streams.console.diagram`)
@@ -30,6 +33,7 @@ from typing import Any
 from faust.web import Request, Response, View
 
 from streams.console.api import Console, register
+from streams.console.bulk import register as register_bulk
 from streams.console.diagram import register_diagram
 from streams.console.health import Health
 from streams.console.host import ConsoleHost
@@ -67,6 +71,7 @@ def install(host: ConsoleHost) -> None:
     host.observers.append(metrics.observations)
     register(host, console)
     register_versions(host, console)
+    register_bulk(host, console)
     register_diagram(host, console)
 
     health = Health(host, host.settings.ready_max_lag)

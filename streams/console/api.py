@@ -1,7 +1,8 @@
 """The console's JSON API, served by the worker's own faust web server.
 
-    GET  /xwait/api/waits?state=&definition=&tenant=&key=&outcome=&reason=&parkedFrom=
-                          &parkedTo=&endedFrom=&endedTo=&after=&limit=
+    GET  /xwait/api/waits?state=&definition=&version=&tenant=&key=&outcome=&reason=
+                          &parkedFrom=&parkedTo=&dueFrom=&dueTo=&endedFrom=&endedTo=
+                          &after=&limit=
                                                                 waits, a page at a time
     GET  /xwait/api/waits/{key}                                 one wait's status
     GET  /xwait/api/review?limit=                               waits in review + latest rejected
@@ -67,7 +68,8 @@ PEER_TIMEOUT_S = 15.0
 ACTIONS = ("suspend", "resume", "cancel", "deliver", "review", "reschedule", "migrate")
 REVIEW_OUTCOMES = ("Accept", "Submit Correction")
 LIST_PARAMS = ("state", "definition", "tenant", "key", "outcome", "reason", "parkedFrom",
-               "parkedTo", "endedFrom", "endedTo", "after", "limit")
+               "parkedTo", "endedFrom", "endedTo", "version", "dueFrom", "dueTo", "after",
+               "limit")
 
 
 class Access(StrEnum):
@@ -206,8 +208,7 @@ class Console:
         h = self.host
         found: list[dict[str, Any]] = []
         owned = h.owned_partitions()
-        start = after[1] if after is not None and after[0] == 0 else 0
-        armed = h.index.armed_in_order(owned, start)
+        armed = h.index.armed_in_order(owned, waits.index_start(filters, after))
         first = None if armed is None else await waits.first_waits_by_due(
             armed, h.read_row, filters, limit, after)
         if first is None:
@@ -387,6 +388,9 @@ def _filters(query: Any) -> waits.Filters:
              if value is not None]
     if ended and state not in (None, "done", waits.ALL):
         raise ApiError(400, f"{ended[0]} is only found on finished waits, not on state {state!r}")
+    due_from, due_to = _time(query, "dueFrom"), _time(query, "dueTo")
+    if (due_from is not None or due_to is not None) and (ended or state == "done"):
+        raise ApiError(400, "a next due time is only found on waits not done")
     key = query.get("key") or None
     if key is not None:
         check_key(key)
@@ -394,7 +398,9 @@ def _filters(query: Any) -> waits.Filters:
                          tenant=query.get("tenant") or None, key_prefix=key, outcome=outcome,
                          parked_from=_time(query, "parkedFrom"),
                          parked_to=_time(query, "parkedTo"), reason=reason,
-                         ended_from=ended_from, ended_to=ended_to)
+                         ended_from=ended_from, ended_to=ended_to,
+                         version=query.get("version") or None, due_from=due_from,
+                         due_to=due_to)
 
 
 def _after(query: Any) -> waits.SortKey | None:
@@ -418,8 +424,10 @@ def register(host: ConsoleHost, console: Console) -> None:
     class WaitList(View):
         """Waits not done (or of the given `state`: `parked`, `in_review`, `suspended`,
         `done`, `all`; an `outcome` implies done), filtered by key prefix (`key`),
-        `definition`, `tenant` and park time (`parkedFrom`, `parkedTo`: epoch ms or
-        ISO 8601), ordered by next due time, `limit` at a time, merged from every
+        `definition`, its `version`, `tenant`, park time (`parkedFrom`, `parkedTo`:
+        epoch ms or ISO 8601, both included) and next due time (`dueFrom`, `dueTo`:
+        waits not done with a timer armed), ordered by next due time, `limit` at a
+        time, merged from every
         worker. Each carries its `cursor`; `next` is the cursor to pass as `after`
         for the next page (null on the last); `unavailable` names workers that did
         not answer."""

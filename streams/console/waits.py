@@ -86,6 +86,9 @@ class Filters:
     `outcome`, a `reason` or an end time implies done.  `parked_from`/`parked_to`
     bound the park time, `ended_from`/`ended_to` the end time (epoch ms, both
     included): the diagram's counts over the last hour list their waits by it.
+    `due_from`/`due_to` bound the next due time (the earliest armed timer) of a
+    wait not done; a wait with none armed (suspended) never matches them.
+    `version` is the definition's version the wait follows.
     """
 
     state: str | None = None
@@ -98,6 +101,9 @@ class Filters:
     reason: str | None = None
     ended_from: int | None = None
     ended_to: int | None = None
+    version: str | None = None
+    due_from: int | None = None
+    due_to: int | None = None
 
     @property
     def of_ended(self) -> bool:
@@ -122,7 +128,22 @@ class Filters:
                 and (self.tenant is None or head.tenant == self.tenant)
                 and (self.key_prefix is None or key.startswith(self.key_prefix.encode()))
                 and (self.parked_from is None or head.parked_at >= self.parked_from)
-                and (self.parked_to is None or head.parked_at <= self.parked_to))
+                and (self.parked_to is None or head.parked_at <= self.parked_to)
+                and (self.version is None or head.version == self.version)
+                and self._due_ok(head))
+
+    @property
+    def of_due(self) -> bool:
+        """Whether the next due time is bounded."""
+        return self.due_from is not None or self.due_to is not None
+
+    def _due_ok(self, head: RowHead) -> bool:
+        if not self.of_due:
+            return True
+        due = head.next_due  # a finished wait's only timer is its purge, not a due time
+        return (head.state is not WaitStatus.DONE and due is not None
+                and (self.due_from is None or due >= self.due_from)
+                and (self.due_to is None or due <= self.due_to))
 
     def match_wait(self, wait: Wait) -> bool:
         """What only the decoded wait can tell."""
@@ -340,6 +361,13 @@ async def first_waits(rows: Iterable[tuple[int, bytes, bytes]], filters: Filters
     return [(e.key, e.partition, e.sort) for e in sorted(heap, key=lambda e: e.sort)]
 
 
+def index_start(filters: Filters, after: SortKey | None) -> int:
+    """The due time a page's walk of the timer index starts from: the cursor's, or the
+    filter's `due_from` if later (nothing due before it can be on the page)."""
+    start = after[1] if after is not None and after[0] == 0 else 0
+    return start if filters.due_from is None else max(start, filters.due_from)
+
+
 async def first_waits_by_due(armed: Iterable[tuple[int, str, int]],
                              read_row: Callable[[bytes, int], bytes | None], filters: Filters,
                              limit: int, after: SortKey | None = None,
@@ -354,7 +382,9 @@ async def first_waits_by_due(armed: Iterable[tuple[int, str, int]],
     wait is taken at its earliest timer only (the one its row head names).
     None when the index runs out before the page is full (waits with no timer
     armed, such as suspended ones, come after; only a scan finds them) or the
-    filters pass over more than `budget` entries: the caller then scans.
+    filters pass over more than `budget` entries: the caller then scans.  With
+    a `due_to` bound the walk ends at it, with what it found: nothing later in
+    the order can match.
     """
     if after is not None and after[0] != 0:
         return None
@@ -365,6 +395,8 @@ async def first_waits_by_due(armed: Iterable[tuple[int, str, int]],
             return None
         if looked % SCAN_YIELD_EVERY == 0:
             await asyncio.sleep(0)
+        if filters.due_to is not None and due > filters.due_to:
+            return found  # every wait further on is due later, or has nothing due: done
         if (due, key) == previous:  # another kind of timer due at the same instant
             continue
         previous = (due, key)

@@ -78,6 +78,7 @@ class SlotChanges(TypedDict, total=False):
     early_timer: ArmedTimer | None
     next_generation: int
     early_commands: tuple[HeldCommand, ...]
+    traceparent: str | None
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {

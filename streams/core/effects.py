@@ -90,7 +90,8 @@ class RejectReason(StrEnum):
     LATE = "late"
     """The wait is already done, or a reply already won and is in review."""
     DUPLICATE = "duplicate"
-    """A second request for a key that has a wait, or a reply id seen before."""
+    """A second request for a key that has a wait, a reply id seen before, or a command
+    of a bulk operation whose command the wait already took (its trace names it)."""
     UNDECODABLE = "undecodable"
     """Neither readable Avro nor valid JSON of the record's fields (decided by the
     codec in the processor; `detail` says what was wrong)."""

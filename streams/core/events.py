@@ -89,6 +89,9 @@ class StartWait:
     payload: str | None = None
     parties: tuple[str, ...] = ()
     deadline: str | None = None
+    traceparent: str | None = None
+    """The W3C trace context the request came with (its Kafka header), kept with the
+    wait it parks (``Slot.traceparent``); opaque to the rules."""
 
 
 @fast_init
@@ -145,6 +148,9 @@ class Command:
     move_by: str | None = None
     version: str | None = None
     """For MIGRATE: the definition version to move the wait to (None: the newest)."""
+    operation_id: str | None = None
+    """The bulk operation the command belongs to (streams.core.operations): named in the
+    trace entry of a command the wait takes; a second command of it is refused."""
 
 
 @fast_init

@@ -238,6 +238,11 @@ class Slot:
     """Expires early replies and early commands alike: the first of them due."""
     next_generation: int = 1
     early_commands: tuple[HeldCommand, ...] = ()
+    traceparent: str | None = None
+    """The W3C trace context of the request that parked the wait (``StartWait``), for
+    the processor to write on the wait's actions and outcome; opaque to the rules.  On
+    the slot, not the wait, so that the stored form keeps it beside the wait (a worker
+    of 0.2.0 ignores it there, where an unknown wait field would stop it)."""
 
     def armed_timers(self) -> frozenset[ArmedTimer]:
         return frozenset(self.armed_in_any_order())

@@ -7,7 +7,8 @@ refuses versions it does not know rather than guess (a newer writer's row).
 
 Layout (``v`` 1)::
 
-    slot   {"v":1, "w":wait?, "e":[held..]?, "ec":[heldcmd..]?, "et":timer?, "g":next_generation}
+    slot   {"v":1, "w":wait?, "e":[held..]?, "ec":[heldcmd..]?, "et":timer?, "g":next_generation,
+            "tp":traceparent?}
     timer  [kind, due_at, generation]          kind: r d p x e (see _KIND)
     held   [reply, received_at, by_operator?, seq?, who?]
            (by_operator 0/1 and seq when more follows; who {"o":operator?, "z":reason?})
@@ -15,7 +16,8 @@ Layout (``v`` 1)::
             "og"|"os":origin?}
     heldcmd [command, received_at, seq?]
     command {"c":key, "k":kind, "z":reason?, "ro":reviewOutcome?, "rn":reviewNote?,
-             "r":responseData?, "o":operator?, "dl":deadline?, "mb":moveBy?, "og"|"os":origin?}
+             "r":responseData?, "o":operator?, "dl":deadline?, "mb":moveBy?, "v":version?,
+             "oi":operationId?, "og"|"os":origin?}
     origin "og": [topic, partition, offset, base64(value)]
            "os": [topic, partition, offset, base64(before), base64(after), form]
                  value = before + responseData in `form` + after (see _FORMS)
@@ -28,14 +30,18 @@ Layout (``v`` 1)::
     trace  [at, event, detail]
     wait   short keys from _WAIT_KEYS, defaults omitted
 
-"ec", a held reply's "who", a command's "dl"/"mb"/"v", the timer kind "s"
+"ec", a held reply's "who", a command's "dl"/"mb"/"v"/"oi", the timer kind "s"
 (send_retry) and the wait keys "op", "or", "pd", "sd", "hr", "se", "dv" were
 added without a version change: rows written before them simply hold none.
 So was "os" (2026-12-03): a held record's bytes hold its responseData once
 more, and base64 makes them a third larger, so a 390 KB reply held for its
 request made a 910 KB row (over the 900,000-byte limit); "os" stores the
 bytes around the responseData, and the row holds the answer once.  A build
-before it reads such a record without its original bytes.
+before it reads such a record without its original bytes.  So was "tp" (the
+wait's W3C traceparent, `Slot.traceparent`): at the slot's top level, which
+every reader so far ignores when it does not know a key (an unknown key in
+"w" is refused), so a worker of 0.2.0 reads such a row and writes it back
+without it.
 """
 
 from __future__ import annotations
@@ -119,6 +125,8 @@ def encode_slot(slot: Slot) -> bytes:
                      for h in slot.early_commands]
     if slot.early_timer is not None:
         out["et"] = _enc_timer(slot.early_timer)
+    if slot.traceparent is not None:
+        out["tp"] = slot.traceparent
     return orjson.dumps(out)
 
 
@@ -138,11 +146,16 @@ def decode_slot(data: bytes) -> Slot:
             early_commands=tuple(HeldCommand(_dec_command(h[0]), int(h[1]),
                                              int(h[2]) if len(h) > 2 else 0)
                                  for h in raw.get("ec", ())),
+            traceparent=_dec_traceparent(raw.get("tp")),
         )
     except StateDecodeError:
         raise
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise StateDecodeError(f"Expected a stored slot, but could not read it: {exc}") from exc
+
+
+def _dec_traceparent(raw: Any) -> str | None:
+    return raw if isinstance(raw, str) else None
 
 
 def _enc_timer(t: ArmedTimer) -> list[Any]:
@@ -215,7 +228,7 @@ def _get_origin(raw: dict[str, Any], data: str | None) -> Origin | None:
 
 _COMMAND_KEYS = {"reason": "z", "review_outcome": "ro", "review_note": "rn",
                  "response_data": "r", "operator": "o", "deadline": "dl", "move_by": "mb",
-                 "version": "v"}
+                 "version": "v", "operation_id": "oi"}
 
 
 def _enc_command(c: Command) -> dict[str, Any]:

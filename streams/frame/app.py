@@ -85,6 +85,8 @@ class XwaitApp(faust.App):
         worker = getattr(self, "xwait", None)
         if worker is not None:
             await worker.ownership.stop(failed=worker.failure is not None)
+            if worker.tracer is not None:  # the spans still queued go out
+                await asyncio.get_running_loop().run_in_executor(None, worker.tracer.shutdown)
         await super().on_stop()
 
 

@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import Any
 
 from streams.codec import RegistryUnavailable
 from streams.core import TimerKind
@@ -39,6 +40,7 @@ from streams.processor.records import RecordHandler
 from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
 from streams.processor.stream_clock import StreamClock
+from streams.processor.tracing import BatchTracer
 from streams.timers.due import DueTimers
 from streams.timers.firing import FiredTimer
 from streams.timers.stored import Summary
@@ -62,6 +64,8 @@ class Applier:
         self.book = book
         self.index = index
         self.clock = clock
+        # Makes each batch's spans (`streams.processor.tracing`); None: none are made.
+        self.tracer = ctx.tracer
         self.counters = ctx.counters
         self.latency = ctx.latency
         # Least seconds between two batches' starts (`run`): the batch linger.
@@ -135,7 +139,12 @@ class Applier:
             timers = self._due()
             if not records and not timers:
                 return
+            started_ns = time.time_ns() if self.tracer is not None else 0
             batch = await self._decide(records, timers)
+            span = None
+            if self.tracer is not None and batch is not None:
+                span = self._decide_span(self.tracer, batch, started_ns, len(records),
+                                         len(timers))
             await self.drain()
             if batch is None:  # unreleased: staged again
                 await asyncio.sleep(self.tuning.registry_retry_s)
@@ -145,7 +154,7 @@ class Applier:
             if not self.ctx.failed and batch.parts:
                 for p, part in batch.parts.items():
                     self._pending_rows[p] = part.rows
-                self._committing = asyncio.ensure_future(self._commit(batch))
+                self._committing = asyncio.ensure_future(self._commit(batch, span))
                 self._committing.add_done_callback(lambda _f: self.ctx.wake.set())
 
     def _due(self) -> list[FiredTimer]:
@@ -229,8 +238,19 @@ class Applier:
             part.summary = summary.copy()
         return batch
 
-    async def _commit(self, batch: Batch) -> None:
+    @staticmethod
+    def _decide_span(tracer: BatchTracer, batch: Batch, started_ns: int, records: int,
+                     timers: int) -> Any:
+        """The batch's decide span, linked to the traces of the waits it decided for."""
+        links = tracer.links(handled.traceparent for _, handled, _ in batch.decided)
+        return tracer.decided(links, started_ns, time.time_ns(), {
+            "xwait.records": records, "xwait.timers": timers,
+            "xwait.partitions": sorted(batch.parts), "xwait.traced_waits": len(links)})
+
+    async def _commit(self, batch: Batch, span: Any = None) -> None:
+        """Commit `batch`; `span`: its decide span, parent of its commit span (if traced)."""
         started = self.ctx.clock()
+        started_ns = time.time_ns() if span is not None else 0
         self.committing_since = time.monotonic()
         loop = asyncio.get_running_loop()
         try:
@@ -238,10 +258,14 @@ class Applier:
             # Commit step 4, on the store's thread: written only once committed (F4).
             await loop.run_in_executor(self._store_thread, self._store, batch, committed)
         except Exception as exc:  # noqa: BLE001 - nothing of the batch is stored
+            if span is not None and self.tracer is not None:
+                self._commit_span(self.tracer, span, batch, started_ns, exc)
             await self.ctx.fail(exc, f"a batch of {len(batch)} records")
             return
         finally:
             self.committing_since = None
+        if span is not None and self.tracer is not None:
+            self._commit_span(self.tracer, span, batch, started_ns, None, committed.fenced)
         if committed.fenced:
             # Commit F5: those partitions moved to another worker.  Nothing of theirs
             # is stored; the next batch drops what it decided for them, and ownership
@@ -255,6 +279,14 @@ class Applier:
                                          if isinstance(rec, InputRecord)
                                          and rec.log_append_time and rec.timestamp))
         self._remember(batch)
+
+    def _commit_span(self, tracer: BatchTracer, decide: Any, batch: Batch, started_ns: int,
+                     error: BaseException | None, fenced: frozenset[int] = frozenset()) -> None:
+        links = tracer.links(handled.traceparent for _, handled, _ in batch.decided)
+        tracer.committed(decide, links, started_ns, time.time_ns(), {
+            "xwait.records": len(batch), "xwait.outputs": len(batch.out),
+            "xwait.partitions": sorted(batch.parts), "xwait.fenced": sorted(fenced),
+            "xwait.guarantee": self.ctx.settings.guarantee.value}, error)
 
     def _store(self, batch: Batch, committed: Committed) -> None:
         """One atomic RocksDB write per committed partition (in the store's thread).

@@ -54,14 +54,15 @@ A transaction that fails without a crash (both guarantees) is tried again
 in the worker, on a new producer for the partition (which fences the old
 one), when its abort was acknowledged (`_Transactions._transaction`), or,
 while its commit was never sent, refused because the coordinator holds no
-open transaction or not finished in time (`_abort`; the new producer's
-fence aborts it): then none of it is or will be visible, and producing the
-same records again duplicates nothing.  (A producer of librdkafka's stood
-still after a broker restart, its partition's leader "not found in cache",
-until its records expired with the transaction; the worker used to stop on
-that.  Now records queued with no delivery report for `Tuning.stall_s` are purged,
-which fails the transaction sooner: `_commit_transaction`.)  Otherwise the
-transaction's fate is the coordinator's to settle and the worker stops.
+open transaction or not finished in time (`transactions.abort`; the new
+producer's fence aborts it): then none of it is or will be visible, and
+producing the same records again duplicates nothing.  (A producer of
+librdkafka's stood still after a broker restart, its partition's leader "not
+found in cache", until its records expired with the transaction; the worker
+used to stop on that.  Now records queued with no delivery report for
+`Tuning.stall_s` are purged, which fails the transaction sooner:
+`transactions.commit_transaction`.)  Otherwise the transaction's fate is the
+coordinator's to settle and the worker stops.
 
 Fencing: why a worker that lost a partition cannot corrupt it
 --------------------------------------------------------------
@@ -118,43 +119,36 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from streams.errors import XwaitError
 from streams.kafka_errors import kafka_error
 from streams.processor.batch import Batch, PartitionBatch
 from streams.processor.context import WorkerContext
 from streams.processor.positions import POSITIONS_KEY, encode_positions
-from streams.processor.tuning import Tuning
+from streams.processor.transactions import (
+    UNDELIVERED,
+    Aborted,
+    Deliveries,
+    Fenced,
+    Steps,
+    abort,
+    commit_transaction,
+    is_fenced,
+    produce,
+)
 
 log = logging.getLogger(__name__)
 
-_TIMED_OUT = KafkaError._TIMED_OUT  # noqa: SLF001 - librdkafka's public code
-# What a commit raises when records failed while it flushed, before its EndTxn.
-_UNDELIVERED = KafkaError._INCONSISTENT  # noqa: SLF001 - librdkafka's public code
-# What a producer whose transactional id a newer one took says (F1): librdkafka's own
-# code, or the broker's; a produce on it says only _FATAL (`_fenced`).
-_FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,  # noqa: SLF001
-                           KafkaError.INVALID_PRODUCER_EPOCH})
-_FATAL = KafkaError._FATAL  # noqa: SLF001 - librdkafka's public code
 
 
 class CommitFailed(XwaitError):
     """A batch could not be made durable: the worker must stop before any offset moves."""
-
-
-class _Aborted(Exception):
-    """A transaction failed and its abort was acknowledged: nothing of it is visible."""
-
-
-class _Fenced(Exception):
-    """A newer producer holds the partition's transactional id: it moved to another owner."""
 
 
 @dataclass(frozen=True)
@@ -173,58 +167,6 @@ class Committed:
 ProducerFactory = Callable[[dict[str, Any]], Any]
 
 
-class _Steps:
-    """The tuning of a commit's steps, and when the latest step began (monotonic).
-
-    Each step (a flush, a transaction's commit or abort, an init) is bounded
-    by the client; the worker's watchdog stops a worker one of whose steps
-    has not returned after `Tuning.commit_hang_s` (`started`).
-    """
-
-    def __init__(self, tuning: Tuning) -> None:
-        self.tuning = tuning
-        self.started: float | None = None
-
-    def begin(self) -> None:
-        self.started = time.monotonic()
-
-
-class _Deliveries:
-    """Delivery reports of one flush: errors, and the last changelog offset per partition."""
-
-    def __init__(self) -> None:
-        self.errors: list[str] = []
-        self.changelog_offsets: dict[int, int] = {}
-        self.reports = 0  # delivery reports so far, good or bad: progress
-
-    def output(self, err: KafkaError | None, msg: Any) -> None:
-        self.reports += 1
-        if err is not None:
-            self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
-
-    def changelog(self, err: KafkaError | None, msg: Any) -> None:
-        self.reports += 1
-        if err is not None:
-            self.errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
-            return
-        p, offset = msg.partition(), msg.offset()
-        if offset > self.changelog_offsets.get(p, -1):
-            self.changelog_offsets[p] = offset
-
-
-def _produce(producer: Any, topic: str, key: bytes, value: bytes | None,
-             partition: int | None, on_delivery: Callable[[KafkaError | None, Any], None],
-             queue_full_wait_s: float) -> None:
-    """Queue one record, waiting (blocking, in a worker thread) while the queue is full."""
-    extra = {} if partition is None else {"partition": partition}
-    while True:
-        try:
-            producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **extra)
-            return
-        except BufferError:
-            producer.poll(queue_full_wait_s)
-
-
 class _Transactions:
     """A transactional producer per owned partition: its state, and with `outputs` its
     output records too, one transaction per partition and batch (F1-F5)."""
@@ -240,7 +182,7 @@ class _Transactions:
         self._outputs = outputs
         self._make_producer = make_producer
         self._producers: dict[int, Any] = {}
-        self.steps = _Steps(tuning)
+        self.steps = Steps(tuning)
         # "transactions.retried": tries after one proven never committed (`_commit_one`);
         # "transactions.fenced": partitions whose commit a newer owner fenced.
         self.counters = ctx.counters
@@ -331,13 +273,13 @@ class _Transactions:
         for attempt in range(1, attempts + 1):
             try:
                 return self._transaction(producer, part), producer, attempt
-            except _Fenced as fenced:
+            except Fenced as fenced:
                 producer.purge(in_queue=True, in_flight=True, blocking=False)  # never sent
                 log.warning("partition %d moved to another worker: its transaction was "
                             "fenced (%s); nothing of its batch is stored, and its owner "
                             "decides its inputs", part.partition, fenced)
                 return None, producer, attempt
-            except _Aborted as aborted:
+            except Aborted as aborted:
                 if attempt == attempts:
                     raise CommitFailed(
                         f"the transaction of partition {part.partition} failed "
@@ -350,8 +292,8 @@ class _Transactions:
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _transaction(self, producer: Any, part: PartitionBatch) -> dict[int, int]:
-        """One try; `_Aborted` when it failed and is proven never committed (`_abort`),
-        `_Fenced` when a newer producer took the transactional id.
+        """One try; `Aborted` when it failed and is proven never committed (`transactions.abort`),
+        `Fenced` when a newer producer took the transactional id.
 
         An acknowledged abort means the transaction was not committed:
         librdkafka takes an abort only in a transaction that has not begun
@@ -362,31 +304,31 @@ class _Transactions:
         fatal error, stops the worker instead: its restart restores whatever
         the coordinator committed.
         """
-        deliveries = _Deliveries()
+        deliveries = Deliveries()
         committing = False
         wait = self.steps.tuning.queue_full_wait_s
         try:
             producer.begin_transaction()
             if self._outputs:
                 for out in part.out:
-                    _produce(producer, self._topics[out.role], out.key, out.value,
-                             out.partition, deliveries.output, wait)
+                    produce(producer, self._topics[out.role], out.key, out.value,
+                            out.partition, deliveries.output, wait, out.headers)
             for key, value in _changelog_records(part):
-                _produce(producer, self._changelog, key, value, part.partition,
-                         deliveries.changelog, wait)
+                produce(producer, self._changelog, key, value, part.partition,
+                        deliveries.changelog, wait)
             committing = True
-            _commit_transaction(producer, deliveries, self.steps)
+            commit_transaction(producer, deliveries, self.steps)
         except KafkaException as exc:
             err = kafka_error(exc)
-            if _fenced(producer, err):
-                raise _Fenced(str(exc)) from exc
+            if is_fenced(producer, err):
+                raise Fenced(str(exc)) from exc
             may_abort = not committing or (err is not None and err.txn_requires_abort())
             # Its EndTxn(commit) was never sent: it failed before the commit began,
             # or librdkafka found records failed at the commit's flush, which comes
             # before the EndTxn (_INCONSISTENT, "N message(s) failed delivery").
-            unsent = not committing or (err is not None and err.code() == _UNDELIVERED)
-            if may_abort and _abort(producer, err, unsent, self.steps):
-                raise _Aborted(str(exc)) from exc
+            unsent = not committing or (err is not None and err.code() == UNDELIVERED)
+            if may_abort and abort(producer, err, unsent, self.steps):
+                raise Aborted(str(exc)) from exc
             raise CommitFailed(f"the transaction of partition {part.partition} failed: "
                                f"{exc}; read_committed consumers see it only if the "
                                "transaction coordinator committed it") from exc
@@ -442,11 +384,11 @@ class AtLeastOnce:
     def _produce_outputs(self, batch: Batch) -> None:
         producer = self._ensure_producer()
         tuning = self.steps.tuning
-        outputs = _Deliveries()
+        outputs = Deliveries()
         for part in batch.parts.values():
             for out in part.out:
-                _produce(producer, self._topics[out.role], out.key, out.value, out.partition,
-                         outputs.output, tuning.queue_full_wait_s)
+                produce(producer, self._topics[out.role], out.key, out.value, out.partition,
+                        outputs.output, tuning.queue_full_wait_s, out.headers)
         self.steps.begin()
         try:
             remaining = producer.flush(tuning.flush_timeout_s)
@@ -475,137 +417,6 @@ class ExactlyOnce(_Transactions):
     def __init__(self, ctx: WorkerContext, conf: dict[str, Any],
                  make_producer: ProducerFactory = Producer) -> None:
         super().__init__(ctx, conf, make_producer, outputs=True)
-
-
-def _commit_transaction(producer: Any, deliveries: _Deliveries, steps: _Steps) -> None:
-    """Commit; records that stand still in librdkafka's queue for `stall_s` are purged.
-
-    Calls that time out are called again (`_resumed`).  A producer whose
-    partition's leader librdkafka lost track of after a broker restart kept
-    its records queued until they expired with the transaction, 60 s.  When
-    a call times out with no delivery report since the last one, the
-    records still queued (never sent) are purged instead: they fail, so the
-    next call reports the transaction abortable, and it is aborted and tried
-    again on a new producer.  Records in flight are left alone.
-    """
-    stall_s = steps.tuning.stall_s
-    reports, since = deliveries.reports, time.monotonic()
-
-    def stalled(err: KafkaError) -> None:
-        nonlocal reports, since
-        now = time.monotonic()
-        if deliveries.reports != reports:
-            reports, since = deliveries.reports, now
-        elif now - since >= stall_s:
-            log.warning("a transaction's records had no delivery report for %.0f s (%s): "
-                        "purging those still queued, so that it is aborted and tried again "
-                        "on a new producer", now - since, err)
-            producer.purge(in_queue=True, in_flight=False, blocking=False)
-            since = now
-
-    _resumed(producer.commit_transaction, "committing", steps, stall_s, stalled)
-
-
-def _resumed(call: Callable[[float], None], what: str, steps: _Steps,
-             timeout: float | None = None,
-             retrying: Callable[[KafkaError], None] | None = None,
-             within: float | None = None) -> None:
-    """`call` (a commit or an abort), called again while librdkafka says it goes on.
-
-    A commit or abort that times out (its flush, its EndTxn) is retriable
-    and carries on in the background; calling it again resumes it.  A commit
-    whose records then expire with the transaction becomes abortable, which
-    the next call reports.  Each call at most `timeout` (the transaction
-    timeout unless given), `within` seconds in all (two transaction timeouts
-    unless given), then the error.  `retrying` hears each retriable error
-    before the next call.
-    """
-    tuning = steps.tuning
-    timeout = tuning.transaction_timeout_s if timeout is None else timeout
-    deadline = time.monotonic() + (2 * tuning.transaction_timeout_s if within is None
-                                   else within)
-    while True:
-        steps.begin()
-        try:
-            call(max(0.0, min(timeout, deadline - time.monotonic())))
-            return
-        except KafkaException as exc:
-            err = kafka_error(exc)
-            if not (err is not None and err.retriable() and time.monotonic() < deadline):
-                raise
-            log.info("%s a transaction: %s; calling again", what, err)
-            if retrying is not None:
-                retrying(err)
-            if err.code() != _TIMED_OUT:
-                time.sleep(tuning.txn_retry_wait_s)  # answered at once: do not spin
-
-
-def _abort(producer: Any, err: KafkaError | None, unsent: bool, steps: _Steps) -> bool:
-    """Abort a failed transaction; whether it is proven never committed.
-
-    Proven when the abort is acknowledged; or when the coordinator refuses
-    it with INVALID_TXN_STATE - it holds no open transaction of this
-    producer - and the commit's EndTxn was never sent (`unsent`): the
-    coordinator then can only have aborted it or never begun it.  (After a
-    controller and transaction coordinator was killed, a worker's purged
-    transaction got that answer and the worker stopped: librdkafka issues
-    3297, 4849.)  Also proven when the commit was never sent and the abort
-    does not finish within 2 x stall_s: the new producer's init_transactions
-    fences this one, and the coordinator aborts the transaction it holds
-    open before it answers.  (After a broker restart, a producer that had
-    lost its partitions' leader went on not reaching the coordinator; its
-    abort timed out after 60 s, and again, and the worker stood still.)
-    The same refusal or timeout after an EndTxn(commit) was sent may mean
-    the coordinator is committing it, so that stops the worker, as does a
-    fatal commit error, which leaves nothing to abort.  An abort refused
-    because a newer producer took the transactional id raises `_Fenced`: the
-    partition moved (F5), and the new owner's fence aborted the transaction.
-    """
-    if err is not None and err.fatal():
-        return False
-    stall_s = steps.tuning.stall_s
-    try:
-        if unsent:
-            _resumed(producer.abort_transaction, "aborting", steps, stall_s,
-                     within=2 * stall_s)
-        else:
-            _resumed(producer.abort_transaction, "aborting", steps)
-    except KafkaException as exc:
-        refused = kafka_error(exc)
-        if refused is not None and refused.code() in _FENCED_CODES:
-            raise _Fenced(str(exc)) from exc
-        if unsent and refused is not None and refused.code() == KafkaError.INVALID_TXN_STATE:
-            log.warning("the coordinator holds no open transaction to abort (%s); its "
-                        "commit was never sent, so none of it is visible", refused)
-            return True
-        if unsent and refused is not None and refused.code() == _TIMED_OUT:
-            log.warning("the abort did not finish within %.0f s (%s); its commit was never "
-                        "sent, so the new producer's fence aborts it", 2 * stall_s, refused)
-            return True
-        log.exception("aborting the transaction failed too")
-        return False
-    return True
-
-
-def _fenced(producer: Any, err: KafkaError | None) -> bool:
-    """Whether a transaction failed because a newer producer took its transactional id.
-
-    librdkafka raises the fence as a fatal `_FENCED` from the transactional
-    calls; a produce on the fenced producer says only `_FATAL`, and the next
-    transactional call tells the cause.
-    """
-    if err is None:
-        return False
-    if err.code() in _FENCED_CODES:
-        return True
-    if err.code() != _FATAL:
-        return False
-    try:
-        producer.abort_transaction(0)
-    except KafkaException as exc:
-        cause = kafka_error(exc)
-        return cause is not None and cause.code() in _FENCED_CODES
-    return False
 
 
 def _changelog_records(part: PartitionBatch) -> list[tuple[bytes, bytes | None]]:

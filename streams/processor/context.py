@@ -30,6 +30,7 @@ from streams.config import Settings
 from streams.processor.latency import Latencies
 from streams.processor.model import Handled, InputRecord, Role
 from streams.processor.positions import Positions
+from streams.processor.tracing import BatchTracer
 from streams.processor.tuning import TUNING, Tuning
 from streams.timers.firing import FiredTimer
 from streams.timers.stored import Summary
@@ -77,6 +78,7 @@ class WorkerContext:
     fail: Fail = _not_set_fail
     lose: Lose = _not_set_lose
     clock: Callable[[], int] = wall_ms
+    tracer: BatchTracer | None = None  # batch spans, when OTLP is configured (`tracing`)
 
     @property
     def topics(self) -> Mapping[Role, str]:

@@ -28,6 +28,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streams.errors import XwaitError
+from streams.headers import read_input_headers
 from streams.kafka_errors import error_code
 from streams.processor.model import InputRecord, Role
 from streams.processor.tuning import TUNING, Tuning
@@ -41,9 +42,11 @@ class GapReadFailed(XwaitError):
 def input_record(role: Role, msg: Message, follows: int | None = None) -> InputRecord:
     """A record as confluent-kafka delivered it (without an error), as the worker takes it."""
     ts_type, ts = msg.timestamp()
+    headers = msg.headers()  # None when the record has none: the common case
+    traceparent, receipt = read_input_headers(headers) if headers else (None, None)
     return InputRecord(role, msg.topic() or "", msg.partition() or 0, msg.offset() or 0,
                        msg.key(), msg.value(), ts if ts >= 0 else None,
-                       ts_type == TIMESTAMP_LOG_APPEND_TIME, follows)
+                       ts_type == TIMESTAMP_LOG_APPEND_TIME, follows, traceparent, receipt)
 
 
 class GapReader:

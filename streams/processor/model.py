@@ -8,6 +8,7 @@ from enum import StrEnum
 from streams.codec import RecordType
 from streams.core import ArmedTimer, EmitOutcome, Slot, TimerKind, WaitStatus
 from streams.core.frozen import fast_init
+from streams.headers import Headers
 
 
 class Role(StrEnum):
@@ -20,6 +21,7 @@ class Role(StrEnum):
     ACTIONS = "actions"
     OUTCOMES = "outcomes"
     REJECTED = "rejected"
+    RECEIPTS = "receipts"
 
 
 INPUT_ROLES = (Role.REQUESTS, Role.REPLIES, Role.COMMANDS, Role.TIMERS)
@@ -72,6 +74,10 @@ class InputRecord:
     # next, so the offsets from there up to it hold no records (transaction
     # markers, aborted records).  None when it came from elsewhere.
     follows: int | None = None
+    # Of its Kafka headers (`streams.headers`), the two a worker reads: the W3C trace
+    # context, and the receipt id its sender asked a Receipt for.  None: absent.
+    traceparent: str | None = None
+    receipt: str | None = None
 
     def event_time(self, wall_ms: int) -> int:
         """When the record happened, as decisions see it: the broker's append time.
@@ -93,6 +99,8 @@ class OutRecord:
     key: bytes
     value: bytes
     partition: int | None = None  # None: the partitioner (murmur2) decides
+    headers: Headers | None = None  # Kafka headers (`streams.headers`); None: none
+
 
 
 @fast_init
@@ -163,3 +171,6 @@ class Handled:
     # The timer a timer record named, or the latest a fired timer fired (for the
     # lateness metric).
     timer: ArmedTimer | None = None
+    # The W3C trace the decision belongs to: its wait's (`Slot.traceparent`), else its
+    # input record's header; None: untraced.  Batch spans link to it (`tracing`).
+    traceparent: str | None = None

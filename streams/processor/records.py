@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from streams import codec
@@ -38,6 +39,8 @@ from streams.core import (
     split_correlation_key,
 )
 from streams.core.keys import key_problem
+from streams.core.receipts import Receipt, receipt_for, refusal
+from streams.headers import RECEIPT, TRACEPARENT, Headers
 from streams.partitioning import partition_for
 from streams.processor.envelope import Row, decode_row, encode_row
 from streams.processor.model import (
@@ -128,6 +131,7 @@ def to_event(role: Role, record: Mapping[str, Any], origin: Origin | None = None
             deadline=record.get("deadline"),
             move_by=record.get("moveBy"),
             version=record.get("version"),
+            operation_id=record.get("operationId"),
         )
     return TimerFired(
         wait_key=record["correlationKey"],
@@ -181,6 +185,7 @@ def command_record(c: Command) -> dict[str, Any]:
         "reviewOutcome": c.review_outcome, "reviewNote": c.review_note,
         "responseData": c.response_data, "operator": c.operator,
         "deadline": c.deadline, "moveBy": c.move_by, "version": c.version,
+        "operationId": c.operation_id,
     }
 
 
@@ -226,8 +231,11 @@ class RecordHandler:
         active = codec.active_codec()
         if active is not self._native_codec and not self.pure_python:
             self._native_codec = active
-            self._native = record_path(self.definitions, self.partitions, self.timers_topic,
-                                       active)
+            try:
+                self._native = record_path(self.definitions, self.partitions,
+                                           self.timers_topic, active)
+            except Exception:  # a bug of the native path: see `_native_failed`
+                self._native_failed()
         return self._native
 
     def rejected(self, about: InputRecord | FiredTimer, reason: str, detail: str, now_ms: int,
@@ -235,6 +243,7 @@ class RecordHandler:
                  at: Origin | None = None) -> OutRecord:
         """A Rejected record about an input or a fired timer, or about the record at `at`
         (one held before)."""
+        headers: Headers | None = None
         if isinstance(about, FiredTimer):
             source = (self.timers_topic, about.partition, -1)
             own_key: bytes | None = about.wait_key.encode()
@@ -243,6 +252,8 @@ class RecordHandler:
         else:
             source = (about.topic, about.partition, about.offset)
             own_key, own_value = about.key, about.value
+            if about.traceparent is not None and at is None:  # the sender's trace
+                headers = ((TRACEPARENT, about.traceparent.encode()),)
         data = own_value if original is None else original
         if data is not None and len(data) > MAX_REJECTED_ORIGINAL:
             detail += (f" (original cut to its first {MAX_REJECTED_ORIGINAL} of {len(data)} "
@@ -254,12 +265,16 @@ class RecordHandler:
             "key": own_key if key is None else key, "reason": reason, "detail": detail,
             "original": data, "rejectedAt": now_ms,
         })
-        return OutRecord(Role.REJECTED, own_key or key or b"", value)
+        return OutRecord(Role.REJECTED, own_key or key or b"", value, None, headers)
 
     def _refuse(self, about: InputRecord | FiredTimer, reason: ProcessorReject, detail: str,
                 now_ms: int) -> Handled:
-        return Handled(out=[self.rejected(about, reason.value, detail, now_ms)],
-                       counters=[f"rejected.{reason.value}"])
+        handled = Handled(out=[self.rejected(about, reason.value, detail, now_ms)],
+                          counters=[f"rejected.{reason.value}"])
+        if isinstance(about, InputRecord) and about.receipt is not None:
+            handled.out.append(receipt_out(about, about.receipt, refusal(
+                about.role is Role.REPLIES, reason.value, detail, now_ms)))
+        return handled
 
     def handle(self, rec: InputRecord, load: Callable[[str], bytes | None], now_ms: int,
                stream_time: int | None = None) -> Handled:
@@ -288,7 +303,8 @@ class RecordHandler:
         if expected != rec.partition:
             # Produced with another partitioner (librdkafka's CRC32 default):
             # the wait's state lives elsewhere.  Send it where it belongs.
-            return Handled(out=[OutRecord(rec.role, rec.key, rec.value or b"", expected)],
+            return Handled(out=[OutRecord(rec.role, rec.key, rec.value or b"", expected,
+                                          _forwarded_headers(rec))],
                            counters=["misrouted"])
         try:
             wait_key = rec.key.decode("utf-8")
@@ -299,6 +315,8 @@ class RecordHandler:
             else:
                 kind, record = RECORD_TYPE[rec.role], codec.decode(RECORD_TYPE[rec.role], rec.value)
             event = to_event(rec.role, record, origin, kind)
+            if rec.traceparent is not None and isinstance(event, StartWait):
+                event = replace(event, traceparent=rec.traceparent)  # kept with the wait
         except UndecodableRecord as exc:
             return self._refuse(rec, ProcessorReject.UNDECODABLE, f"{exc.reason}: {exc.detail}",
                                 now_ms)
@@ -376,6 +394,13 @@ class RecordHandler:
         slot = decode_slot(row.slot) if row.slot is not None else None
         decision = decide(slot, event, now_ms, self.definitions)
         handled = self._effects(about, wait_key, decision, now_ms)
+        if rec is not None and handled.traceparent is None:
+            handled.traceparent = rec.traceparent
+        if rec is not None and rec.receipt is not None and not isinstance(event, TimerFired):
+            # Its sender waits for it (streams.core.receipts): in this decision's outputs,
+            # so in its transaction, and decided again with it after a takeover.
+            handled.out.append(receipt_out(rec, rec.receipt, receipt_for(
+                slot, event, decision, now_ms, self.definitions), event))
         handled.head_before = row.head  # read with the row: the stored slot's head
         if decision.slot != slot:
             if decision.slot is None:
@@ -407,6 +432,13 @@ class RecordHandler:
         handled.timers_after = decision.armed_after
         handled.head_after = head_of(decision.slot, decision.armed_after)
         key = wait_key.encode()
+        # The trace the wait's request came with (`Slot.traceparent`): on its actions and
+        # its outcome, whatever decides them (a reply, a command, a timer), however late.
+        trace = decision.slot.traceparent if decision.slot is not None else None
+        traced: Headers | None = None
+        if trace is not None:
+            handled.traceparent = trace
+            traced = ((TRACEPARENT, trace.encode()),)
         for effect in decision.effects:
             if isinstance(effect, Reject):
                 about = effect.reply or effect.command or effect.result
@@ -431,12 +463,12 @@ class RecordHandler:
                 handled.counters.append(f"discarded.{effect.reason.value}")
             elif isinstance(effect, EmitOutcome):
                 handled.out.append(OutRecord(Role.OUTCOMES, key, codec.encode(
-                    RecordType.OUTCOME, outcome_record(effect))))
+                    RecordType.OUTCOME, outcome_record(effect)), None, traced))
                 handled.counters.append(f"outcomes.{effect.reason.value}")
                 handled.outcomes.append(effect)
             elif isinstance(effect, EmitAction):
                 handled.out.append(OutRecord(Role.ACTIONS, key, codec.encode(
-                    RecordType.ACTION, action_record(effect))))
+                    RecordType.ACTION, action_record(effect)), None, traced))
                 handled.counters.append(f"actions.{effect.action.value}")
         return handled
 
@@ -471,3 +503,48 @@ def _too_large(handled: Handled) -> str | None:
                     f"{len(out.value)} bytes; nothing was changed")
     return None
 
+
+
+def _forwarded_headers(rec: InputRecord) -> Headers | None:
+    """The headers a worker reads, on a record it forwards to its partition."""
+    if rec.traceparent is None and rec.receipt is None:
+        return None
+    out: list[tuple[str, bytes]] = []
+    if rec.traceparent is not None:
+        out.append((TRACEPARENT, rec.traceparent.encode()))
+    if rec.receipt is not None:
+        out.append((RECEIPT, rec.receipt.encode()))
+    return tuple(out)
+
+
+def receipt_out(rec: InputRecord, receipt_id: str, receipt: Receipt,
+                event: Reply | Command | StartWait | ActionResult | None = None) -> OutRecord:
+    """The Receipt record of `rec`, keyed by the receipt id its sender gave.
+
+    `event` is the record as decoded (None: refused before it could be read)."""
+    if isinstance(event, Command):
+        record_type: RecordType | None = RecordType.COMMAND
+    elif isinstance(event, Reply):
+        record_type = RecordType.REPLY
+    elif isinstance(event, StartWait):
+        record_type = RecordType.START_WAIT
+    elif isinstance(event, ActionResult):
+        record_type = RecordType.ACTION_RESULT
+    else:
+        record_type = None
+    value = codec.encode(RecordType.RECEIPT, {
+        "receiptId": receipt_id,
+        "key": None if rec.key is None else rec.key.decode("utf-8", "replace"),
+        "correlationKey": None if event is None else event.correlation_key,
+        "record": None if record_type is None else record_type.value,
+        "command": event.command.value if isinstance(event, Command) else None,
+        "verdict": receipt.verdict.value, "reason": receipt.reason, "detail": receipt.detail,
+        "decidedAt": receipt.decided_at, "heldUntil": receipt.held_until,
+        "outcome": receipt.outcome, "outcomeReason": receipt.outcome_reason,
+        "outcomeId": receipt.outcome_id, "party": receipt.party,
+        "endedAt": receipt.ended_at, "validationIssue": receipt.validation_issue,
+        "actionId": receipt.action_id,
+        "topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+    })
+    headers = None if rec.traceparent is None else ((TRACEPARENT, rec.traceparent.encode()),)
+    return OutRecord(Role.RECEIPTS, receipt_id.encode(), value, None, headers)

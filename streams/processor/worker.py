@@ -37,7 +37,7 @@ from typing import Any
 from streams.config import Guarantee, Settings
 from streams.core import WaitDefinition
 from streams.core import native as native_rules
-from streams.processor import collector
+from streams.processor import collector, tracing
 from streams.processor.applier import Applier
 from streams.processor.census import Census
 from streams.processor.commit import AtLeastOnce, Committer, ExactlyOnce
@@ -57,6 +57,7 @@ from streams.processor.state import StateStores
 from streams.processor.stream_clock import StreamClock
 from streams.processor.takeover import Ownership
 from streams.processor.tuning import TUNING, Tuning
+from streams.testing.clock import worker_clock
 from streams.timers.due import DueTimers
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,14 @@ class Worker:
                  tuning: Tuning = TUNING) -> None:
         self.settings = settings
         self.definitions = definitions
+        # Spans of each batch, when OTEL_EXPORTER_OTLP_ENDPOINT is set (else None: none made).
+        self.tracer = tracing.from_env(os.environ, settings.app_id,
+                                       max_links=tuning.batch_max + tuning.timers_max)
         self.ctx = ctx = WorkerContext(
             settings, changelog_topic(settings), tuning,
             latency=Latencies(tuning.latency_window), fail=self.fail,
-            lose=lambda partitions: self.ownership.lost(partitions))
+            lose=lambda partitions: self.ownership.lost(partitions), tracer=self.tracer,
+            clock=worker_clock(settings))  # the wall clock, or the test kit's (XWAIT_CLOCK)
         self.counters = ctx.counters
         self.latency = ctx.latency
         self.observers = ctx.observers  # called after each record is durable
@@ -239,6 +244,13 @@ class Worker:
             "gcPasses": None if self.gc_watch is None else list(self.gc_watch.passes),
             "positions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
                           for p, pos in sorted(self.book.decided.items())},
+            # What is durable (the test kit's `advance` waits for these, streams.testing.kit):
+            # the positions stored with the state, and the armed timers due by their
+            # partition's stream time whose decision is not stored yet (up to 1000).
+            "durablePositions": {str(p): {r.value: o for r, o in pos.next_offset.items()}
+                                 for p, pos in sorted(self.book.durable.items())},
+            "timersDue": sum(self.index.count_due(t, [p], cap=1000)
+                             for p, t in self.sequencer.times().items() if p in owned),
         }
 
 

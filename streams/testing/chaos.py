@@ -25,62 +25,35 @@ broker's clock:
 
 Replies are produced only once their request's append is confirmed, so no
 reply ever overtakes its request (that race is tested on its own elsewhere).
+The load and the watch are `streams.testing.load`.
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import random
-import secrets
-import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    TIMESTAMP_LOG_APPEND_TIME,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
-
-from streams import codec
 from streams.config import Guarantee, Settings
-from streams.processor.gaps import EndOffsets
-from streams.processor.sequencer import CLOCKED_ROLES
-from streams.processor.stream_clock import grace_for_replicas
+from streams.testing.load import (
+    DEADLINE_MS,
+    DEFINITION,
+    Load,
+    Wait,
+    Watch,
+    commit_grace_ms,
+    expected_outcome,
+    make_waits,
+)
 from streams.testing.workers import WorkerProcess
 
-# How long the watch may read nothing while a partition holds records beyond it before
-# it takes another consumer (see Watch._renew_if_stuck).
-WATCH_STALL_S = 10.0
-
-DEFINITION = """\
-# The chaos run's wait: replies race a short deadline; invalid replies go to review.
-name: chaos
-variant: single-channel
-channels: [portal]
-reminder: {every: PT2S, limit: 2}
-deadline: PT6S
-invalid_reply: review
-early_reply_ttl: PT10M
-retention: PT2H
-response_schema:
-  type: object
-  required: [approved]
-  properties:
-    approved: {type: boolean}
-"""
-DEADLINE_MS = 6_000
-# How long a Load waits for its producer to be ready (Load.warm) before it gives up.
-LOAD_WARM_TIMEOUT_S = 60.0
+# How often the settling run records where the load and the worker stand (an event).
+SETTLE_SAMPLE_S = 15.0
 
 
 @dataclass
@@ -129,17 +102,6 @@ ZOMBIE_PAST_S = 5.0
 
 
 @dataclass
-class Wait:
-    key: str
-    requested_at: int
-    kind: str  # valid | invalid | silent
-    delay_ms: int = 0
-    request_appended: int | None = None
-    reply_appended: int | None = None
-    reply_acked: int | None = None  # wall ms the load had the reply's acknowledgement
-
-
-@dataclass
 class Report:
     guarantee: str
     plan: dict[str, Any]
@@ -154,6 +116,8 @@ class Report:
     # above the time Kafka took to commit it, what the commit grace is for.
     reply_ack_ms: tuple[int, int, int] | None = None
     load_warm_s: float | None = None  # how long the load's producer took to be ready (Load.warm)
+    # The counts of the run: alike in shape with a wait's own counts (streams/core/state.py;
+    # duplicates lists the pair), deliberately: fields of two records, no logic shared.
     duplicate_outcomes: int = 0
     duplicate_actions: int = 0
     outcome_records: int = 0
@@ -168,6 +132,14 @@ class Report:
     # Transactions of the workers still running at the end that a newer owner fenced
     # (what a zombie's commits came to).
     fenced: int = 0
+    # Both sides of the inputs when the run settled (`input_sides`), so that waits that
+    # never ended name the side that stood still: per partition and input topic, the end
+    # the load's producer had acknowledged beside the position the workers had applied;
+    # the load's producer (offered, acknowledged, failed, still queued, its errors); and
+    # `stalled`, the verdict in words (None: both sides reached the end).
+    inputs: dict[str, dict[str, dict[str, int | None]]] = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)
+    stalled: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -177,335 +149,58 @@ class Report:
         return not (self.lost or self.conflicting or self.wrong)
 
 
-class _IdempotenceState:
-    """librdkafka's idemp_state of a producer, read from its statistics (its stats_cb).
+class Stage:
+    """What every chaos run starts with: its random source (the plan's seed), its report,
+    the waits, the load offering them, the watch of what the workers decided, and the
+    run's events, timed from its start, kept in the report and logged as they come
+    (`event`).  Nothing is started: the run starts the watch and the load when its
+    workers are up."""
 
-    A callable of its own, not a method of the `Load`: a producer whose callback is
-    bound to the object holding it is a reference cycle, freed only when the garbage
-    collector comes by.  A Load's producer outlived its run that way, reconnecting
-    meanwhile to the broker (or cluster) its test had stopped.
-    """
+    def __init__(self, settings: Settings, plan: Any, log: Callable[[str], None]) -> None:
+        self.rng = random.Random(plan.seed)  # noqa: S311 - a reproducible load, not a secret
+        self.report = Report(settings.guarantee.value, dict(plan.__dict__))
+        self.started = time.monotonic()
+        self.waits = make_waits(plan.waits, self.rng)
+        self.load = Load(settings, self.waits, plan.rate, self.rng)
+        self.watch = Watch(settings, self.load.review)
+        self.log = log
 
-    def __init__(self) -> None:
-        self.value = "Init"
+    def event(self, kind: str, **detail: Any) -> None:
+        entry = {"at": round(time.monotonic() - self.started, 1), "event": kind, **detail}
+        self.report.events.append(entry)
+        self.log(json.dumps(entry))
 
-    def __call__(self, raw: str) -> None:
-        if self.value != "Assigned":  # read until then, never again
-            self.value = str(json.loads(raw).get("eos", {}).get("idemp_state", "?"))
-
-
-class Load(threading.Thread):
-    """Offers the waits at the plan's rate and answers them on schedule.
-
-    Made ready before any run starts its clock (see `warm`): a load made
-    before its workers start sends its first request at once.
-    """
-
-    def __init__(self, settings: Settings, waits: list[Wait], rate: float, rng: random.Random,
-                 warm_timeout: float = LOAD_WARM_TIMEOUT_S) -> None:
-        super().__init__(name="chaos-load", daemon=True)
-        self.settings = settings
-        self.waits = waits
-        self.rate = rate
-        self.rng = rng
-        self.by_key = {w.key: w for w in waits}
-        self._idempotence = _IdempotenceState()
-        self.producer = Producer(settings.confluent(**{
-            "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True,
-            "statistics.interval.ms": 200, "stats_cb": self._idempotence}))
-        self._due: list[tuple[float, int, str, str]] = []  # (monotonic, seq, what, key)
-        self._seq = 0
-        self._lock = threading.Lock()
-        self.requests_done = threading.Event()
-        self.errors: list[str] = []
-        self.produced: Counter[tuple[str, int]] = Counter()  # (topic, partition) -> records
-        self.warm_s = self.warm(warm_timeout)
-
-    def warm(self, timeout: float) -> float:
-        """Until the producer holds its idempotent producer id and knows the leaders of the
-        topics it writes; the seconds that took.
-
-        An idempotent producer sends nothing before the broker gives it a producer id.
-        A broker just started (the crash tests' own broker) answers "Coordinator load in
-        progress" while it fetches a block of ids from its controller (Kafka's
-        RPCProducerIdManager), and librdkafka asks again after a backoff: once (CI, a
-        loaded machine), the requests of the first seconds were acknowledged
-        seconds late, so every reply (sent once its request is acknowledged) came after
-        its deadline (received 7, escalated 993, no review at all). Warmed here, before
-        the run's clock offers any wait, the first request leaves at once.
-        """
-        started = time.monotonic()
-        deadline = started + timeout
-        topics = {self.settings.topic(role) for role in ("requests", "replies", "commands")}
-        while True:
-            self.producer.poll(0.05)
-            if self._idempotence.value == "Assigned":
-                left = max(0.1, deadline - time.monotonic())
-                topics = {t for t in topics if not self._leaders_known(t, min(left, 5.0))}
-                if not topics:
-                    return round(time.monotonic() - started, 2)
-            if time.monotonic() >= deadline:
-                what = (f"the leaders of {sorted(topics)}"
-                        if self._idempotence.value == "Assigned"
-                        else f"an idempotent producer id (state {self._idempotence.value})")
-                raise RuntimeError(
-                    f"the chaos load's producer got no {what} from {self.settings.bootstrap} "
-                    f"within {timeout:.0f}s: the run would offer waits nobody acknowledges")
-
-    def _leaders_known(self, topic: str, timeout: float) -> bool:
-        try:
-            meta = self.producer.list_topics(topic, timeout=timeout).topics.get(topic)
-        except KafkaException:
-            return False
-        return (meta is not None and meta.error is None and bool(meta.partitions)
-                and all(p.leader >= 0 and p.error is None for p in meta.partitions.values()))
-
-    def schedule(self, at: float, what: str, key: str) -> None:
-        with self._lock:
-            self._seq += 1
-            heapq.heappush(self._due, (at, self._seq, what, key))
-
-    def _delivered(self, what: str, key: str) -> Callable[[KafkaError | None, Any], None]:
-        def report(err: KafkaError | None, msg: Any) -> None:
-            if err is not None:
-                self.errors.append(f"{what} {key}: {err}")
-                return
-            ts_type, ts = msg.timestamp()
-            appended = ts if ts_type == TIMESTAMP_LOG_APPEND_TIME else None
-            self.produced[(msg.topic(), msg.partition())] = max(
-                self.produced[(msg.topic(), msg.partition())], msg.offset() + 1)
-            wait = self.by_key[key]
-            if what == "request":
-                wait.request_appended = appended
-                if wait.kind != "silent":  # the reply leaves once the request is in
-                    left = wait.requested_at + wait.delay_ms - time.time() * 1000
-                    self.schedule(time.monotonic() + max(0.0, left / 1000), wait.kind, key)
-            elif what in ("valid", "invalid"):
-                wait.reply_appended = appended
-                wait.reply_acked = int(time.time() * 1000)
-        return report
-
-    def _send(self, role: str, key: str, record: dict[str, Any], what: str) -> None:
-        self.producer.produce(self.settings.topic(role), key=key.encode(),
-                              value=json.dumps(record).encode(),
-                              on_delivery=self._delivered(what, key))
-
-    def review(self, key: str) -> None:
-        """An operator accepts the invalid reply of `key` a moment after the review opens."""
-        self.schedule(time.monotonic() + 0.3, "review", key)
-
-    def run(self) -> None:
-        start = time.monotonic()
-        for i, wait in enumerate(self.waits):
-            at = start + i / self.rate
-            while True:
-                self._drain_due(until=at)
-                now = time.monotonic()
-                if now >= at:
-                    break
-                time.sleep(min(0.005, at - now))
-            wait.requested_at = int(time.time() * 1000)
-            self._send("requests", wait.key, {"correlationKey": wait.key, "definition": "chaos",
-                                              "requestedAt": wait.requested_at}, "request")
-        self.requests_done.set()
-
-    def _drain_due(self, until: float) -> None:
-        self.producer.poll(0)
-        while True:
-            with self._lock:
-                if not self._due or self._due[0][0] > min(until, time.monotonic()):
-                    return
-                _, _, what, key = heapq.heappop(self._due)
-            if what == "valid":
-                self._send("replies", key, {"correlationKey": key, "channel": "portal",
-                                            "responseData": json.dumps({"approved": True})},
-                           what)
-            elif what == "invalid":
-                self._send("replies", key, {"correlationKey": key, "channel": "portal",
-                                            "responseData": json.dumps({"approved": "maybe"})},
-                           what)
-            else:
-                self._send("commands", key, {"correlationKey": key, "command": "REVIEW",
-                                             "reviewOutcome": "Accept",
-                                             "reviewNote": "chaos run", "operator": "chaos"},
-                           what)
-
-    def pump(self, seconds: float) -> None:
-        """After the requests: keep sending what is scheduled (replies, reviews)."""
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self._drain_due(until=time.monotonic())
-            time.sleep(0.01)
+    def settle(self, worker: WorkerProcess, seconds: float) -> None:
+        """After the last request: replies and reviews still scheduled, then until every
+        wait ended (or `seconds`, or `worker` exited), then late duplicates, if any."""
+        self.load.join()
+        settle_until = time.monotonic() + seconds
+        sampled = time.monotonic()
+        while time.monotonic() < settle_until and self.watch.ended() < len(self.waits):
+            self.load.pump(1.0)
+            if not worker.running:
+                self.event("worker exited", log=worker.log_tail(20))
+                break
+            if time.monotonic() - sampled >= SETTLE_SAMPLE_S:
+                # Over time, so that a stall shows when it began and which side moved.
+                sampled = time.monotonic()
+                stats = worker.stats() or {}
+                run_start_s = time.time() - (time.monotonic() - self.started)
+                self.event("settling", ended=self.watch.ended(),
+                           acknowledged=dict(self.load.acked), applied=_applied(stats),
+                           held=stats.get("held"),
+                           stream_time_s={p: round(t / 1000 - run_start_s, 1) for p, t in
+                                          (stats.get("streamTime") or {}).items()})
+        self.load.pump(2.0)  # late duplicates, if any, arrive too
 
     def close(self) -> None:
-        self.producer.flush(60)
+        """The watch stopped (after the load's close and the workers' stop: the run's)."""
+        self.watch.stopped.set()
+        self.watch.join(10)
 
-
-class Watch(threading.Thread):
-    """A read_committed consumer of outcomes and actions, from their beginning."""
-
-    def __init__(self, settings: Settings, on_review: Callable[[str], None]) -> None:
-        super().__init__(name="chaos-watch", daemon=True)
-        self.settings = settings
-        self.on_review = on_review
-        self.outcomes: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        # Each outcome beside `outcomes`, for the examples: where it was read
-        # (partition, offset, timestamp ms) and its reason, parkedAt and endedAt.
-        self.where: dict[str, list[tuple[int, int, int, str, int, int]]] = defaultdict(list)
-        self.repeated_actions: list[str] = []  # the first few, for the examples
-        self.action_ids: Counter[str] = Counter()
-        self.reviews_opened: set[str] = set()
-        self.stopped = threading.Event()
-        self.renewed = 0  # consumers replaced after they stood still below the end
-        self.consumer = self._consumer()
-
-    def _consumer(self) -> Consumer:
-        return Consumer(self.settings.confluent(**{
-            "group.id": f"chaos-watch-{secrets.token_hex(4)}", "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "isolation.level": "read_committed"}))
-
-    def run(self) -> None:
-        outcomes, actions = self.settings.topic("outcomes"), self.settings.topic("actions")
-        # Every partition assigned, not subscribed: a group member of librdkafka 2.x
-        # lost its coordinator across a broker restart, timed its session out and
-        # never joined again (a crash bench run then counted 4,385 waits stuck in a
-        # review the watch never saw opened).  Assigned partitions need no group.
-        at = {(topic, p): OFFSET_BEGINNING for topic in (outcomes, actions)
-              for p in self.consumer.list_topics(topic, timeout=30).topics[topic].partitions}
-        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in at.items()])
-        checked_at = time.monotonic()
-        seen = dict(at)  # where each partition stood at the last check
-        while not self.stopped.is_set():
-            self._take(self.consumer.consume(500, timeout=0.2), at, outcomes)
-            # After what was consumed is taken (`at` past it): a new consumer assigned from
-            # `at` before that re-read the 500 records in hand, and an exactly_once run
-            # counted 500 duplicate actions the worker had written once.
-            if time.monotonic() - checked_at > WATCH_STALL_S:
-                # Per partition, not "nothing read at all": a consumer went on delivering
-                # some partitions after a broker restart and never again others (2,878
-                # waits then sat in reviews the watch never saw opened).
-                checked_at = time.monotonic()
-                still = {tp for tp, offset in at.items() if seen.get(tp) == offset}
-                seen = dict(at)
-                if still:
-                    self._renew_if_stuck(at, still)
-        self.consumer.close()
-
-    def _take(self, msgs: list[Any], at: dict[tuple[str, int], int], outcomes: str) -> None:
-        for msg in msgs:
-            if msg.error() is not None or msg.value() is None:
-                continue
-            tp, offset = (msg.topic() or "", msg.partition() or 0), msg.offset() or 0
-            if offset < at.get(tp, 0):
-                continue  # read already (a renewed consumer starts where this one stood)
-            at[tp] = offset + 1
-            if msg.topic() == outcomes:
-                o = codec.decode("Outcome", msg.value())
-                self.outcomes[o["correlationKey"]].append((o["outcomeId"], o["outcome"]))
-                self.where[o["correlationKey"]].append(
-                    (msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1],
-                     o["reason"], o["parkedAt"], o["endedAt"]))
-            else:
-                a = codec.decode("Action", msg.value())
-                self.action_ids[a["actionId"]] += 1
-                if self.action_ids[a["actionId"]] == 2 and len(self.repeated_actions) < 5:
-                    self.repeated_actions.append(
-                        f"{a['action']} of {a['correlationKey']} attempt {a['attempt']} "
-                        f"id {a['actionId'][:8]} at partition {msg.partition()} offset "
-                        f"{msg.offset()} ms {msg.timestamp()[1]}")
-                if a["action"] == "REVIEW_NEEDED" and a["correlationKey"] not in \
-                        self.reviews_opened:
-                    self.reviews_opened.add(a["correlationKey"])
-                    self.on_review(a["correlationKey"])
-
-    def _renew_if_stuck(self, at: dict[tuple[str, int], int],
-                        still: set[tuple[str, int]]) -> None:
-        """A consumer standing still below the end of a partition: another one, from where
-        this one was.  Seen after broker restarts under exactly_once: the watch read nothing
-        more while 6,175 reviews it never saw opened waited for it (the worker had written
-        them), and the run counted those waits lost.  `still`: the partitions that
-        delivered nothing since the last check; one of them behind its end is enough."""
-        try:
-            positions = {(tp.topic, tp.partition): tp.offset for tp in self.consumer.position(
-                [TopicPartition(t, p) for t, p in still])}
-        except KafkaException:
-            return
-        highs = self._high_watermarks(still)
-        if highs is None:
-            return  # the broker is away: nothing to conclude
-        behind = False
-        for (topic, p), high in highs.items():
-            # The consumer's position passes commit markers and aborted records that
-            # deliver nothing; + 1: a commit marker may end the partition.
-            here = max(positions.get((topic, p), -1), at[(topic, p)], 0)
-            behind = behind or high > here + 1
-        if not behind:
-            return
-        self.consumer.close()
-        self.consumer = self._consumer()
-        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in at.items()])
-        self.renewed += 1
-
-    def _high_watermarks(self, tps: set[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
-        """Asked on a consumer made for the question, not on the watch's own.
-
-        A client made before a broker restart can answer with its stale
-        leader epoch's error for good (`EndOffsets` found that of admin
-        clients); asked on the watch's own consumer, every check would then
-        conclude "the broker is away" while that consumer stood still.  One
-        reading of a CI run on a busy machine where a worker that lived
-        through a broker restart had 541 of 600 waits counted lost, with no
-        error in its log, its inputs read to their end and no commit in
-        flight when it stopped.  (A later such run had another cause, in the
-        worker: its commit waited on stale metadata, `config.METADATA_REFRESH_MS`;
-        `run_chaos` records the worker's standing and stacks when waits stay
-        open, which told the two apart.)
-        """
-        probe = Consumer(self.settings.confluent(**{
-            "group.id": f"chaos-watch-ends-{secrets.token_hex(4)}",
-            "enable.auto.commit": False, "isolation.level": "read_committed"}))
-        try:
-            return {(t, p): probe.get_watermark_offsets(TopicPartition(t, p), timeout=5,
-                                                        cached=False)[1] for t, p in tps}
-        except KafkaException:
-            return None
-        finally:
-            probe.close()
-
-    def ended(self) -> int:
-        return len(self.outcomes)
-
-
-def expected_outcome(wait: Wait, grace_ms: int = 0) -> str | None:
-    """What the broker's clock says: a reply appended before the deadline and committed
-    within the grace after it is received; None: in flight then, either is right."""
-    if wait.kind == "silent" or wait.reply_appended is None:
-        return "ESCALATED"
-    deadline = wait.requested_at + DEADLINE_MS
-    if wait.reply_appended >= deadline:
-        return "ESCALATED"
-    if wait.reply_acked is not None and wait.reply_acked <= deadline + grace_ms:
-        return "RECEIVED"
-    return None
-
-
-def commit_grace_ms(settings: Settings) -> int:
-    """The commit grace a worker of `settings` uses (`streams.processor.stream_clock`)."""
-    if settings.commit_grace is not None:
-        return round(settings.commit_grace * 1000)
-    inputs = [settings.topic(role.value) for role in CLOCKED_ROLES]
-    return grace_for_replicas(EndOffsets(settings.confluent()).replicas(inputs, timeout=30))
-
-
-def make_waits(n: int, rng: random.Random) -> list[Wait]:
-    waits = []
-    for _ in range(n):
-        roll = rng.random()
-        kind = "valid" if roll < 0.6 else "invalid" if roll < 0.7 else "silent"
-        # Spread across the deadline: about a quarter of the replies come too late.
-        delay = int(rng.uniform(0, DEADLINE_MS * 1.3)) if kind != "silent" else 0
-        waits.append(Wait(secrets.token_hex(16), 0, kind, delay))
-    return waits
+    def judged(self) -> Report:
+        """The report with every wait judged (after `close`)."""
+        return judge(self.report, self.waits, self.watch, self.load, self.started)
 
 
 def _applied(stats: dict[str, Any]) -> int:
@@ -521,6 +216,61 @@ def _standing(stats: dict[str, Any] | None) -> dict[str, Any] | None:
     keep = ("ownedPartitions", "ready", "held", "streamTime", "positions", "armedTimers",
             "timersInFlight", "latencyMs", "loopLagMs", "counters")
     return {k: stats.get(k) for k in keep}
+
+
+INPUT_ROLES = ("requests", "replies", "commands")
+
+
+def input_sides(report: Report, load: Load, workers: list[WorkerProcess], started: float
+                ) -> None:
+    """Record both sides of the inputs in `report` (`inputs`, `load`, `stalled`): what the
+    load's producer had acknowledged per partition beside what the running `workers` had
+    applied (each partition from its owner; None where no running worker owns it).
+
+    Asked before the workers stop.  A wait that never ended then names its side: a
+    producer that never had its requests acknowledged (after a broker restart) is the
+    test's own load standing still; a worker whose applied position stays below an
+    acknowledged end stopped reading its input; both at the end point past the inputs
+    (the decisions, the outcomes' commit, or the watch).
+    """
+    applied: dict[tuple[int, str], int] = {}
+    owner: dict[int, str] = {}
+    for worker in workers:
+        stats = worker.stats() if worker.running else None
+        if stats is None:
+            continue
+        for p in stats.get("ownedPartitions") or []:
+            owner[int(p)] = worker.name
+            part = (stats.get("positions") or {}).get(str(p), {})
+            for role in INPUT_ROLES:
+                applied[(int(p), role)] = max(applied.get((int(p), role), 0),
+                                              int(part.get(role, 0)))
+    inputs: dict[str, dict[str, dict[str, int | None]]] = {}
+    behind: list[str] = []
+    for p in range(load.settings.partitions):
+        inputs[str(p)] = {}
+        for role in INPUT_ROLES:
+            acked = load.produced.get((load.settings.topic(role), p), 0)
+            got = applied.get((p, role)) if p in owner else None
+            inputs[str(p)][role] = {"acknowledged": acked, "applied": got}
+            if got is None or got < acked:
+                behind.append(f"{role} {p}: {got if got is not None else 'unowned'}/{acked}")
+    report.inputs = inputs
+    report.load = load.standing(started)
+    offered, acked = report.load["offered"], report.load["acknowledged"]
+    unacked = {r: offered.get(r, 0) - acked.get(r, 0) for r in INPUT_ROLES
+               if offered.get(r, 0) > acked.get(r, 0)}
+    verdict = []
+    if unacked:
+        verdict.append(
+            f"the load: its producer had no acknowledgement for {unacked} (failed "
+            f"{report.load['failed']}, {report.load['queued']} still queued, last "
+            f"acknowledgement {report.load['last_ack_s']} s into the run, errors "
+            f"{report.load['client_errors']})")
+    if behind:
+        verdict.append("the worker: applied below the acknowledged end (role partition: "
+                       "applied/acknowledged) " + ", ".join(behind))
+    report.stalled = "; ".join(verdict) or None
 
 
 def _backlog(load: Load, worker: WorkerProcess) -> int | None:
@@ -560,7 +310,7 @@ def _behind(load: Load, worker: WorkerProcess, wanted: int, rng: random.Random,
         while time.monotonic() < thaw_at:
             if sum(load.produced.values()) - applied >= 10 * wanted:
                 break
-            load.pump(0.05) if load.requests_done.is_set() else time.sleep(0.05)
+            load.idle(0.05)
     finally:
         worker.thaw()
     time.sleep(rng.uniform(0.0, 0.04))  # it fetches and starts deciding
@@ -612,7 +362,7 @@ def _zombie(load: Load, w1: WorkerProcess, w2: WorkerProcess, plan: Plan,
           fenced=w1.counter("transactions.fenced"), lost=w1.counter("partitions.lost"))
     if not plan.zombie_keeps_peer:
         pause = rng.uniform(2.0, 5.0)
-        load.pump(pause) if load.requests_done.is_set() else time.sleep(pause)
+        load.idle(pause)
         w2.stop()
         event("second worker left")
 
@@ -625,7 +375,7 @@ def _behind_for_zombie(load: Load, worker: WorkerProcess, wanted: int) -> int | 
     try:
         thaw_at = time.monotonic() + 3.0
         while time.monotonic() < thaw_at and sum(load.produced.values()) - applied < wanted:
-            load.pump(0.05) if load.requests_done.is_set() else time.sleep(0.05)
+            load.idle(0.05)
     finally:
         worker.thaw()
     time.sleep(0.3)  # it fetches and starts deciding and committing the backlog
@@ -638,26 +388,17 @@ def _wait_for(load: Load, condition: Callable[[], bool], timeout: float) -> bool
     while time.monotonic() < deadline:
         if condition():
             return True
-        load.pump(0.3) if load.requests_done.is_set() else time.sleep(0.3)
+        load.idle(0.3)
     return False
 
 
 def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | None = None,
               log: Callable[[str], None] = print) -> Report:
     """Run the plan against workers of `settings` (topics and topology made by the caller)."""
-    rng = random.Random(plan.seed)  # noqa: S311 - a reproducible load, not a secret
-    report = Report(settings.guarantee.value, dict(plan.__dict__))
-    started = time.monotonic()
-    waits = make_waits(plan.waits, rng)
-    load = Load(settings, waits, plan.rate, rng)
-    watch = Watch(settings, load.review)
+    stage = Stage(settings, plan, log)
+    rng, report, load, watch, event = stage.rng, stage.report, stage.load, stage.watch, stage.event
     w1 = WorkerProcess(settings, folder, "w1")
     w2 = WorkerProcess(settings, folder, "w2")
-
-    def event(kind: str, **detail: Any) -> None:
-        entry = {"at": round(time.monotonic() - started, 1), "event": kind, **detail}
-        report.events.append(entry)
-        log(json.dumps(entry))
 
     actions: list[str] = (["kill"] * plan.kills + ["join"] * plan.joins
                           + ["broker"] * (plan.broker_restarts if broker else 0)
@@ -678,10 +419,9 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
             actions = [action for _, action in schedule]
         for i, action in enumerate(actions):
             if schedule:
-                at = started + schedule[i][0]
+                at = stage.started + schedule[i][0]
                 while time.monotonic() < at:
-                    load.pump(min(0.5, at - time.monotonic())) if load.requests_done.is_set() \
-                        else time.sleep(min(0.5, max(0.0, at - time.monotonic())))
+                    load.idle(min(0.5, max(0.0, at - time.monotonic())))
             elif action == "kill" and just_restarted:
                 # The restarted worker has the backlog of its downtime: kill it while
                 # it catches up, a moment after it took its partitions back.
@@ -698,7 +438,7 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
                     empty_left -= 1
                 event("kill -9", backlog=backlog, empty_disk=empty)
                 down = rng.uniform(*plan.down_s)
-                load.pump(down) if load.requests_done.is_set() else time.sleep(down)
+                load.idle(down)
                 w1.start(timeout=180)
                 event("restarted", backlog=_backlog(load, w1))
             elif action == "join":
@@ -727,32 +467,25 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
                 broker.freeze()
                 try:
                     pause = plan.broker_frozen_s
-                    load.pump(pause) if load.requests_done.is_set() else time.sleep(pause)
+                    load.idle(pause)
                 finally:
                     broker.thaw()
                 event("broker thawed")
-        load.join()
-        # Replies and reviews still scheduled; then every wait must end.
-        settle_until = time.monotonic() + plan.settle_s
-        while time.monotonic() < settle_until and watch.ended() < plan.waits:
-            load.pump(1.0)
-            if not w1.running:
-                event("worker exited", log=w1.log_tail(20))
-                break
-        load.pump(2.0)  # late duplicates, if any, arrive too
+        stage.settle(w1, plan.settle_s)
         report.fenced = sum(w.counter("transactions.fenced") for w in (w1, w2) if w.running)
+        input_sides(report, load, [w1, w2], stage.started)
         if watch.ended() < plan.waits and w1.running:
             # For the report: where the worker stood, and its threads' stacks in its log.
-            event("waits still open", stats=_standing(w1.stats()))
+            event("waits still open", stats=_standing(w1.stats()), stalled=report.stalled,
+                  threads_in=str(w1.log_path))
             w1.dump_threads()
         event("settled", ended=watch.ended(), watch_renewed=watch.renewed)
     finally:
         load.close()
         w2.stop()
         w1.stop()
-        watch.stopped.set()
-        watch.join(10)
-    return judge(report, waits, watch, load, started)
+        stage.close()
+    return stage.judged()
 
 
 def judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: float
@@ -824,5 +557,8 @@ def chaos_settings(base: Settings, folder: Path, guarantee: Guarantee) -> Settin
                                session_timeout=7.0)
 
 
-__all__ = ["DEADLINE_MS", "Broker", "Load", "Plan", "Report", "Watch", "chaos_settings",
-           "expected_outcome", "judge", "make_waits", "run_chaos"]
+# The load and the watch live in streams.testing.load; named here too, as the runs that
+# build on this one (rolling, upgrade, cluster_chaos) import them.
+__all__ = ["DEADLINE_MS", "DEFINITION", "Broker", "Load", "Plan", "Report", "Stage", "Wait",
+           "Watch", "chaos_settings", "commit_grace_ms", "expected_outcome", "input_sides", "judge",
+           "make_waits", "run_chaos"]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 import threading
@@ -38,7 +37,8 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from streams.config import REPO_ROOT, Settings
-from streams.testing.chaos import Load, Report, Watch, judge, make_waits
+from streams.testing.chaos import Broker, Load, Report, Stage, Watch
+from streams.testing.harness.figures import nearest_rank
 from streams.testing.workers import WorkerProcess
 
 INPUTS = ("requests", "replies", "commands")
@@ -90,6 +90,17 @@ class KafkaCluster:
 
     def start(self) -> None:
         self.script("start", "--nodes", str(self.nodes))
+
+    def broker(self) -> Broker:
+        """A single broker (`nodes` 1) as `run_chaos` stops, starts, freezes and thaws it."""
+
+        def run(command: str) -> Callable[[], None]:
+            def call() -> None:
+                self.script(command)
+            return call
+
+        return Broker(stop=run("stop"), start=run("start"), freeze=run("freeze"),
+                      thaw=run("thaw"))
 
     def controller(self) -> int:
         info = json.loads(self.script("status", "--nodes", str(self.nodes), "--json"))
@@ -161,11 +172,8 @@ class StreamTimes(threading.Thread):
         return max(worst, default=None)
 
 
-def percentile(values: list[int], q: float) -> int | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+# The latency a reply really had at rank q (0..1): streams.testing.rolling reads it from here.
+percentile = nearest_rank
 
 
 def failover_latencies(failovers: list[Failover], load: Load, watch: Watch,
@@ -200,23 +208,11 @@ def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
                       samples: Path | None = None) -> Report:
     """Run the plan against one worker of `settings` (topics made by the caller, RF 3);
     `samples`: a file for the worker's stats every half second (JSON lines)."""
-    rng = random.Random(plan.seed)  # noqa: S311 - a reproducible load, not a secret
-    report = Report(settings.guarantee.value, dict(plan.__dict__))
-    started = time.monotonic()
-    waits = make_waits(plan.waits, rng)
-    load = Load(settings, waits, plan.rate, rng)
-    watch = Watch(settings, load.review)
+    stage = Stage(settings, plan, log)
+    report, load, watch, event = stage.report, stage.load, stage.watch, stage.event
     worker = WorkerProcess(settings, folder, "w1")
     inputs = [settings.topic(t) for t in INPUTS]
     failovers: list[Failover] = []
-
-    def event(kind: str, **detail: Any) -> None:
-        entry = {"at": round(time.monotonic() - started, 1), "event": kind, **detail}
-        report.events.append(entry)
-        log(json.dumps(entry))
-
-    def idle(seconds: float) -> None:
-        load.pump(seconds) if load.requests_done.is_set() else time.sleep(seconds)
 
     actions = (["leader"] * plan.leader_kills + (["controller"] if plan.controller_kill else [])
                + (["wipe"] if plan.wipe else [])
@@ -229,7 +225,7 @@ def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
     try:
         gap = plan.waits / plan.rate / (len(actions) + 1)
         for action in actions:
-            idle(max(1.0, gap - plan.down_s))
+            load.idle(max(1.0, gap - plan.down_s))
             event("cluster whole", after_s=round(cluster.whole(plan.whole_timeout_s), 1))
             leads = cluster.leaders(inputs)
             node = (cluster.controller() if action == "controller"
@@ -242,7 +238,7 @@ def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
             if action == "wipe":
                 cluster.script("wipe", str(node))
             event(f"kill -9 ({action})", node=node, leads=leads)
-            idle(plan.down_s)
+            load.idle(plan.down_s)
             if action == "worker+broker":
                 worker.start(timeout=300)
                 event("worker restarted")
@@ -251,22 +247,14 @@ def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
             f.back_ms = int(time.time() * 1000)
             failovers.append(f)
             event("broker started", node=node, start_s=round(time.monotonic() - starting, 1))
-        load.join()
-        settle_until = time.monotonic() + plan.settle_s
-        while time.monotonic() < settle_until and watch.ended() < plan.waits:
-            load.pump(1.0)
-            if not worker.running:
-                event("worker exited", log=worker.log_tail(20))
-                break
-        load.pump(2.0)
+        stage.settle(worker, plan.settle_s)
         event("settled", ended=watch.ended())
     finally:
         load.close()
         times.stopped.set()
         worker.stop()
-        watch.stopped.set()
-        watch.join(10)
-    report = judge(report, waits, watch, load, started)
+        stage.close()
+    report = stage.judged()
     report.worker_grace_ms = sorted({s["commitGraceMs"] for s in times.stats
                                      if s.get("commitGraceMs") is not None})
     report.failovers = failover_latencies(failovers, load, watch, times)

@@ -10,6 +10,12 @@ the way an orchestrator's rolling update does:
     again on its own disk -> wait until `GET /readyz` answers 200 on every worker
     -> a pause -> the next worker.
 
+The load runs either for its count of waits (`RollPlan.waits` at its rate) or,
+with `RollPlan.tail_s`, until the whole roll is done and `tail_s` more: then
+`waits` is only a cap, and however long the restarts take to be ready (21-28 s
+each on a busy machine, against 3-5 s on a quiet one) the last restart still has
+replies to judge.
+
 Then every wait is judged on the contract's clock as in `chaos` (lost,
 conflicting, wrong, duplicate ids), and the reply->outcome latency (the
 outcome record's timestamp minus the reply's append time) is cut into
@@ -31,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.config import Settings
-from streams.testing.chaos import Load, Report, Watch, judge, make_waits
+from streams.testing.chaos import Load, Report, Watch, input_sides, judge, make_waits
 from streams.testing.cluster_chaos import percentile
 from streams.testing.workers import WorkerProcess
 
@@ -50,6 +56,10 @@ class RollPlan:
     ready_timeout_s: float = 180.0
     settle_s: float = 300.0
     seed: int = 1
+    # None: the load offers `waits` and stops, wherever the roll is by then.  Seconds: the
+    # load offers waits until every restart is ready again, then this long more (`waits`
+    # is the cap; reaching it before the roll is done is reported as `load_ended_early`).
+    tail_s: float | None = None
 
 
 @dataclass
@@ -69,10 +79,15 @@ class RollReport:
     chaos: Report
     restarts: list[Restart] = field(default_factory=list)
     windows: list[dict[str, Any]] = field(default_factory=list)
+    load_ended_ms: int = 0  # wall clock of the load's last request offered
+    # The load offered its last request before the roll was done (the last restart ready
+    # and the pause after it): the last windows judge replies to earlier requests only.
+    load_ended_early: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.chaos.as_dict(), "restarts": [r.__dict__ for r in self.restarts],
-                "windows": self.windows}
+                "windows": self.windows, "load_ended_ms": self.load_ended_ms,
+                "load_ended_early": self.load_ended_early}
 
     def window(self, name: str) -> dict[str, Any]:
         return next(w for w in self.windows if w["window"] == name)
@@ -155,18 +170,28 @@ def run_rolling(settings: Settings, folder: Path, plan: RollPlan,
                       ready_s=r.ready_s, fleet_ready_s=r.fleet_ready_s)
                 idle(plan.pause_s)
         report.restarts[-1].end_ms = int(time.time() * 1000)
-        event("roll done")
+        report.load_ended_early = load.requests_done.is_set()
+        event("roll done", load_ended_early=report.load_ended_early,
+              offered=load.requests_offered)
+        if plan.tail_s is not None:
+            idle(plan.tail_s)
+            waits = load.finish()
         load.join()
+        report.load_ended_ms = max((w.requested_at for w in waits), default=0)
+        event("load done", offered=len(waits))
         settle_until = time.monotonic() + plan.settle_s
-        while time.monotonic() < settle_until and watch.ended() < plan.waits:
+        while time.monotonic() < settle_until and watch.ended() < len(waits):
             load.pump(1.0)
             gone = [w.name for w in fleet if not w.running]
             if gone:
                 event("worker exited", workers=gone)
                 break
         load.pump(2.0)
-        event("settled", ended=watch.ended())
+        input_sides(chaos, load, fleet, started)
+        event("settled", ended=watch.ended(), stalled=chaos.stalled)
     finally:
+        if load.is_alive():  # a roll that failed: stop offering before the fleet goes
+            load.finish()
         load.close()
         for w in fleet:
             w.stop()

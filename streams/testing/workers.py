@@ -150,6 +150,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "XWAIT_BATCH_LINGER": str(settings.batch_linger),
         "XWAIT_COMMIT_GRACE": ("auto" if settings.commit_grace is None
                                else str(settings.commit_grace)),
+        "XWAIT_CLOCK": settings.clock,
         **({"XWAIT_SCHEMA_REGISTRY_URL": settings.schema_registry_url}
            if settings.schema_registry_url else {}),
     }

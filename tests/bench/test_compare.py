@@ -1,9 +1,10 @@
-"""bench/compare.py's bookkeeping: what runs when, and which runs a ratio divides (no broker)."""
+"""The comparison's bookkeeping: what runs when, and which runs a ratio divides (no broker)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from streams.testing.compare import judging, report, sampling, workloads
 from tests.bench.loading import load_bench
 
 compare = load_bench("compare")
@@ -17,7 +18,7 @@ def run(rnd: int, workload: str, system: str, **figures: float) -> dict[str, Any
 
 def open_result(runs: list[dict[str, Any]], rounds: int, **extra: Any) -> dict[str, Any]:
     """A comparison's result of open runs of xwait and the Python peer, as main() writes it."""
-    return {"runs": runs, "ratios": compare.ratios(runs), "notes": [], **extra,
+    return {"runs": runs, "ratios": report.ratios(runs), "notes": [], **extra,
             "timestamp": "t", "file": "f.json",
             "parameters": {"systems": ["xwait", "pypeer"], "workloads": ["open"],
                            "rounds": rounds, "waits": 10, "rate": 5.0, "seconds": 2.0,
@@ -27,7 +28,7 @@ def open_result(runs: list[dict[str, Any]], rounds: int, **extra: Any) -> dict[s
 
 
 def test_every_second_round_reverses_the_order_and_the_raw_pipe_skips_the_open_loop() -> None:
-    plan = compare.schedule(["xwait", "rawpipe", "pypeer"], ["drain", "open"], 2)
+    plan = workloads.schedule(["xwait", "rawpipe", "pypeer"], ["drain", "open"], 2)
 
     assert plan == [
         (1, 1, "drain", "xwait"), (1, 2, "drain", "rawpipe"), (1, 3, "drain", "pypeer"),
@@ -44,7 +45,7 @@ def test_a_ratio_divides_runs_of_the_same_round_only() -> None:
             run(2, "drain", "pypeer", events_per_s=600.0),
             run(3, "drain", "pypeer", events_per_s=50.0)]  # no xwait run in round 3
 
-    got = [(r["round"], r["ratio"]) for r in compare.ratios(runs)
+    got = [(r["round"], r["ratio"]) for r in report.ratios(runs)
            if r["figure"] == "events_per_s"]
 
     assert got == [(1, 0.25), (2, 0.5)]
@@ -55,14 +56,14 @@ def test_in_the_storm_the_pipes_are_measured_by_their_request_records() -> None:
             run(1, "storm", "rawpipe", events_per_s=20000.0),
             run(1, "storm", "faustpipe", events_per_s=4000.0)]
 
-    got = {r["over"]: r["ratio"] for r in compare.ratios(runs)
+    got = {r["over"]: r["ratio"] for r in report.ratios(runs)
            if r["figure"] == "escalations_per_s"}
 
     assert got == {"rawpipe": 0.01, "faustpipe": 0.05}
 
 
 def test_the_faust_pipe_like_the_raw_pipe_has_no_open_loop_run() -> None:
-    plan = compare.schedule(["xwait", "faustpipe"], ["drain", "open"], 1)
+    plan = workloads.schedule(["xwait", "faustpipe"], ["drain", "open"], 1)
 
     assert plan == [(1, 1, "drain", "xwait"), (1, 2, "drain", "faustpipe"),
                     (1, 1, "open", "xwait")]
@@ -81,7 +82,7 @@ def test_the_table_shows_every_round_and_a_failed_run() -> None:
                 loop_lag_max_ms=80.0, durable_p99_ms=160.0, durable_max_ms=170.0), failed]
     result = open_result(runs, rounds=2)
 
-    text = compare.table(result, None)
+    text = report.table(result, None)
 
     # CPU per event leads, beside the ratio of the same round, then the latencies.
     assert "| xwait | 300 / 330 | – | 2.0 / 2.2 | 50 / 60 | 200 / 220 |" in text
@@ -102,7 +103,7 @@ def test_the_warm_up_run_is_listed_first_and_in_no_figure_or_ratio() -> None:
             run(1, "open", "pypeer", reply_p50_ms=40.0, reply_p99_ms=100.0)]
     result = open_result(runs, rounds=1, warm_up=warm)
 
-    text = compare.table(result, None)
+    text = report.table(result, None)
 
     every = text[text.index("Every run"):].splitlines()
     assert every[4].startswith("| – | warm-up | open | xwait | reply_p99_ms 2,300 |")
@@ -120,8 +121,8 @@ def test_an_open_run_is_judged_by_the_broker_clock_from_requested_at() -> None:
     replied = {"in-time": 3_999, "late": 4_500, "edge": 4_000, "wrongly-escalated": 2_000}
     ended = {"in-time": "RECEIVED", "late": "ESCALATED", "silent": "ESCALATED",
              "edge": "ESCALATED", "wrongly-escalated": "ESCALATED"}
-    assert compare.wrong_by_broker_clock(requested, replied, ended, 3_000) == 1
-    assert compare.wrong_by_broker_clock(requested, replied, {**ended, "late": "RECEIVED"},
+    assert judging.wrong_by_broker_clock(requested, replied, ended, 3_000) == 1
+    assert judging.wrong_by_broker_clock(requested, replied, {**ended, "late": "RECEIVED"},
                                          3_000) == 2
 
 
@@ -140,7 +141,7 @@ class _Message:
 
 
 def test_a_storms_first_escalation_is_timed_from_the_last_wait_parked() -> None:
-    times = compare.ActionTimes()
+    times = judging.ActionTimes()
     assert times.first_escalation_after_last_park_s() is None
     for action, at in [("SEND_REQUEST", 1_000), ("SEND_REQUEST", 9_000),
                        ("SEND_REMINDER", 9_100), ("RUN_ESCALATION", 10_500),
@@ -148,7 +149,7 @@ def test_a_storms_first_escalation_is_timed_from_the_last_wait_parked() -> None:
         times(_Message(action, at))
     assert times.first_escalation_after_last_park_s() == 0.8
 
-    early = compare.ActionTimes()  # escalating while other partitions still park
+    early = judging.ActionTimes()  # escalating while other partitions still park
     for action, at in [("RUN_ESCALATION", 3_000), ("SEND_REQUEST", 5_500)]:
         early(_Message(action, at))
     assert early.first_escalation_after_last_park_s() == -2.5
@@ -165,8 +166,8 @@ def test_the_cpu_of_a_runs_processor_is_counted_and_the_load_generators_is_not()
     marker = f"cpu-test-{os.getpid()}"
     # 0.6 s of CPU, then idle long enough for a sample to see all of it before the exit.
     burn = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
-            "time.sleep(4 * %r)\n" % compare.CPU_POLL_S)
-    sampler = compare.CpuSampler(marker)
+            "time.sleep(4 * %r)\n" % sampling.CPU_POLL_S)
+    sampler = sampling.CpuSampler(marker)
     sampler.start()
     env = {**os.environ, "XWAIT_TOPIC_PREFIX": marker}
     processor = subprocess.run([sys.executable, "-c", burn], env=env, check=True)
@@ -218,9 +219,9 @@ def test_xwait_as_several_processes_is_read_from_each_childs_port() -> None:
     try:
         worker = WorkerProcess(Settings(), Path("unused"), "xwait")
         worker.web_port = base
-        owned = [len(s["ownedPartitions"]) for s in compare.child_stats(worker, 2) if s]
-        owned_between_them = compare.owned(worker, 2)
-        poller = compare.StatsPoller(worker, 2)
+        owned = [len(s["ownedPartitions"]) for s in sampling.child_stats(worker, 2) if s]
+        owned_between_them = sampling.owned(worker, 2)
+        poller = sampling.StatsPoller(worker, 2)
         poller.start()
         while poller.loop_lag_max_ms is None or None in poller.last:
             threading.Event().wait(0.05)
@@ -256,7 +257,7 @@ def test_the_start_up_cpu_of_several_processes_is_their_sum_from_their_starts() 
         for child in children:
             assert child.stdout is not None and child.stdout.readline() == b"x\n"
         time.sleep(2 / os.sysconf("SC_CLK_TCK"))
-        cpu = compare.CpuSampler.since_start(marker)
+        cpu = sampling.CpuSampler.since_start(marker)
     finally:
         for child in children:
             child.kill()

@@ -1,4 +1,4 @@
-"""bench/scale_bench.py's report: the targets it judges, the table and the plot (no broker)."""
+"""The scale bench's report: the targets it judges, the table and the plot (no broker)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from streams.testing.scale import report
+from streams.testing.scale import waits as mix
 from tests.bench.loading import load_bench
 
-scale = load_bench("scale_bench")
+scale_bench = load_bench("scale_bench")
 
 
 def checkpoint(n: int, *, rss: float = 300.0, parks: float = 2000.0, tick: int = 4,
@@ -52,7 +54,7 @@ def result(*checkpoints: dict[str, Any]) -> dict[str, Any]:
 
 
 def verdicts(res: dict[str, Any]) -> dict[str, Any]:
-    return {t["target"]: t for t in scale.targets(res)}
+    return {t["target"]: t for t in report.targets(res)}
 
 
 def test_every_target_holds_when_10m_stays_within_the_issue_limits() -> None:
@@ -103,13 +105,13 @@ def test_a_wait_the_census_lacks_after_a_takeover_is_reported_lost() -> None:
 
     assert got["no_lost_waits"]["ok"] is False
     assert got["no_lost_waits"]["value"] == {"100000/standby": 1}
-    assert "| 1 |" in scale.table(result(fine, lossy)).splitlines()[3]
+    assert "| 1 |" in report.table(result(fine, lossy)).splitlines()[3]
 
 
 def test_the_table_has_a_row_per_checkpoint_and_names_each_verdict() -> None:
     res = result(checkpoint(10_000), checkpoint(100_000, listing=900.0, restore=None))
 
-    text = scale.table(res)
+    text = report.table(res)
 
     lines = text.splitlines()
     assert lines[0].startswith("| N |") and lines[1].startswith("| --- |")
@@ -126,7 +128,7 @@ def test_the_plot_is_drawn_from_a_result_file_and_published(tmp_path: Path) -> N
                                       checkpoint(1_000_000, restore=None))))
     published = tmp_path / "docs" / "scale.png"
 
-    code = scale.main(["--plot-only", str(path), "--publish", str(published)])
+    code = scale_bench.main(["--plot-only", str(path), "--publish", str(published)])
 
     assert code == 0
     png = path.with_suffix(".png")
@@ -135,14 +137,14 @@ def test_the_plot_is_drawn_from_a_result_file_and_published(tmp_path: Path) -> N
 
 
 def test_the_mix_is_the_same_for_a_seed_and_keeps_its_shares() -> None:
-    waits = [scale.planned(1, i, 0.02, 0.02) for i in range(20_000)]
+    waits = [mix.planned(1, i, 0.02, 0.02) for i in range(20_000)]
 
-    assert waits[:50] == [scale.planned(1, i, 0.02, 0.02) for i in range(50)]
+    assert waits[:50] == [mix.planned(1, i, 0.02, 0.02) for i in range(50)]
     assert len({w.key for w in waits}) == len(waits)
     fates = {f: sum(w.fate == f for w in waits) / len(waits) for f in ("review", "suspend")}
     assert 0.015 < fates["review"] < 0.025 and 0.015 < fates["suspend"] < 0.025
-    assert {w.definition for w in waits if w.fate == "review"} == set(scale.REVIEWABLE)
-    assert {w.definition for w in waits} == set(scale.SHIPPED)
+    assert {w.definition for w in waits if w.fate == "review"} == set(mix.REVIEWABLE)
+    assert {w.definition for w in waits} == set(mix.SHIPPED)
 
 
 def test_only_the_timers_a_wait_arms_when_it_parks_are_stretched() -> None:
@@ -151,7 +153,7 @@ def test_only_the_timers_a_wait_arms_when_it_parks_are_stretched() -> None:
         "escalation": [{"target": "x", "deadline": "PT1H"}],
         "stages": [{"name": "a", "deadline": "P2D", "reminder": {"every": "PT1H", "limit": 1}}]}
 
-    changes = scale.stretch_topology(doc, 86_400_000, "P1D")
+    changes = mix.stretch_topology(doc, 86_400_000, "P1D")
 
     assert doc["poll"] == "P1D" and doc["deadline"] == "P1D" and doc["reminder"] == "R3/P1D"
     assert doc["escalation"][0]["deadline"] == "PT1H"

@@ -6,17 +6,17 @@ way pytest does.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from streams import codec
 from streams.cli import main
 from streams.codec import RecordType
 from streams.config import Settings
+from tests.records import first_records
 
 
 def _flags(settings: Settings) -> list[str]:
@@ -25,24 +25,10 @@ def _flags(settings: Settings) -> list[str]:
 
 
 def _read(settings: Settings, role: str, record_type: RecordType, count: int,
-         timeout: float = 15.0) -> list[tuple[bytes, dict[str, Any]]]:
+          timeout: float = 15.0) -> list[tuple[bytes, dict[str, Any]]]:
     """(key, decoded value) of the first ``count`` records of a topic, via a plain consumer."""
-    topic = settings.topic(role)
-    consumer = Consumer(settings.confluent(**{"group.id": "raw-reader",
-                                              "enable.auto.commit": False}))
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        found: list[tuple[bytes, dict[str, Any]]] = []
-        deadline = time.monotonic() + timeout
-        while len(found) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                found.append((msg.key() or b"", codec.decode(record_type, msg.value())))
-        assert len(found) == count, f"expected {count} records on {topic}, got {len(found)}"
-        return found
-    finally:
-        consumer.close()
+    return [(msg.key() or b"", codec.decode(record_type, msg.value()))
+            for msg in first_records(settings, role, count, timeout)]
 
 
 def _produce(settings: Settings, role: str, records: list[tuple[str, bytes]]) -> None:

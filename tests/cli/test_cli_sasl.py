@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from streams import codec
 from streams.cli import main
 from streams.codec import RecordType
-from streams.config import Settings, from_env
+from streams.config import from_env
 from tests.conftest import SaslBroker
 from tests.prefixes import unique_prefix
+from tests.records import first_records
 
 
 def _sasl_env(monkeypatch: pytest.MonkeyPatch, broker: SaslBroker, password: str) -> None:
@@ -20,22 +18,6 @@ def _sasl_env(monkeypatch: pytest.MonkeyPatch, broker: SaslBroker, password: str
     monkeypatch.setenv("XWAIT_SASL_USERNAME", broker.username)
     monkeypatch.setenv("XWAIT_SASL_PASSWORD", password)
     monkeypatch.delenv("XWAIT_SASL_MECHANISM", raising=False)  # the case that broke
-
-
-def _requests(settings: Settings) -> list[dict[str, object]]:
-    topic = settings.topic("requests")
-    consumer = Consumer(settings.confluent(**{"group.id": "sasl-reader"}))
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                return [codec.decode(RecordType.START_WAIT, msg.value())]
-        return []
-    finally:
-        consumer.close()
 
 
 @pytest.mark.kafka
@@ -55,7 +37,8 @@ def test_sasl_without_a_mechanism_creates_topics_and_starts_a_wait_with_plain(
     # then the request is on the SASL broker's topic
     settings = from_env().with_overrides(bootstrap=sasl_broker.sasl_bootstrap,
                                          topic_prefix=prefix)
-    assert [r["correlationKey"] for r in _requests(settings)] == [key]
+    [request] = first_records(settings, "requests", 1)
+    assert codec.decode(RecordType.START_WAIT, request.value())["correlationKey"] == key
 
 
 @pytest.mark.kafka

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from streams.cli import main
 from streams.cli.start import ProgressBar
 from streams.codec import RecordType
 from streams.config import Settings
+from streams.headers import TRACEPARENT, valid_traceparent
 
 Flags = Callable[[Settings], list[str]]
 Read = Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]
@@ -40,8 +42,10 @@ def test_start_json_with_a_given_key_and_parties(
 ) -> None:
     assert main(["start", "first-valid", "--key", "order-7", "--party", "carrier-a",
                  "--party", "carrier-c", "--json", *flags(topics)]) == 0
-    assert json.loads(capsys.readouterr().out) == {
-        "correlationKeys": ["order-7"], "topic": topics.topic("requests")}
+    out = json.loads(capsys.readouterr().out)
+    [trace] = out.pop("traceparents")
+    assert out == {"correlationKeys": ["order-7"], "topic": topics.topic("requests")}
+    assert valid_traceparent(trace)
     [(_, record)] = read(topics, "requests", RecordType.START_WAIT, 1)
     assert record["parties"] == ["carrier-a", "carrier-c"]
 
@@ -163,3 +167,35 @@ def test_progress_bar_draws_in_place_only_when_enabled_and_slow() -> None:
         bar(1, 2)
         bar.finish()
     assert quiet.getvalue() == ""
+
+
+def test_start_sends_the_traceparent_given_and_prints_it_beside_the_key(
+    topics: Settings, capsys: pytest.CaptureFixture[str], flags: Flags,
+) -> None:
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert main(["start", "expense-approval", "--key", "order-8", "--traceparent", trace,
+                 *flags(topics)]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == "order-8\n"  # KEY=$(xwait start ...) still captures the key alone
+    assert printed.err == f"traceparent {trace}\n"
+    topic = topics.topic("requests")
+    consumer = Consumer(topics.confluent(**{"group.id": "headers", "enable.auto.commit": False}))
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        deadline = time.monotonic() + 15
+        msg = None
+        while msg is None and time.monotonic() < deadline:
+            got = consumer.poll(0.2)
+            msg = got if got is not None and got.error() is None else None
+        assert msg is not None and msg.key() == b"order-8"
+        assert dict(msg.headers() or []) == {TRACEPARENT: trace.encode()}
+    finally:
+        consumer.close()
+
+
+def test_start_refuses_a_traceparent_that_is_not_one(
+    topics: Settings, capsys: pytest.CaptureFixture[str], flags: Flags,
+) -> None:
+    assert main(["start", "expense-approval", "--traceparent", "abc", *flags(topics)]) == 2
+    assert "is not a W3C traceparent" in capsys.readouterr().err

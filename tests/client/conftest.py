@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from streams.cli import main
 from streams.config import Settings
+from tests.records import first_records
 
 
 def _create_topics(settings: Settings) -> None:
@@ -42,26 +43,6 @@ def _end_offsets(settings: Settings, role: str) -> list[int]:
         consumer.close()
 
 
-def _read_raw(settings: Settings, role: str, count: int, timeout: float = 15.0) -> list[Message]:
-    """The first ``count`` records of a topic, read with a plain confluent consumer."""
-    topic = settings.topic(role)
-    consumer = Consumer(settings.confluent(**{"group.id": "raw-reader",
-                                              "enable.auto.commit": False}))
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        found: list[Message] = []
-        deadline = time.monotonic() + timeout
-        while len(found) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                found.append(msg)
-        assert len(found) == count, f"expected {count} records on {topic}, got {len(found)}"
-        return found
-    finally:
-        consumer.close()
-
-
 @pytest.fixture
 def topics(settings: Settings, monkeypatch: pytest.MonkeyPatch,
            capsys: pytest.CaptureFixture[str]) -> Settings:
@@ -79,4 +60,4 @@ def end_offsets() -> Callable[[Settings, str], list[int]]:
 
 @pytest.fixture
 def read_raw() -> Callable[[Settings, str, int], list[Message]]:
-    return _read_raw
+    return first_records

@@ -76,7 +76,7 @@ def test_each_operator_command_writes_its_fields_keyed_by_the_wait_key(
     records = [decoded(RecordType.COMMAND, m) for m in msgs]
     blank = {"correlationKey": key, "reason": None, "reviewOutcome": None, "reviewNote": None,
              "responseData": None, "operator": None, "deadline": None, "moveBy": None,
-             "version": None}
+             "version": None, "operationId": None}
     assert records == [
         {**blank, "command": "SUSPEND", "reason": "vendor on holiday", "operator": "ana"},
         {**blank, "command": "RESUME", "operator": "ana"},
@@ -93,6 +93,20 @@ def test_each_operator_command_writes_its_fields_keyed_by_the_wait_key(
          "operator": "ed"},
         {**blank, "command": "CANCEL", "reason": "order withdrawn"},
     ]
+
+
+def test_a_command_of_a_bulk_operation_carries_its_id_and_a_bad_id_sends_nothing(
+    topics: Settings, read_raw: ReadRaw, end_offsets: EndOffsets,
+) -> None:
+    with XwaitClient(topics) as client:
+        with pytest.raises(InvalidRequest, match="operation: Expected an operation id of "
+                                                 "letters, digits"):
+            client.cancel("wait-3", "cleanup", operation="two words")
+        assert end_offsets(topics, "commands") == [0] * topics.partitions
+        client.cancel("wait-3", "cleanup", operator="ann", operation="cleanup-7")
+    [msg] = read_raw(topics, "commands", 1)
+    record = decoded(RecordType.COMMAND, msg)
+    assert (record["command"], record["operationId"]) == ("CANCEL", "cleanup-7")
 
 
 def test_results_are_written_beside_the_replies_keyed_by_the_wait_key(

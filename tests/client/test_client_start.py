@@ -158,3 +158,36 @@ def test_a_definition_without_channels_accepts_any_channel(
     with XwaitClient(topics) as client:
         client.reply("some-key", {"resultReady": True}, channel="fax")
     assert sum(end_offsets(topics, "replies")) == 1
+
+
+def test_a_wait_started_inside_an_opentelemetry_span_carries_that_spans_trace(
+    topics: Settings, read_raw: ReadRaw,
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    tracer = TracerProvider().get_tracer("the caller")
+    with tracer.start_as_current_span("checkout") as span, XwaitClient(topics) as client:
+        key = client.start_wait("expense-approval")
+        context = span.get_span_context()
+    assert key.traceparent == (f"00-{context.trace_id:032x}-{context.span_id:016x}-"
+                               f"{int(context.trace_flags):02x}")
+    [msg] = read_raw(topics, "requests", 1)
+    assert dict(msg.headers() or []) == {"traceparent": (key.traceparent or "").encode()}
+
+
+def test_each_wait_started_outside_a_span_gets_a_fresh_trace_of_its_own(
+    topics: Settings, read_raw: ReadRaw,
+) -> None:
+    given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with XwaitClient(topics) as client:
+        keys = client.start_many([WaitSpec("expense-approval"), WaitSpec("expense-approval"),
+                                  WaitSpec("expense-approval", traceparent=given)])
+    traces = [k.traceparent for k in keys]
+    assert traces[2] == given and len(set(traces)) == 3
+    assert all(isinstance(k, str) and str(k) == k for k in keys)  # the key, as before
+    sent = {m.key(): dict(m.headers() or [])["traceparent"]
+            for m in read_raw(topics, "requests", 3)}
+    assert sent == {k.encode(): (k.traceparent or "").encode() for k in keys}
+    with pytest.raises(InvalidRequest, match="not a W3C traceparent"), \
+            XwaitClient(topics) as client:
+        client.start_wait("expense-approval", traceparent="00-xyz")

@@ -9,10 +9,10 @@ from streams.errors import XwaitError
 def test_all_lists_exactly_the_public_names_and_each_exists() -> None:
     assert streams.client.__all__ == [
         "Action", "ActionKind", "ClientError", "DeliveryFailed", "InvalidRequest",
-        "KafkaUnavailable", "NoSuchWait", "Outcome", "OutcomeKind", "Rejected", "ResultTimeout",
-        "TopicMissing", "TraceEntry",
-        "UndecodableOutput", "UnknownChannel", "UnknownDefinition", "UnknownVersion", "WaitSpec",
-        "XwaitClient", "XwaitConsumer", "new_correlation_key",
+        "KafkaUnavailable", "NoSuchWait", "Outcome", "OutcomeKind", "Receipt", "ReceiptTimeout",
+        "Rejected", "ResultTimeout", "TopicMissing", "TraceEntry",
+        "UndecodableOutput", "UnknownChannel", "UnknownDefinition", "UnknownVersion", "Verdict",
+        "WaitKey", "WaitSpec", "XwaitClient", "XwaitConsumer", "new_correlation_key",
     ]
     for name in streams.client.__all__:
         assert getattr(streams.client, name).__module__.startswith("streams.")
@@ -25,6 +25,7 @@ def test_every_sdk_error_hangs_from_the_one_root() -> None:
         InvalidRequest,
         KafkaUnavailable,
         NoSuchWait,
+        ReceiptTimeout,
         ResultTimeout,
         TopicMissing,
         UndecodableOutput,
@@ -42,6 +43,7 @@ def test_every_sdk_error_hangs_from_the_one_root() -> None:
     assert issubclass(UnknownVersion, InvalidRequest)
     assert issubclass(NoSuchWait, InvalidRequest)
     assert issubclass(ResultTimeout, ClientError) and issubclass(ResultTimeout, TimeoutError)
+    assert issubclass(ReceiptTimeout, ClientError) and issubclass(ReceiptTimeout, TimeoutError)
 
 
 def test_the_exception_tree_drawn_in_the_errors_module_is_the_real_one() -> None:
@@ -70,4 +72,4 @@ def test_the_exception_tree_drawn_in_the_errors_module_is_the_real_one() -> None
                 f"{name} is drawn under {parent}")
             checked += 1
         parents.append((depth, name))
-    assert checked == 11
+    assert checked == 12

@@ -24,12 +24,14 @@ SCHEMAS = CODEC.schemas.directory
 RELEASED_FINGERPRINTS: dict[RecordType, list[str]] = {
     RecordType.START_WAIT: ["20d3d55f0435eb59"],
     RecordType.REPLY: ["5aff4365118dc500", "22f4c09c3eb80e68"],
-    RecordType.COMMAND: ["7f114b6ba1f4b9cc", "52804fdb7a4cbc87", "5deee44c4dac9a16"],
+    RecordType.COMMAND: ["7f114b6ba1f4b9cc", "52804fdb7a4cbc87", "5deee44c4dac9a16",
+                          "54a4c6cfdadca36b"],
     RecordType.TIMER: ["c41c8d4cab0d98b3"],
     RecordType.ACTION: ["be4fdbaee90a6422", "23d4083c381689aa", "f1d1c4fa9ad3efad"],
     RecordType.OUTCOME: ["d04c7320ffe257c4", "70bbe7145b27dfe9", "c37cb4a71c2b6626"],
     RecordType.REJECTED: ["f67ad6a42b9a4ead"],
     RecordType.ACTION_RESULT: ["89fd9490f7a5455b"],
+    RecordType.RECEIPT: ["1ab53f44bb6fe30e"],
 }
 
 GOLDEN_REPLY = {
@@ -152,6 +154,14 @@ def test_an_action_written_before_idempotency_keys_reads_without_one() -> None:
            "payload": None, "at": 5, "sendAttempt": 2}
     data = write_with(SCHEMAS / "history" / "Action.v2.avsc", old)
     assert CODEC.decode(RecordType.ACTION, data) == {**old, "idempotencyKey": None}
+
+
+def test_a_command_written_before_operations_reads_as_a_command_of_its_own() -> None:
+    old = {"correlationKey": "k", "command": "CANCEL", "reason": "dup", "reviewOutcome": None,
+           "reviewNote": None, "responseData": None, "operator": "ann", "deadline": None,
+           "moveBy": None, "version": None}
+    data = write_with(SCHEMAS / "history" / "Command.v3.avsc", old)
+    assert CODEC.decode(RecordType.COMMAND, data) == {**old, "operationId": None}
 
 
 def test_an_outcome_written_before_versions_reads_without_one() -> None:

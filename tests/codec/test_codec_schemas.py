@@ -43,6 +43,7 @@ CONTRACT: dict[RecordType, list[str]] = {
         "deadline",
         "moveBy",
         "version",
+        "operationId",
     ],
     RecordType.TIMER: ["correlationKey", "kind", "dueAt", "generation", "firedAt"],
     RecordType.ACTION: [
@@ -98,6 +99,11 @@ CONTRACT: dict[RecordType, list[str]] = {
         "error",
         "permanent",
         "at",
+    ],
+    RecordType.RECEIPT: [
+        "receiptId", "key", "correlationKey", "record", "command", "verdict", "reason",
+        "detail", "decidedAt", "heldUntil", "outcome", "outcomeReason", "outcomeId", "party",
+        "endedAt", "validationIssue", "actionId", "topic", "partition", "offset",
     ],
 }
 ENUMS = {

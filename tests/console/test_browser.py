@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from tests.console.chromium import chromium, tab
 from tests.console.conftest import (
     TOKEN,
     Cluster,
@@ -28,10 +29,6 @@ from tests.console.conftest import (
 
 pytestmark = pytest.mark.kafka
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-TIMEOUT_MS = 60_000
 # What an `expect` waits for the page to show (Playwright's own default is 5 s): beside
 # two CPU hogs the console took longer than 5 s to show a wait just opened.  Checks that
 # poll on purpose pass a short timeout of their own.
@@ -42,31 +39,15 @@ RAW_MS = re.compile(r"\b1[6-9]\d{11}\b")  # an epoch-millisecond number, as show
 
 @pytest.fixture(scope="module")
 def browser(cluster: Cluster) -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        # `make test` installs it only as root without a terminal (CI); elsewhere it
-        # said so before the suite, and each browser test is skipped with this line.
-        pytest.skip(f"no Chromium at {CHROMIUM}: install it (`make browser`, or `sudo "
-                    "apt-get install chromium`) to run the console's browser tests")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        yield b
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    try:
+    with tab(browser, 1280, 900) as (pg, errors):
         yield pg
-    finally:
-        context.close()
     # The CSP lets the page's own script and style run, and nothing else is needed.
     assert not [e for e in errors if "Content Security Policy" in e], errors
 
@@ -380,3 +361,57 @@ def test_a_reason_goes_with_one_command_only_never_into_the_next_ones_trace(
     page.click("#open-form button")
     expect(page.locator("#d-state")).to_have_text("parked")
     expect(page.locator("#cmd-reason")).to_have_value("")
+
+
+def test_a_bulk_action_from_the_filtered_list_shows_the_count_before_it_sends(
+        cluster: Cluster, page: Page) -> None:
+    pg = page
+    tenant = f"bulk-{uuid.uuid4().hex[:8]}"
+    keys = [new_key() for _ in range(5)]
+    for key in keys:
+        cluster.start(key, tenant=tenant)
+    other = new_key()
+    cluster.start(other, tenant=f"{tenant}-not")
+    for key in (*keys, other):
+        cluster.wait_state(key, "parked")
+    sign_in(pg, cluster, operator="Bea")
+    pg.fill("#f-tenant", tenant)
+    pg.click("#refresh")
+    expect(pg.locator("#waits tr")).to_have_count(5)
+
+    # Without a reason, nothing is asked and nothing is sent.
+    pg.select_option("#bulk-command", "suspend")
+    pg.click("#bulk-go")
+    expect(pg.locator("#error")).to_contain_text("needs a reason")
+    pg.fill("#bulk-reason", "quarterly audit")
+
+    # The confirmation shows the count; "Send nothing" changes nothing.
+    pg.click("#bulk-go")
+    expect(pg.locator("#bulk-confirm")).to_be_visible()
+    expect(pg.locator("#bulk-h")).to_have_text("Suspend 5 waits?")
+    expect(pg.locator("#bulk-text")).to_contain_text(f"tenant={tenant}")
+    expect(pg.locator("#bulk-text")).to_contain_text("quarterly audit")
+    expect(pg.locator("#bulk-sample li")).to_have_count(5)
+    shot(pg, "console-bulk-confirm")
+    pg.click("#bulk-no")
+    expect(pg.locator("#bulk-confirm")).to_be_hidden()
+    expect(pg.locator("#message")).to_contain_text("nothing sent")
+    assert all(cluster.status(k)[1]["state"] == "parked" for k in keys)
+
+    # Confirmed: every wait of the filter is suspended, the summary says so, the list too.
+    pg.click("#bulk-go")
+    pg.click("#bulk-yes")
+    expect(pg.locator("#message")).to_contain_text("5 of 5 done; applied 5, skipped 0, "
+                                                   "refused 0", timeout=90_000)
+    for key in keys:
+        cluster.wait_state(key, "suspended")
+    assert cluster.status(other)[1]["state"] == "parked", "another tenant's wait"
+    expect(pg.locator("#waits tr", has_text="suspended")).to_have_count(5)
+    pg.locator(f'#waits tr[data-key="{keys[0]}"] button').click()
+    expect(pg.locator("#timeline")).to_contain_text("quarterly audit (by Bea, operation suspend-")
+    shot(pg, "console-bulk-done")
+
+    # Filters only finished waits have are refused before anything is asked.
+    pg.select_option("#f-state", "done")
+    pg.click("#bulk-go")
+    expect(pg.locator("#error")).to_contain_text("acts on waits not done")

@@ -18,38 +18,25 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from streams.console.diagram import BPMN_JS_VERSION, STATIC_PREFIX, VIEWER
+from tests.console.chromium import chromium, tab
 from tests.console.conftest import READ_TOKEN, TOKEN, Cluster, eventually, http, http_full
-from tests.console.test_browser import ARGS, CHROMIUM, TIMEOUT_MS
 
 pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture(scope="module")
 def browser(cluster: Cluster) -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    pg.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    try:
+    with tab(browser, 1400, 1000, page_errors=True, failed_requests=True) as (pg, errors):
         yield pg
-    finally:
-        context.close()
     # The viewer runs under the page's Content-Security-Policy, and throws nothing.
     # (The page's first reads, before the token is entered, are refused: 401.)
     assert [e for e in errors if "Failed to load resource" not in e] == []

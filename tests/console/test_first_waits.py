@@ -18,6 +18,7 @@ from streams.console.waits import (
     cursor_of,
     first_waits,
     first_waits_by_due,
+    index_start,
     parse_cursor,
 )
 from streams.core import ArmedTimer, OutcomeKind, Slot, TimerKind, Wait, WaitStatus, encode_slot
@@ -35,11 +36,15 @@ heads = st.builds(
     st.lists(st.builds(ArmedTimer, st.just(TimerKind.DEADLINE), st.integers(0, 50),
                        st.integers(1, 9)), max_size=1).map(tuple),
     st.integers(0, 50),
+    st.sampled_from([None, "v1", "v2"]),
 )
 FILTERS = [Filters(), Filters(state="suspended"), Filters(tenant="acme"),
            Filters(definition="vendor-quote"), Filters(state="all"), Filters(state="done"),
            Filters(key_prefix="key-01"), Filters(parked_from=10, parked_to=30),
-           Filters(outcome="CANCELLED"), Filters(state="all", outcome="RECEIVED")]
+           Filters(outcome="CANCELLED"), Filters(state="all", outcome="RECEIVED"),
+           Filters(version="v1"), Filters(due_from=10, due_to=25), Filters(due_to=12),
+           Filters(state="all", due_from=20), Filters(definition="vendor-quote", version="v2",
+                                                       due_from=5)]
 OUTCOMES = list(OutcomeKind)
 
 
@@ -113,6 +118,7 @@ timed_heads = st.builds(
         lambda n_ts: tuple(sorted(n_ts[1], key=lambda t: (t.due_at, t.generation)))
         if n_ts[0] else ()),
     st.integers(0, 50),
+    st.sampled_from([None, "v1", "v2"]),
 )
 
 
@@ -139,8 +145,7 @@ class Indexed:
 
     def by_due(self, filters: Filters, limit: int, after: SortKey | None
                ) -> list[tuple[bytes, int, SortKey]] | None:
-        start = after[1] if after is not None and after[0] == 0 else 0
-        armed = self.index.armed_in_order(range(4), start)
+        armed = self.index.armed_in_order(range(4), index_start(filters, after))
         assert armed is not None
         return asyncio.run(first_waits_by_due(armed, self.read_row, filters, limit, after))
 
@@ -177,6 +182,8 @@ def test_a_page_read_from_the_timer_index_is_the_page_a_full_scan_gives(
                 break
             event("the index answers")
             assert from_index == scanned
+            if len(scanned) < limit:
+                break  # a `due_to` bound ends the walk early, with the last page
             after = scanned[-1][2]
 
 
@@ -198,3 +205,30 @@ def test_the_first_page_reads_the_waits_on_it_not_the_table() -> None:
         assert table.reads < 10 + 10 + 20, "the next page seeks to its cursor's due time"
         table.index.drop(3)
         assert table.index.armed_in_order(range(4)) is None, "a partition not taken yet: scan"
+
+
+def test_a_due_filter_takes_waits_not_done_by_their_earliest_timer() -> None:
+    armed = (ArmedTimer(TimerKind.DEADLINE, 100, 1),)
+    parked = RowHead(WaitStatus.PARKED, "d", None, armed, 5, "v2")
+    suspended = RowHead(WaitStatus.SUSPENDED, "d", None, (), 5, "v2")
+    done = RowHead(WaitStatus.DONE, "d", None, (ArmedTimer(TimerKind.RETENTION, 100, 1),), 5)
+    window = Filters(state="all", due_from=100, due_to=100)
+    assert window.match(b"k", parked)
+    assert not window.match(b"k", suspended), "nothing is due while suspended"
+    assert not window.match(b"k", done), "a finished wait's purge is not a due time"
+    assert not Filters(due_to=99).match(b"k", parked)
+    assert not Filters(due_from=101).match(b"k", parked)
+    assert Filters(version="v2").match(b"k", parked)
+    assert not Filters(version="v1").match(b"k", parked)
+
+
+def test_a_page_bounded_by_due_time_walks_the_index_from_and_to_the_bounds() -> None:
+    """"Due in the next hour" out of a thousand parked waits reads the few due then."""
+    found = [RowHead(WaitStatus.PARKED, "vendor-quote", "acme",
+                     (ArmedTimer(TimerKind.DEADLINE, 1000 + i, 1),), i) for i in range(1000)]
+    for table in indexed(found):
+        window = Filters(due_from=1500, due_to=1504)
+        page = table.by_due(window, 100, None)
+        assert page == asyncio.run(first_waits(table.rows, window, 100))
+        assert [k for k, _, _ in page] == [f"key-{i:03d}".encode() for i in range(500, 505)]
+        assert table.reads == 5

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from tests.console.chromium import chromium, tab
 from tests.console.conftest import READ_TOKEN, SHIPPED, Cluster
-from tests.console.test_browser import ARGS, CHROMIUM, TIMEOUT_MS
 
 pytestmark = pytest.mark.kafka
 
@@ -46,32 +46,17 @@ MEASURE = """() => {
 
 @pytest.fixture(scope="module")
 def browser(cluster: Cluster) -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: install it (`make browser`, or `sudo "
-                    "apt-get install chromium`) to run the console's browser tests")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 @pytest.fixture
 def page(browser: Browser, cluster: Cluster) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(f"{cluster.w1.url}/xwait/console")
-    pg.fill("#token", READ_TOKEN)
-    pg.click("#save-token")
-    try:
+    with tab(browser, 1280, 800, page_errors=True) as (pg, errors):
+        pg.goto(f"{cluster.w1.url}/xwait/console")
+        pg.fill("#token", READ_TOKEN)
+        pg.click("#save-token")
         yield pg
-    finally:
-        context.close()
     assert [e for e in errors if "Failed to load resource" not in e] == []
 
 

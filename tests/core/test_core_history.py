@@ -43,7 +43,8 @@ from tests.core.core_harness import (
     Run,
     the_outcome,
 )
-from tests.core.test_core_properties import DATA, Op, program, run_program
+from tests.core.programs import Op
+from tests.core.test_core_properties import DATA, program, run_program
 
 pytestmark = [pytest.mark.rule5, pytest.mark.rule10]
 

@@ -10,7 +10,6 @@ every step the invariants of the rules (docs/rules.md) are checked.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +23,6 @@ from streams.core import (
     CommandKind,
     DisarmTimer,
     Discard,
-    Effect,
     EmitAction,
     EmitOutcome,
     Event,
@@ -32,20 +30,27 @@ from streams.core import (
     Purge,
     Reject,
     Reply,
-    Slot,
     StartWait,
     TimerFired,
     TimerKind,
     Wait,
     WaitStatus,
     catch_up,
-    decide,
     decode_slot,
     encode_slot,
     parse_duration_ms,
     parse_signed_duration_ms,
 )
 from tests.core.core_harness import DAY, DEFINITIONS, HOUR, KEY, MINUTE, T0
+from tests.core.programs import (
+    Op,
+    Program,
+    Step,
+    assert_nothing_decided_while_suspended,
+    assert_refusals_say_why,
+    expand_pauses,
+    status,
+)
 
 pytestmark = [
     pytest.mark.rule2, pytest.mark.rule5, pytest.mark.rule8, pytest.mark.rule9,
@@ -65,7 +70,6 @@ VALID = {
     "probe": ['{"resultReady": true}', '{"resultReady": false}'],
     "two-stage-approval": ['{"decision": "rejected"}'],
 }
-Op = tuple[Any, ...]
 TENANTS = ["acme", "globex", None]
 
 
@@ -98,16 +102,8 @@ op = st.one_of(advance, start, reply, reply, reply, fire, fire, fire, refire, st
 
 
 def _expand(ops: list[Op]) -> list[Op]:
-    out: list[Op] = []
-    for o in ops:
-        if o[0] != "pause":
-            out.append(o)
-            continue
-        out.append(("command", CommandKind.SUSPEND, "", ""))
-        if o[2] is not None:
-            out.append(o[2])
-        out += [("advance", o[1]), ("command", CommandKind.RESUME, "", "")]
-    return out
+    return expand_pauses(ops, ("command", CommandKind.SUSPEND, "", ""),
+                         ("command", CommandKind.RESUME, "", ""))
 
 
 program = st.tuples(
@@ -118,21 +114,8 @@ program = st.tuples(
 
 
 @dataclass
-class Step:
-    event: Event
-    now: int
-    before: Slot | None
-    after: Slot | None
-    effects: tuple[Effect, ...]
-
-
-@dataclass
-class World:
-    definition: str
-    slot: Slot | None = None
-    now: int = T0
+class World(Program):
     fired: list[TimerFired] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
 
     def event_for(self, operation: Op) -> Event | None:
         kind = operation[0]
@@ -152,14 +135,9 @@ class World:
             return Reply(key, str(data), tenant=tenant, channel=str(channel),
                          reply_id=reply_id)
         if kind == "fire":
-            armed = sorted(self.slot.armed_timers(), key=lambda t: (t.due_at, t.generation)) \
-                if self.slot is not None else []
-            if not armed:
-                return None
-            timer = armed[int(operation[1]) % len(armed)]
-            self.now = max(self.now, timer.due_at)
-            fired = TimerFired(KEY, timer.kind, timer.due_at, timer.generation)
-            self.fired.append(fired)
+            fired = self.fire(int(operation[1]))
+            if fired is not None:
+                self.fired.append(fired)
             return fired
         if kind == "refire":
             if not self.fired:
@@ -182,19 +160,9 @@ def run_program(definition: str, ops: list[Op], *, via_codec: bool) -> World:
     world = World(definition)
     for operation in ops:
         event = world.event_for(operation)
-        if event is None:
-            continue
-        slot = world.slot
-        if via_codec and slot is not None:
-            slot = decode_slot(encode_slot(slot))
-        decision = decide(slot, event, world.now, DEFINITIONS)
-        world.steps.append(Step(event, world.now, world.slot, decision.slot, decision.effects))
-        world.slot = decision.slot
+        if event is not None:
+            world.decide(event, via_codec=via_codec)
     return world
-
-
-def _status(slot: Slot | None) -> WaitStatus | None:
-    return slot.wait.status if slot is not None and slot.wait is not None else None
 
 
 def _phase_deadline(definition: str, stage: int, level: int, override: int | None) -> int:
@@ -285,13 +253,10 @@ def test_every_interleaving_keeps_the_invariants(case: tuple[str, list[Op]]) -> 
     suspended_since: int | None = None
 
     for step in world.steps:
-        before, after, effects = _status(step.before), _status(step.after), step.effects
+        before, after, effects = status(step.before), status(step.after), step.effects
         emitted = [e for e in effects if isinstance(e, EmitOutcome)]
-
-        # Every rejection says what was expected and what was found instead.
-        for e in effects:
-            if isinstance(e, Reject | Discard):
-                assert e.detail.startswith("Expected ") and ", but " in e.detail, e.detail
+        assert_refusals_say_why(effects)
+        assert_nothing_decided_while_suspended(step)
 
         # Exactly one terminal outcome, with a named reason, when and only when a wait ends.
         if after is WaitStatus.DONE and before is not WaitStatus.DONE:
@@ -306,14 +271,6 @@ def test_every_interleaving_keeps_the_invariants(case: tuple[str, list[Op]]) -> 
 
         # Rule 11: a reschedule moves the deadline it was asked to, or changes nothing.
         moved = _check_reschedule(step) if _is_reschedule(step.event) else 0
-
-        # Nothing is decided while suspended (only RESUME or CANCEL leave suspension).
-        if before is WaitStatus.SUSPENDED:
-            leaves = isinstance(step.event, Command) and step.event.command in (
-                CommandKind.RESUME, CommandKind.CANCEL)
-            if not leaves:
-                assert after is WaitStatus.SUSPENDED
-                assert not [e for e in effects if isinstance(e, EmitAction | ArmTimer)]
 
         # A stale or duplicated timer changes nothing.
         if isinstance(step.event, TimerFired):
@@ -405,46 +362,6 @@ timeless_program = st.tuples(
     st.sampled_from(sorted(VALID)),
     st.lists(visible, min_size=1, max_size=30).map(lambda ops: _expand([("start", None), *ops])),
 )
-_OBSERVED = (EmitAction, EmitOutcome, Reject)
-
-
-def _observed(effects: tuple[Effect, ...]) -> list[Effect]:
-    return [e for e in effects if isinstance(e, _OBSERVED)]
-
-
-def _run_with_timer_records(definition: str, ops: list[Op], *, punctual: bool,
-                            end: int) -> tuple[Slot | None, list[Effect]]:
-    """Apply the events; with `punctual`, deliver every timer record as soon as it is due."""
-    world = World(definition)
-    seen: list[Effect] = []
-
-    def deliver_due(until: int) -> None:
-        while world.slot is not None:
-            due = sorted((t for t in world.slot.armed_timers() if t.due_at <= until),
-                         key=lambda t: (t.due_at, t.kind.value, t.generation))
-            if not due:
-                return
-            t = due[0]
-            decision = decide(world.slot, TimerFired(KEY, t.kind, t.due_at, t.generation),
-                              world.now, DEFINITIONS)
-            world.slot = decision.slot
-            seen.extend(_observed(decision.effects))
-
-    for operation in ops:
-        event = world.event_for(operation)
-        if event is None:
-            continue
-        if punctual:
-            deliver_due(world.now)
-        decision = decide(world.slot, event, world.now, DEFINITIONS)
-        world.slot = decision.slot
-        seen.extend(_observed(decision.effects))
-    if punctual:
-        deliver_due(end)
-    final = catch_up(world.slot, end, DEFINITIONS)
-    return final.slot, seen + _observed(final.effects)
-
-
 @SETTINGS
 @given(timeless_program, st.integers(0, 10 * DAY))
 def test_outcomes_depend_on_when_things_happened_not_on_when_timer_records_arrive(
@@ -455,6 +372,6 @@ def test_outcomes_depend_on_when_things_happened_not_on_when_timer_records_arriv
     definition, ops = case
     end = T0 + sum(int(o[1]) for o in ops if o[0] == "advance") + \
         sum(int(o[1]) for o in ops if o[0] == "pause") + tail
-    punctual = _run_with_timer_records(definition, ops, punctual=True, end=end)
-    late = _run_with_timer_records(definition, ops, punctual=False, end=end)
+    punctual = World(definition).replay(ops, punctual=True, end=end)
+    late = World(definition).replay(ops, punctual=False, end=end)
     assert punctual == late

@@ -15,16 +15,13 @@ from hypothesis import strategies as st
 from streams.core import (
     ActionKind,
     ActionResult,
-    ArmTimer,
     Command,
     CommandKind,
-    Discard,
     Effect,
     EmitAction,
     EmitOutcome,
     Event,
     OutcomeKind,
-    Reject,
     Reply,
     ResultStatus,
     SendFailurePolicy,
@@ -35,11 +32,17 @@ from streams.core import (
     WaitDefinition,
     WaitStatus,
     catch_up,
-    decide,
-    decode_slot,
-    encode_slot,
 )
 from tests.core.core_harness import DAY, DEFINITIONS, HOUR, KEY, MINUTE, T0
+from tests.core.programs import (
+    Op,
+    Program,
+    assert_nothing_decided_while_suspended,
+    assert_refusals_say_why,
+    expand_pauses,
+    observed,
+    status,
+)
 
 pytestmark = [pytest.mark.rule12]
 
@@ -51,7 +54,6 @@ VALID = {
     "two-stage-approval": '{"decision": "rejected"}',
 }
 TRACKED = (ActionKind.SEND_REQUEST, ActionKind.SEND_REMINDER, ActionKind.RUN_ESCALATION)
-Op = tuple[Any, ...]
 
 advance = st.tuples(st.just("advance"), st.integers(0, 2 * HOUR) | st.integers(0, 2 * DAY))
 reply = st.tuples(st.just("reply"), st.booleans(), st.integers(0, 5))
@@ -69,16 +71,7 @@ policy = st.tuples(st.sampled_from([None, SendFailureRoute.ESCALATE, SendFailure
 
 
 def _expand(ops: list[Op]) -> list[Op]:
-    out: list[Op] = []
-    for o in ops:
-        if o[0] != "pause":
-            out.append(o)
-            continue
-        out.append(("suspend",))
-        if o[2] is not None:
-            out.append(o[2])
-        out += [("advance", o[1]), ("resume",)]
-    return out
+    return expand_pauses(ops, ("suspend",), ("resume",))
 
 
 FAIL_FIRST: Op = ("result", 0, ResultStatus.FAILED, False, False)
@@ -95,33 +88,14 @@ def _definitions(route: SendFailureRoute | None, retries: int,
 
 
 @dataclass
-class Step:
-    event: Event
-    now: int
-    before: Slot | None
-    after: Slot | None
-    effects: tuple[Effect, ...]
-
-
-@dataclass
-class World:
-    definition: str
-    definitions: dict[str, WaitDefinition]
-    slot: Slot | None = None
-    now: int = T0
+class World(Program):
     sent: list[EmitAction] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
 
     def decide(self, event: Event, *, via_codec: bool = False) -> tuple[Effect, ...]:
-        slot = self.slot
-        if via_codec and slot is not None:
-            slot = decode_slot(encode_slot(slot))
-        decision = decide(slot, event, self.now, self.definitions)
-        self.steps.append(Step(event, self.now, self.slot, decision.slot, decision.effects))
-        self.slot = decision.slot
-        self.sent += [e for e in decision.effects
-                      if isinstance(e, EmitAction) and e.action in TRACKED]
-        return decision.effects
+        """Program.decide, and every request, reminder and escalation sent kept."""
+        effects = super().decide(event, via_codec=via_codec)
+        self.sent += [e for e in effects if isinstance(e, EmitAction) and e.action in TRACKED]
+        return effects
 
     def event_for(self, o: Op) -> Event | None:
         kind = o[0]
@@ -135,13 +109,7 @@ class World:
             key = KEY if party is None else f"{KEY}~{party}"
             return Reply(key, data, tenant="acme", channel=(d.channels or ("portal",))[0])
         if kind == "fire":
-            armed = sorted(self.slot.armed_timers(), key=lambda t: (t.due_at, t.generation)) \
-                if self.slot is not None else []
-            if not armed:
-                return None
-            t = armed[int(o[1]) % len(armed)]
-            self.now = max(self.now, t.due_at)
-            return TimerFired(KEY, t.kind, t.due_at, t.generation)
+            return self.fire(int(o[1]))
         if kind == "result":
             _, index, status, permanent, unknown = o
             # What was sent by now, including what time alone sends by now (rule 2: a
@@ -175,10 +143,6 @@ SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
-def _status(slot: Slot | None) -> WaitStatus | None:
-    return slot.wait.status if slot is not None and slot.wait is not None else None
-
-
 @SETTINGS
 @given(program)
 def test_results_keep_the_invariants(case: tuple[str, Any, list[Op]]) -> None:
@@ -190,20 +154,12 @@ def test_results_keep_the_invariants(case: tuple[str, Any, list[Op]]) -> None:
     failed_at: dict[str, int] = {}  # action id -> when its failure was decided
     outcome: EmitOutcome | None = None
     for step in world.steps:
-        before, after = _status(step.before), _status(step.after)
-        for e in step.effects:
-            if isinstance(e, Reject | Discard):
-                assert e.detail.startswith("Expected ") and ", but " in e.detail, e.detail
+        assert_refusals_say_why(step.effects)
+        assert_nothing_decided_while_suspended(step)
         emitted = [e for e in step.effects if isinstance(e, EmitOutcome)]
         if emitted:
             assert outcome is None and len(emitted) == 1  # one outcome, ever
             outcome = emitted[0]
-        # Nothing is decided while suspended (only RESUME and CANCEL leave it).
-        if before is WaitStatus.SUSPENDED and not (
-                isinstance(step.event, Command)
-                and step.event.command in (CommandKind.RESUME, CommandKind.CANCEL)):
-            assert after is WaitStatus.SUSPENDED
-            assert not [e for e in step.effects if isinstance(e, EmitAction | ArmTimer)]
         if isinstance(step.event, ActionResult) and step.event.status is ResultStatus.FAILED:
             failed_at.setdefault(step.event.action_id, step.now)
         for a in (e for e in step.effects if isinstance(e, EmitAction) and e.action in TRACKED):
@@ -225,7 +181,7 @@ def test_results_keep_the_invariants(case: tuple[str, Any, list[Op]]) -> None:
                     assert outcome.outcome is OutcomeKind.ESCALATED
                     assert a.action is ActionKind.RUN_ESCALATION
         # A wait whose reply is in review sends nothing again.
-        if after is WaitStatus.IN_REVIEW:
+        if status(step.after) is WaitStatus.IN_REVIEW:
             assert not [e for e in step.effects
                         if isinstance(e, EmitAction) and e.send_attempt > 1 and e.at >= step.now]
 
@@ -247,39 +203,13 @@ visible = st.one_of(*[advance] * 3, reply, *[result] * 4, pause) | st.one_of(*[a
 timeless = st.tuples(st.sampled_from(sorted(VALID)), policy,
                      st.tuples(st.booleans(), st.lists(visible, min_size=1, max_size=30)).map(
                          lambda p: _expand([FAIL_FIRST, *p[1]] if p[0] else p[1])))
-_OBSERVED = (EmitAction, EmitOutcome, Reject)
-
-
 def _run_with_timer_records(definition: str, definitions: dict[str, WaitDefinition],
                             ops: list[Op], *, punctual: bool,
                             end: int) -> tuple[Slot | None, list[Effect]]:
     world = World(definition, definitions)
-    seen: list[Effect] = []
-
-    def deliver_due(until: int) -> None:
-        while world.slot is not None:
-            due = sorted((t for t in world.slot.armed_timers() if t.due_at <= until),
-                         key=lambda t: (t.due_at, t.kind.value, t.generation))
-            if not due:
-                return
-            t = due[0]
-            seen.extend(e for e in world.decide(TimerFired(KEY, t.kind, t.due_at, t.generation))
-                        if isinstance(e, _OBSERVED))
-
-    seen.extend(e for e in world.decide(StartWait(KEY, definition, requested_at=T0,
-                                                  tenant="acme"))
-                if isinstance(e, _OBSERVED))
-    for o in ops:
-        if punctual and o[0] != "advance":
-            deliver_due(world.now)
-        event = world.event_for(o)
-        if event is None:
-            continue
-        seen.extend(e for e in world.decide(event) if isinstance(e, _OBSERVED))
-    if punctual:
-        deliver_due(end)
-    final = catch_up(world.slot, end, definitions)
-    return final.slot, seen + [e for e in final.effects if isinstance(e, _OBSERVED)]
+    started = observed(world.decide(StartWait(KEY, definition, requested_at=T0, tenant="acme")))
+    slot, seen = world.replay(ops, punctual=punctual, end=end)
+    return slot, started + seen
 
 
 @SETTINGS

@@ -65,7 +65,11 @@ def _save(name: str, report: Report) -> None:
 
 
 def _assert_clean(report: Report) -> None:
-    assert report.lost == 0, f"{report.lost} waits never ended: {report.examples}"
+    # Which side stood still: the load's producer (requests never acknowledged) or the
+    # worker (acknowledged input never applied); see chaos.input_sides.
+    assert report.lost == 0, (
+        f"{report.lost} waits never ended; stalled: {report.stalled}; inputs "
+        f"(acknowledged/applied): {report.inputs}; load: {report.load}; {report.examples}")
     assert report.conflicting == 0, f"{report.conflicting} waits ended twice: {report.examples}"
     assert report.wrong == 0, f"{report.wrong} waits ended the wrong way: {report.examples}"
     assert report.reviews > 0, "the run exercised the review flow"

@@ -47,7 +47,8 @@ DATA = [
     '{"price": -1}', '{"resultReady": true, "result": {"n": 1}}', '{"resultReady": false}',
     '{"resultReady": "soon"}', '{"amount": 100, "currency": "EUR"}',
     '{"amount": 100, "currency": "euro"}', "not json", "", "{\"decision\": \"approved\", "
-    "\"comment\": \"gr\\u00fc\\u00df \\\"q\\\" \\\\ \\n ok\"}", '{"decision": "rejected", "by": "Zoë"}',
+    "\"comment\": \"gr\\u00fc\\u00df \\\"q\\\" \\\\ \\n ok\"}",
+    '{"decision": "rejected", "by": "Zoë"}',
     "[1, 2, 3]", '{"deep": ' * 30 + "1" + "}" * 30,
 ]
 CHANNELS = ["portal", "email", "webhook", "sms", "operator", ""]
@@ -55,6 +56,10 @@ TENANTS = ["acme", "acme", "acme", "globex", None]
 COMMANDS = ["SUSPEND", "RESUME", "CANCEL", "DELIVER", "REVIEW", "RESCHEDULE", "MIGRATE",
             "PAUSE"]
 DURATIONS = ["PT5M", "PT1H", "P2D", "-PT30M", "-P10D", "P1M", "PT0S", "soon", ""]
+# Bulk operations' ids: a few that repeat (a second command of one is refused), and
+# malformed ones (refused as invalid).
+OPERATIONS = ["op-1", "op-2", "cancel-20261207T101500-3f9a1c", "", "has space", "x" * 65,
+              "a,b", "\u00e9t\u00e9"]
 
 
 @dataclass
@@ -88,7 +93,13 @@ class Driver:
             p = (p + 1) % PARTITIONS
         offset = self.offsets[(role, p)]
         self.offsets[(role, p)] += 1
-        return InputRecord(role, f"t.{role.value}", p, offset, key.encode(), value, self.now, True)
+        # Headers (streams.headers): a trace on many records, kept with the wait a request
+        # parks; a receipt asked for now and then (decided by the Python path alone).
+        traceparent = (f"00-{self.rng.getrandbits(128):032x}-{self.rng.getrandbits(64):016x}-01"
+                       if self.rng.random() < 0.4 else None)
+        receipt = f"rc-{offset}" if self.rng.random() < 0.05 else None
+        return InputRecord(role, f"t.{role.value}", p, offset, key.encode(), value, self.now, True,
+                           traceparent=traceparent, receipt=receipt)
 
     def encode(self, kind: RecordType, fields: dict[str, object]) -> bytes:
         if self.rng.random() < 0.25:
@@ -130,7 +141,8 @@ class Driver:
                              ("responseData", [*DATA[:4], None]),
                              ("deadline", [*DURATIONS, None, None]),
                              ("moveBy", [*DURATIONS, None, None]),
-                             ("version", [None, None, "v0", "no-such-version"])):
+                             ("version", [None, None, "v0", "no-such-version"]),
+                             ("operationId", OPERATIONS)):
             if self.rng.random() < 0.5:
                 fields[name] = self.rng.choice(values)
         if kind == "PAUSE":  # not a command this build knows: refused by the Python path

@@ -28,10 +28,10 @@ from tests.processor.native_streams import PARTITIONS, Driver, definitions
 REFUSED = {"no key", "invalid key", "misrouted", "key not UTF-8", "no value", "empty value",
            "neither Avro nor JSON", "json", "unknown field", "missing field",
            "a JSON value of another type", "command kind", "a schema not read natively",
-           "key mismatch", "too large", "status"}
+           "key mismatch", "too large", "status", "a receipt asked for"}
 
 FIELDS = ("wait_key", "row", "timers_before", "timers_after", "head_before", "head_after",
-          "out", "counters", "outcomes", "not_due", "unindexed", "timer")
+          "out", "counters", "outcomes", "not_due", "unindexed", "timer", "traceparent")
 
 
 class Pair:

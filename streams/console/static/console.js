@@ -311,6 +311,95 @@ function refreshCounted(key) {
   if (diagramName) loadDiagram(diagramName);
 }
 
+// A bulk action: the filters of the list as the filter of `xwait cancel --where`
+// (streams/client/where.py), so that the worker selects the waits the list shows.
+function bulkWhere() {
+  if (["f-outcome", "f-reason", "f-ended-from", "f-ended-to"].some((id) => $(id).value) ||
+      $("f-state").value === "done") {
+    throw new Error("it acts on waits not done: clear the done state and the outcome, " +
+                    "reason and end filters");
+  }
+  const parts = [];
+  for (const [id, name] of [["f-definition", "definition"], ["f-tenant", "tenant"],
+                            ["f-key", "key"], ["f-state", "state"]]) {
+    const value = $(id).value.trim();
+    if (value.includes(",")) throw new Error(`a ${name} with a comma cannot be selected`);
+    if (value) parts.push(`${name}=${value}`);
+  }
+  // The list's park times include their end; the filter's "before" does not.
+  if ($("f-from").value) parts.push(`parkedAfter=${new Date($("f-from").value).getTime()}`);
+  if ($("f-to").value) parts.push(`parkedBefore=${new Date($("f-to").value).getTime() + 1}`);
+  if (!parts.length) throw new Error("choose at least one filter (a definition, a tenant...)");
+  return parts.join(",");
+}
+
+function confirmBulk(command, dry, reason) {
+  return new Promise((resolve) => {
+    const dlg = $("bulk-confirm");
+    const n = `${dry.count} wait${dry.count === 1 ? "" : "s"}`;
+    $("bulk-h").textContent = `${command[0].toUpperCase()}${command.slice(1)} ${n}?`;
+    const done = {cancel: "ends CANCELLED", suspend: "is suspended", resume: "is resumed"};
+    $("bulk-text").textContent = `Every wait matching ${dry.where} (${n} now) ` +
+      `${done[command] || "gets " + command}` + (reason ? `, with the reason "${reason}"` : "") +
+      ". Each one's trace names you and the operation." +
+      (dry.count > dry.sample.length ? ` The first ${dry.sample.length}:` : "");
+    $("bulk-sample").replaceChildren(...dry.sample.map((w) => el("li", {}, w.key)));
+    $("bulk-yes").textContent = `${command[0].toUpperCase()}${command.slice(1)} ${n}`;
+    dlg.onclose = () => resolve(dlg.returnValue === "yes");
+    dlg.showModal();
+  });
+}
+
+function bulkSummary(job) {
+  const s = job.summary || {};
+  return `${job.command} ${job.operation}: ${job.done} of ${job.total} done; applied ` +
+    `${s.applied || 0}, skipped ${s.skipped || 0}, refused ${s.refused || 0}` +
+    ((s.unconfirmed || []).length ? `, unconfirmed ${s.unconfirmed.length}` : "");
+}
+
+async function bulkAction() {
+  let where;
+  try { where = bulkWhere(); } catch (e) { fail("Bulk action not sent: " + e.message); return; }
+  const command = $("bulk-command").value;
+  const reason = $("bulk-reason").value.trim() || undefined;
+  if (command !== "resume" && !reason) {
+    fail(`Bulk ${command} not sent: it needs a reason, which goes into every wait's trace`);
+    $("bulk-reason").focus();
+    return;
+  }
+  const operator = await askOperator();
+  if (!operator) { fail("Bulk action not sent: commands need your name"); return; }
+  const body = {command, where, reason, operator};
+  say(`Counting the waits matching ${where}…`);
+  let dry;
+  try { dry = await call("POST", "/bulk", {...body, dryRun: true}); }
+  catch (e) { fail("Bulk action: " + e.message); return; }
+  if (!dry.count) { say(`No wait matches ${where}: nothing to ${command}`); return; }
+  if (!await confirmBulk(command, dry, reason)) { say("Bulk action: nothing sent"); return; }
+  let job;
+  try { job = await call("POST", "/bulk", body); }
+  catch (e) { fail("Bulk action refused: " + e.message); return; }
+  $("bulk-go").disabled = true;
+  try {
+    while (!job.finished) {
+      $("bulk-info").textContent = bulkSummary(job);
+      await sleep(500);
+      job = await call("GET", "/bulk/" + encodeURIComponent(job.operation));
+    }
+  } catch (e) { fail("Bulk action: " + e.message); return; }
+  finally { $("bulk-go").disabled = false; }
+  $("bulk-info").textContent = bulkSummary(job);
+  const s = job.summary || {};
+  if (job.error || !s.complete) {
+    fail(bulkSummary(job) + (job.error ? ` (${job.error})` : "") +
+         ((s.refusals || []).length ? `; refused: ${s.refusals.map(
+           (r) => `${r.key} (${r.reason})`).join(", ")}` : ""));
+  } else say(bulkSummary(job));
+  $("bulk-reason").value = "";
+  loadList(); loadReview();
+  if (diagramName) loadDiagram(diagramName);
+}
+
 function reviewRow(w) {
   const note = el("input", {"aria-label": "Review note for " + w.key, size: "18",
                             "class": "review-note", placeholder: "note"});
@@ -590,6 +679,7 @@ $("btn-reschedule").onclick = () => command("reschedule", {
 $("btn-deliver").onclick = () => command("deliver", {responseData: $("deliver-data").value,
                                                     reason: reason()});
 $("review-refresh").onclick = loadReview;
+$("bulk-go").onclick = bulkAction;
 $("def-select").onchange = () => loadDiagram($("def-select").value);
 $("zoom-in").onclick = () => zoomBy(ZOOM_STEP);
 $("zoom-out").onclick = () => zoomBy(1 / ZOOM_STEP);

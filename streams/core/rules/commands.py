@@ -29,6 +29,7 @@ from streams.core.events import (
     TimerKind,
     split_correlation_key,
 )
+from streams.core.operations import carries, operation_id_problem
 from streams.core.rules.context import (
     OPERATOR_CHANNEL,
     _by,
@@ -73,6 +74,8 @@ def _command_on_wait(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
 
 
 def _apply_command(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
+    if cmd.operation_id is not None and not _first_of_operation(w, cmd, ctx):
+        return w
     if w.status is WaitStatus.DONE:
         ctx.reject(RejectReason.LATE, f"{_ended(w)}; {cmd.command.value} does nothing")
         return w
@@ -95,6 +98,33 @@ def _apply_command(w: Wait, cmd: Command, ctx: _Ctx) -> Wait:
     return _review(w, d, ctx, cmd)
 
 
+def _signed(cmd: Command) -> str:
+    """How the trace entry of a command the wait takes ends: reason, operator, operation."""
+    return _by(cmd.reason, cmd.operator, cmd.operation_id)
+
+
+def _first_of_operation(w: Wait, cmd: Command, ctx: _Ctx) -> bool:
+    """Whether the wait may take this command of a bulk operation: its id is well formed
+    and the wait's kept trace does not already name it (streams.core.operations).
+
+    A re-run of an operation skips the waits that carry its mark; this refusal
+    covers the command the crashed run had sent but no worker had decided yet.
+    """
+    operation = cmd.operation_id or ""
+    problem = operation_id_problem(operation)
+    if problem is not None:
+        ctx.reject(RejectReason.INVALID_COMMAND, f"{problem} (the command's operationId)")
+        return False
+    for entry in w.trace:
+        if carries((entry.detail,), operation):
+            ctx.reject(RejectReason.DUPLICATE,
+                       f"Expected a wait operation {operation} has not commanded yet, but it "
+                       f"took the operation's command at {format_utc_ms(entry.at)} "
+                       f"({entry.event}); this {cmd.command.value} does nothing")
+            return False
+    return True
+
+
 def _suspend(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
     """Rule 9: keep the wait's place and what is left of each timer; decide nothing."""
     if w.status is WaitStatus.SUSPENDED:
@@ -107,7 +137,7 @@ def _suspend(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
     suspension = Suspension(reason=cmd.reason, at=ctx.now, resume_to=w.status,
                             remaining=remaining, operator=cmd.operator)
     w = replace(w, status=WaitStatus.SUSPENDED, suspension=suspension, timers=())
-    return _trace(w, ctx.now, "suspended", _by(cmd.reason, cmd.operator))
+    return _trace(w, ctx.now, "suspended", _signed(cmd))
 
 
 def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
@@ -125,7 +155,7 @@ def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
                 held_results=())
     w = _shift_retries(w, ctx.now - s.at)
     w = _trace(w, ctx.now, "resumed", f"after {format_span_ms(ctx.now - s.at)} suspended: "
-                                      f"{_by(cmd.reason, cmd.operator)}")
+                                      f"{_signed(cmd)}")
     resumed_by = ctx.by
     for h in held:
         if isinstance(h, HeldResult):
@@ -153,7 +183,7 @@ def _resume(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
 
 
 def _cancel(w: Wait, d: WaitDefinition | None, ctx: _Ctx, cmd: Command) -> Wait:
-    w = _trace(w, ctx.now, "cancelled", _by(cmd.reason, cmd.operator))
+    w = _trace(w, ctx.now, "cancelled", _signed(cmd))
     if w.held:
         w = _trace(w, ctx.now, "undecided",
                    f"{len(w.held)} replies recorded while suspended were not decided")
@@ -179,12 +209,12 @@ def _deliver(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
             return w
         w = replace(w, held=(*w.held, HeldReply(reply, ctx.now, by_operator=True,
                                                 operator=cmd.operator, reason=cmd.reason)))
-        return _trace(w, ctx.now, "delivery_recorded", _by(cmd.reason, cmd.operator))
+        return _trace(w, ctx.now, "delivery_recorded", _signed(cmd))
     if w.status is WaitStatus.IN_REVIEW:
         ctx.reject(RejectReason.INVALID_COMMAND,
                    "Expected a parked wait for DELIVER, but it is in review: answer with REVIEW")
         return w
-    w = _trace(w, ctx.now, "delivered", _by(cmd.reason, cmd.operator))
+    w = _trace(w, ctx.now, "delivered", _signed(cmd))
     return _judge(w, d, ctx, cmd.response_data, OPERATOR_CHANNEL, None, None, by_operator=True)
 
 
@@ -219,7 +249,7 @@ def _reschedule(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
                    "Expected a parked or suspended wait to reschedule, but it is in review: "
                    "the reply under review stopped its deadline")
         return w
-    why = _by(cmd.reason, cmd.operator)
+    why = _signed(cmd)
     if w.status is WaitStatus.SUSPENDED and w.suspension is not None:
         s = w.suspension
         left = next((ms for kind, ms in s.remaining if kind is TimerKind.DEADLINE), None)
@@ -284,7 +314,8 @@ def _review(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
     # The note is the reviewer's reason; a command's own reason (the console sends one)
     # is kept beside it.
     why = "; ".join(text for text in (cmd.review_note, cmd.reason) if text) or None
-    w = _trace(w, ctx.now, "reviewed", f"{cmd.review_outcome}: {_by(why, cmd.operator)}")
+    w = _trace(w, ctx.now, "reviewed",
+               f"{cmd.review_outcome}: {_by(why, cmd.operator, cmd.operation_id)}")
     return _accept(w, d, ctx, data, valid=valid, reason=reason, winner=None)
 
 
@@ -326,7 +357,7 @@ def _migrate(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:
     w = replace(w, definition_version=target.version or None)
     return _trace(w, ctx.now, "migrated",
                   f"definition {w.definition} version {old} -> {target.version or '(none)'}: "
-                  f"{_by(cmd.reason, cmd.operator)}")
+                  f"{_signed(cmd)}")
 
 
 def _misfit(w: Wait, current: WaitDefinition | None, target: WaitDefinition) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from streams.core import operations
 from streams.core.copying import replace
 from streams.core.definition import (
     Variant,
@@ -197,5 +198,5 @@ def _who(channel: str, party: str | None) -> str:
     return f"channel {channel!r}" + (f", party {party!r}" if party is not None else "")
 
 
-def _by(reason: str | None, operator: str | None) -> str:
-    return f"{reason or 'no reason given'} (by {operator or 'unknown operator'})"
+def _by(reason: str | None, operator: str | None, operation_id: str | None = None) -> str:
+    return operations.by(reason, operator, operation_id)

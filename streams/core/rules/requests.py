@@ -97,8 +97,11 @@ def _on_start(slot: Slot | None, ev: StartWait, ctx: _Ctx) -> Slot | None:
     )
     wait = _open_stage(wait, d, ctx, start=parked_at)
     if slot is None or not (slot.early_replies or slot.early_commands):
-        return Slot(wait=wait, next_generation=ctx.generation)
-    return _apply_early(wait, d, slot, ctx)
+        return Slot(wait=wait, next_generation=ctx.generation, traceparent=ev.traceparent)
+    parked = _apply_early(wait, d, slot, ctx)
+    if parked is None or ev.traceparent is None:
+        return parked
+    return replace(parked, traceparent=ev.traceparent)
 
 
 def _apply_early(wait: Wait, d: WaitDefinition, held_by: Slot, ctx: _Ctx) -> Slot | None:
