@@ -25,6 +25,7 @@ pub enum Sch {
     Str,
     Enum(Rc<Vec<String>>),
     Array(Box<Sch>),
+    #[allow(dead_code)] // read and written by no field of the contract's records
     Map(Box<Sch>),
     Record(Rc<Rec>),
     Union(Vec<Sch>),

@@ -335,7 +335,6 @@ pub fn pyjson_str(out: &mut Vec<u8>, s: &str) {
 
 /// `json.dumps(value, separators=(",", ":"))` of a small value built by the rules.
 pub enum PyJ<'a> {
-    Null,
     Int(i64),
     Str(&'a str),
     OptStr(Option<&'a str>),
@@ -344,7 +343,7 @@ pub enum PyJ<'a> {
 
 pub fn pyjson(out: &mut Vec<u8>, v: &PyJ) {
     match v {
-        PyJ::Null | PyJ::OptStr(None) => out.extend_from_slice(b"null"),
+        PyJ::OptStr(None) => out.extend_from_slice(b"null"),
         PyJ::Int(n) => out.extend_from_slice(n.to_string().as_bytes()),
         PyJ::Str(s) | PyJ::OptStr(Some(s)) => pyjson_str(out, s),
         PyJ::Obj(entries) => {

@@ -43,13 +43,16 @@ pub fn sub(a: i64, b: i64) -> R<i64> {
     a.checked_sub(b).ok_or(Stop::Decline("integer overflow"))
 }
 
+/// A version of a definition, and the Python object it was read from (kept alive).
+type Version = (Py<PyAny>, Rc<Definition>);
+
 pub struct Definitions {
     pub newest: HashMap<String, Rc<Definition>>,
     pub sorted_names: Vec<String>,
     pub longest_ttl: i64,
     pub mapping: Py<PyAny>,
     /// Other versions, by the Python object they were read from (kept alive here).
-    versions: RefCell<HashMap<usize, (Py<PyAny>, Rc<Definition>)>>,
+    versions: RefCell<HashMap<usize, Version>>,
 }
 
 fn get<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
@@ -94,9 +97,7 @@ pub fn read_definition(d: &Bound<'_, PyAny>) -> PyResult<Definition> {
         name: get(d, "name")?,
         variant,
         stages,
-        channels: get(d, "channels")?,
         parties: get(d, "parties")?,
-        response_schema: get(d, "response_schema")?,
         invalid_reply_escalate: enum_value(d, "invalid_reply")? == "escalate",
         early_reply_ttl_ms: get(d, "early_reply_ttl_ms")?,
         retention_ms: get(d, "retention_ms")?,

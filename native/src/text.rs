@@ -108,7 +108,7 @@ pub fn action_id(wait_key: &str, parked_at: i64, action: &str, stage: i64, level
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 pub fn b64encode(data: &[u8]) -> String {
-    let mut out = String::with_capacity((data.len() + 2) / 3 * 4);
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
         let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
         let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
@@ -123,7 +123,7 @@ pub fn b64encode(data: &[u8]) -> String {
 /// Strict standard base64 with padding (what `b64encode` writes); None for anything else.
 pub fn b64decode(text: &str) -> Option<Vec<u8>> {
     let t = text.as_bytes();
-    if t.len() % 4 != 0 {
+    if !t.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(t.len() / 4 * 3);
