@@ -26,7 +26,7 @@ CHROMIUM ?= /usr/bin/chromium
 # builds the native record path (native/, Rust through PyO3: streams/core/native.py)
 # into streams/_native*.so, in release mode, and again whenever native/ changes
 # (cargo's build folder is native/target, so a rebuild takes seconds).
-NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs native/src/*/*.rs)
 
 $(STAMP): pyproject.toml requirements-dev.lock $(NATIVE_SOURCES)
 	@command -v cargo >/dev/null || { echo "cargo not found: the native record path (native/) needs" \
@@ -114,7 +114,8 @@ reference: $(STAMP)
 # carries the native record path, built for this platform).  The
 # wheel is then installed into a fresh virtualenv with the locked dependencies
 # (requirements.lock) and run from outside the checkout: `xwait --version` must
-# say this version and `xwait definitions` must list the shipped examples.  The
+# say this version, its native record path must load, and `xwait definitions`
+# must list the shipped examples.  The
 # image is built where a Docker engine answers.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 SMOKE := .xwait/dist-check
@@ -127,6 +128,7 @@ dist: $(STAMP)
 	$(BIN)/uv pip install --quiet --python $(SMOKE)/venv/bin/python --no-deps \
 		dist/xwait-$(VERSION)-*.whl
 	cd $(SMOKE) && test "$$(venv/bin/xwait --version)" = "xwait $(VERSION)"
+	cd $(SMOKE) && venv/bin/python -c "import streams._native"
 	cd $(SMOKE) && XWAIT_CONSOLE_URL=http://127.0.0.1:9 venv/bin/xwait definitions \
 		| grep -q '^expense-approval '
 	@echo "dist: $$(ls dist | tr '\n' ' ')- the wheel installs and runs (xwait $(VERSION))"

@@ -211,9 +211,12 @@ class Settings:
     # extension is not built, every record is decided in Python.
     pure_python: bool = False
     """`1`: decide every record with the Python rules, never the native record path
-    (`streams._native`, built by `make venv`). Equal decisions, more CPU: for
-    comparing the two, or to rule the native path out. Without the extension the
-    worker decides in Python anyway, and says so once at start."""
+    (`streams._native`, built by `make venv`; docs/concepts/native.md). Equal
+    decisions, more CPU: for comparing the two, or to rule the native path out.
+    Without the extension the worker decides in Python anyway, and says so once
+    at start.
+
+    Default: `0`"""
     # Least seconds between the starts of two batches (0: a batch starts as
     # soon as the previous one is committed; a full batch always does); the
     # input fetch and the applier's end-offset probes keep to the same pace.

@@ -30,7 +30,7 @@ from streams.core import (
 from streams.core import native as native_rules
 from streams.processor.model import Handled, OutRecord, Role, RowHead, RowWrite
 
-__all__ = ["record_path"]
+__all__ = ["record_path", "unavailable"]
 
 # The classes and enums a native `Handled` is made of.
 _TYPES = SimpleNamespace(
@@ -65,3 +65,8 @@ def record_path(definitions: Mapping[str, WaitDefinition], partitions: int, time
         return None
     return module.Core(definitions, partitions, timers_topic, native_rules.Helpers, _TYPES,
                        codec_tables(codec))
+
+
+def unavailable() -> str:
+    """Why there is no native core (the extension is not built, or does not load)."""
+    return native_rules.unavailable or "the native record path is not available"

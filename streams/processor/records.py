@@ -54,7 +54,7 @@ from streams.processor.model import (
     RowWrite,
     head_of,
 )
-from streams.processor.native import record_path
+from streams.processor.native import record_path, unavailable
 from streams.timers.firing import FiredTimer, event_to_fire, is_armed
 
 log = logging.getLogger(__name__)
@@ -215,6 +215,8 @@ class RecordHandler:
         self.partitions = partitions
         self.timers_topic = timers_topic
         self.pure_python = pure_python
+        self.python_because: str | None = "XWAIT_PURE_PYTHON=1" if pure_python else None
+        """Why every record is decided in Python (None while the native path decides)."""
         self._native: Any | None = None
         self._native_codec: codec.Codec | None = None
 
@@ -224,6 +226,7 @@ class RecordHandler:
         log.exception("the native record path failed; deciding every record in Python from "
                       "now on (XWAIT_PURE_PYTHON=1 does so from the start)")
         self.pure_python = True
+        self.python_because = "the native record path failed (a bug, logged)"
         self._native = None
 
     def native(self) -> Any | None:
@@ -236,6 +239,8 @@ class RecordHandler:
                                            self.timers_topic, active)
             except Exception:  # a bug of the native path: see `_native_failed`
                 self._native_failed()
+            else:
+                self.python_because = None if self._native is not None else unavailable()
         return self._native
 
     def rejected(self, about: InputRecord | FiredTimer, reason: str, detail: str, now_ms: int,

@@ -13,15 +13,18 @@ inputs the Python path refuses or the layouts it alone reads.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from streams.processor.model import Handled, InputRecord, RowWrite
+from streams.partitioning import partition_for
+from streams.processor import records
+from streams.processor.model import Handled, InputRecord, Role, RowWrite
 from streams.processor.records import RecordHandler
 from streams.timers.firing import FiredTimer
-from tests.processor.native_streams import PARTITIONS, Driver, definitions
+from tests.processor.native_streams import PARTITIONS, T0, Driver, definitions
 
 # Why the native path may leave a record to Python: inputs the processor refuses
 # (their rejection has its own reason and text, made in Python), and nothing else.
@@ -87,3 +90,56 @@ def test_every_decision_of_a_long_stream_is_the_same_native_or_python(seed: int)
     assert set(declines) <= REFUSED, declines
     # Most records are decided natively: the stream is mostly waits, not hostile input.
     assert sum(declines.values()) < 0.25 * len(items), declines
+
+
+def _request(key: str) -> InputRecord:
+    value = json.dumps({"correlationKey": key, "definition": "bench-long",
+                        "requestedAt": T0}).encode()
+    return InputRecord(Role.REQUESTS, "t.requests", partition_for(key.encode(), PARTITIONS), 0,
+                       key.encode(), value, T0, True)
+
+
+def test_a_handler_told_pure_python_never_asks_the_native_path() -> None:
+    handler = RecordHandler(definitions(), PARTITIONS, "t.timers",  # type: ignore[arg-type]
+                            pure_python=True)
+    assert handler.native() is None
+    handled = handler.handle(_request("k-pure"), lambda key: None, T0)
+    assert handled.counters == ["actions.SEND_REQUEST"]
+
+
+class _Broken:
+    """A native core with a bug: it raises where it should decide or decline."""
+
+    calls = 0
+
+    def handle(self, *args: object) -> None:
+        self.calls += 1
+        raise RuntimeError("a bug")
+
+
+def test_a_native_path_that_raises_is_logged_once_and_python_decides_from_then_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    handler = RecordHandler(definitions(), PARTITIONS, "t.timers")  # type: ignore[arg-type]
+    if handler.native() is None:
+        pytest.skip("the native record path is not built here")
+    broken = _Broken()
+    handler._native = broken
+    first = handler.handle(_request("k-bug-1"), lambda key: None, T0)
+    second = handler.handle(_request("k-bug-2"), lambda key: None, T0)
+    assert first.counters == second.counters == ["actions.SEND_REQUEST"]  # Python decided
+    assert broken.calls == 1 and handler.native() is None
+    failures = [r for r in caplog.records if "native record path failed" in r.getMessage()]
+    assert len(failures) == 1
+
+
+def test_a_native_core_that_cannot_be_made_leaves_python_deciding(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def fails(*args: object) -> None:
+        raise ValueError("record type")
+
+    monkeypatch.setattr(records, "record_path", fails)
+    handler = RecordHandler(definitions(), PARTITIONS, "t.timers")  # type: ignore[arg-type]
+    assert handler.native() is None
+    assert handler.handle(_request("k-made"), lambda key: None, T0).counters == [
+        "actions.SEND_REQUEST"]
+    assert any("native record path failed" in r.getMessage() for r in caplog.records)
