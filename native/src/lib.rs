@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use pyo3::prelude::*;
+use pyo3::{intern, IntoPyObjectExt};
 use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple};
 
 use crate::handler::{Env, Handle, RowWrite};
@@ -52,18 +53,49 @@ impl Core {
         if let Some((_, o)) = cache.iter().find(|(x, _)| x == t) {
             return Ok(o.clone());
         }
-        let o = self.types.as_ref().unwrap().armed_timer.bind(py).call1((self.types.as_ref().unwrap().timer_kinds[t.kind.index()].bind(py), t.due_at, t.generation))?;
+        let types = self.types.as_ref().unwrap();
+        let o = types.armed_timer.make(py, &[
+            (intern!(py, "kind"), types.timer_kinds[t.kind.index()].bind(py)),
+            (intern!(py, "due_at"), &t.due_at.into_bound_py_any(py)?),
+            (intern!(py, "generation"), &t.generation.into_bound_py_any(py)?),
+        ])?;
         cache.push((*t, o.clone()));
         Ok(o)
     }
 
     fn head_obj<'py>(&self, py: Python<'py>, h: &Head, cache: &mut Vec<(ArmedTimer, Bound<'py, PyAny>)>) -> PyResult<Bound<'py, PyAny>> {
+        let types = self.types.as_ref().unwrap();
         let timers: Vec<Bound<'py, PyAny>> = h.timers.iter().map(|t| self.timer_obj(py, t, cache)).collect::<PyResult<_>>()?;
         let state = match h.state {
             None => py.None().into_bound(py),
-            Some(s) => self.types.as_ref().unwrap().statuses[s.index()].bind(py).clone(),
+            Some(s) => types.statuses[s.index()].bind(py).clone(),
         };
-        self.types.as_ref().unwrap().row_head.bind(py).call1((state, &h.definition, &h.tenant, PyTuple::new(py, timers)?, h.parked_at, &h.version))
+        types.row_head.make(py, &[
+            (intern!(py, "state"), &state),
+            (intern!(py, "definition"), &h.definition.as_deref().into_bound_py_any(py)?),
+            (intern!(py, "tenant"), &h.tenant.as_deref().into_bound_py_any(py)?),
+            (intern!(py, "timers"), PyTuple::new(py, timers)?.as_any()),
+            (intern!(py, "parked_at"), &h.parked_at.into_bound_py_any(py)?),
+            (intern!(py, "version"), &h.version.as_deref().into_bound_py_any(py)?),
+        ])
+    }
+
+    fn out_obj<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>, o: &handler::Output) -> PyResult<Bound<'py, PyAny>> {
+        let t = self.types.as_ref().unwrap();
+        let headers = match &o.traceparent {
+            None => py.None().into_bound(py),
+            Some(tp) => {
+                let header = PyTuple::new(py, [intern!(py, "traceparent").clone().into_any(), PyBytes::new(py, tp.as_bytes()).into_any()])?;
+                PyTuple::new(py, [header])?.into_any()
+            }
+        };
+        t.out_record.make(py, &[
+            (intern!(py, "role"), t.roles[o.role].bind(py)),
+            (intern!(py, "key"), key),
+            (intern!(py, "value"), PyBytes::new(py, &o.value).as_any()),
+            (intern!(py, "partition"), &py.None().into_bound(py)),
+            (intern!(py, "headers"), &headers),
+        ])
     }
 
     fn handled_obj<'py>(&self, py: Python<'py>, wait_key: &str, h: handler::Handled) -> PyResult<Bound<'py, PyAny>> {
@@ -73,51 +105,52 @@ impl Core {
         let after: Vec<Bound<'py, PyAny>> = h.timers_after.iter().map(|x| self.timer_obj(py, x, &mut cache)).collect::<PyResult<_>>()?;
         let head_before = self.head_obj(py, &h.head_before, &mut cache)?;
         let head_after = if h.head_after == h.head_before { head_before.clone() } else { self.head_obj(py, &h.head_after, &mut cache)? };
-        let key = PyBytes::new(py, wait_key.as_bytes());
-        let out: Vec<Bound<'py, PyAny>> = h.out.iter()
-            .map(|o| match &o.traceparent {
-                None => t.out_record.bind(py).call1((t.roles[o.role].bind(py), &key, PyBytes::new(py, &o.value))),
-                Some(tp) => {
-                    let header = PyTuple::new(py, [PyString::new(py, "traceparent").into_any(), PyBytes::new(py, tp.as_bytes()).into_any()])?;
-                    t.out_record.bind(py).call1((t.roles[o.role].bind(py), &key, PyBytes::new(py, &o.value), py.None(),
-                                                 PyTuple::new(py, [header])?))
-                }
-            })
-            .collect::<PyResult<_>>()?;
+        let key = PyBytes::new(py, wait_key.as_bytes()).into_any();
+        let out: Vec<Bound<'py, PyAny>> = h.out.iter().map(|o| self.out_obj(py, &key, o)).collect::<PyResult<_>>()?;
         let mut outcomes = Vec::with_capacity(h.outcomes.len());
         for o in &h.outcomes {
             let trace: Vec<Bound<'py, PyAny>> = o.trace.iter()
-                .map(|e| t.trace_entry.bind(py).call1((e.at, &e.event, &e.detail)))
+                .map(|e| t.trace_entry.make(py, &[
+                    (intern!(py, "at"), &e.at.into_bound_py_any(py)?),
+                    (intern!(py, "event"), PyString::new(py, &e.event).as_any()),
+                    (intern!(py, "detail"), PyString::new(py, &e.detail).as_any()),
+                ]))
                 .collect::<PyResult<_>>()?;
             let fields = outcome_fields(py, o, PyTuple::new(py, trace)?.into_any(),
                                         t.outcome_kinds[o.outcome.index()].bind(py).clone(),
                                         t.outcome_reasons[o.reason.index()].bind(py).clone())?;
-            outcomes.push(t.emit_outcome.bind(py).call((), Some(&fields))?);
+            let fields: Vec<(&Bound<'py, PyString>, &Bound<'py, PyAny>)> = fields.iter().map(|(k, v)| (*k, v)).collect();
+            outcomes.push(t.emit_outcome.make(py, &fields)?);
         }
-        let kw = PyDict::new(py);
-        kw.set_item("wait_key", wait_key)?;
-        match h.row {
-            RowWrite::Unchanged => kw.set_item("row", t.row_unchanged.bind(py))?,
-            RowWrite::Delete => kw.set_item("row", t.row_delete.bind(py))?,
-            RowWrite::Write(b) => kw.set_item("row", PyBytes::new(py, &b))?,
-        }
-        kw.set_item("timers_before", PyFrozenSet::new(py, before.iter())?)?;
-        kw.set_item("timers_after", PyFrozenSet::new(py, after.iter())?)?;
-        kw.set_item("head_before", head_before)?;
-        kw.set_item("head_after", head_after)?;
-        kw.set_item("out", PyList::new(py, out)?)?;
-        kw.set_item("counters", PyList::new(py, h.counters)?)?;
-        kw.set_item("outcomes", PyList::new(py, outcomes)?)?;
-        if let Some((kind, due)) = h.unindexed {
-            kw.set_item("unindexed", (t.timer_kinds[kind.index()].bind(py), due))?;
-        }
-        if let Some(timer) = h.timer {
-            kw.set_item("timer", self.timer_obj(py, &timer, &mut cache)?)?;
-        }
-        if let Some(tp) = h.traceparent {
-            kw.set_item("traceparent", tp)?;
-        }
-        t.handled.bind(py).call((), Some(&kw))
+        let row = match h.row {
+            RowWrite::Unchanged => t.row_unchanged.bind(py).clone(),
+            RowWrite::Delete => t.row_delete.bind(py).clone(),
+            RowWrite::Write(b) => PyBytes::new(py, &b).into_any(),
+        };
+        let none = py.None().into_bound(py);
+        let unindexed = match h.unindexed {
+            Some((kind, due)) => (t.timer_kinds[kind.index()].bind(py), due).into_bound_py_any(py)?,
+            None => none.clone(),
+        };
+        let timer = match h.timer {
+            Some(timer) => self.timer_obj(py, &timer, &mut cache)?,
+            None => none.clone(),
+        };
+        t.handled.make(py, &[
+            (intern!(py, "wait_key"), PyString::new(py, wait_key).as_any()),
+            (intern!(py, "row"), &row),
+            (intern!(py, "timers_before"), PyFrozenSet::new(py, before.iter())?.as_any()),
+            (intern!(py, "timers_after"), PyFrozenSet::new(py, after.iter())?.as_any()),
+            (intern!(py, "head_before"), &head_before),
+            (intern!(py, "head_after"), &head_after),
+            (intern!(py, "out"), PyList::new(py, out)?.as_any()),
+            (intern!(py, "counters"), PyList::new(py, h.counters)?.as_any()),
+            (intern!(py, "outcomes"), PyList::new(py, outcomes)?.as_any()),
+            (intern!(py, "not_due"), &none),
+            (intern!(py, "unindexed"), &unindexed),
+            (intern!(py, "timer"), &timer),
+            (intern!(py, "traceparent"), &h.traceparent.as_deref().into_bound_py_any(py)?),
+        ])
     }
 }
 
@@ -200,7 +233,7 @@ impl Core {
             Ok(Handle::Replayed) => {
                 let kw = PyDict::new(py);
                 kw.set_item("counters", PyList::new(py, ["replayed"])?)?;
-                Ok(Some(types.handled.bind(py).call((), Some(&kw))?))
+                Ok(Some(types.handled.class(py).call((), Some(&kw))?))
             }
             Ok(Handle::Decided(wait_key, h)) => Ok(Some(self.handled_obj(py, &wait_key, *h)?)),
         }

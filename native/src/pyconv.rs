@@ -4,19 +4,75 @@
 
 use std::rc::Rc;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::{ffi, intern, IntoPyObjectExt};
 
 use crate::model::*;
 
+/// Makes instances of one dataclass without running its Python `__init__`: the instance
+/// is allocated as `object.__new__` does, then each field is set through the type's own
+/// attribute (a slot's member descriptor, or the instance's dict), as
+/// `object.__setattr__` would: a frozen class's `__setattr__` is not in the way.
+///
+/// Calling the class from Rust ran its `__init__` in Python, a frame and a setter call a
+/// field: building a decision's `Handled` that way cost as much as deciding it
+/// (callgrind on bench/path_bench.py).  Every field must be given, by name and in the
+/// dataclass's order: the names are read from the dataclass when the core is made, and
+/// a call that does not set exactly those is refused (`TypeError`), so a field added in
+/// Python and not here fails the native path at its first record, never silently.
+pub(crate) struct Maker {
+    cls: Py<PyAny>,
+    /// The fields' names, interned: the same objects `intern!` gives, compared by identity.
+    names: Vec<Py<PyString>>,
+}
+
+impl Maker {
+    pub(crate) fn read(py: Python<'_>, cls: &Bound<'_, PyAny>) -> PyResult<Maker> {
+        let fields = py.import("dataclasses")?.getattr("fields")?.call1((cls,))?;
+        let names = fields.try_iter()?
+            .map(|f| Ok(PyString::intern(py, &f?.getattr("name")?.extract::<String>()?).unbind()))
+            .collect::<PyResult<_>>()?;
+        Ok(Maker { cls: cls.clone().unbind(), names })
+    }
+
+    /// The class itself (to call it the slow way, with its defaults).
+    pub(crate) fn class<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+        self.cls.bind(py)
+    }
+
+    /// An instance with `fields` (name, value): every field of the class, in its order.
+    pub(crate) fn make<'py>(&self, py: Python<'py>, fields: &[(&Bound<'py, PyString>, &Bound<'py, PyAny>)]) -> PyResult<Bound<'py, PyAny>> {
+        let same = fields.len() == self.names.len()
+            && fields.iter().zip(&self.names).all(|((given, _), name)| given.as_ptr() == name.as_ptr());
+        if !same {
+            let names: Vec<String> = self.names.iter().map(|n| n.bind(py).to_string()).collect();
+            return Err(PyTypeError::new_err(format!("the native path sets other fields than {names:?}")));
+        }
+        // SAFETY: `cls` is a class (a heap type, allocated by PyType_GenericAlloc as
+        // object.__new__ would); the new reference is owned by the Bound, and each set
+        // goes through the generic attribute protocol, which checks its arguments.
+        unsafe {
+            let obj = Bound::from_owned_ptr_or_err(py, ffi::PyType_GenericAlloc(self.cls.as_ptr().cast(), 0))?;
+            for (name, value) in fields {
+                if ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) != 0 {
+                    return Err(PyErr::fetch(py));
+                }
+            }
+            Ok(obj)
+        }
+    }
+}
+
 /// The Python classes and enum members the results are made of (`streams.core.native`).
 pub(crate) struct Types {
-    pub(crate) handled: Py<PyAny>,
-    pub(crate) out_record: Py<PyAny>,
-    pub(crate) row_head: Py<PyAny>,
-    pub(crate) armed_timer: Py<PyAny>,
-    pub(crate) emit_outcome: Py<PyAny>,
-    pub(crate) trace_entry: Py<PyAny>,
+    pub(crate) handled: Maker,
+    pub(crate) out_record: Maker,
+    pub(crate) row_head: Maker,
+    pub(crate) armed_timer: Maker,
+    pub(crate) emit_outcome: Maker,
+    pub(crate) trace_entry: Maker,
     pub(crate) row_delete: Py<PyAny>,
     pub(crate) row_unchanged: Py<PyAny>,
     pub(crate) roles: Vec<Py<PyAny>>,
@@ -34,7 +90,7 @@ pub(crate) fn members(py: Python<'_>, cls: &Bound<'_, PyAny>, values: &[&str]) -
 
 impl Types {
     pub(crate) fn read(py: Python<'_>, t: &Bound<'_, PyAny>) -> PyResult<Types> {
-        let get = |n: &str| -> PyResult<Py<PyAny>> { Ok(t.getattr(n)?.unbind()) };
+        let get = |n: &str| -> PyResult<Maker> { Maker::read(py, &t.getattr(n)?) };
         let roles: Vec<Py<PyAny>> = t.getattr("Role")?.try_iter()?.map(|r| Ok(r?.unbind())).collect::<PyResult<_>>()?;
         let timer_kinds = members(py, &t.getattr("TimerKind")?, &TimerKind::ALL.iter().map(|k| k.value()).collect::<Vec<_>>())?;
         let statuses = members(py, &t.getattr("WaitStatus")?, &WaitStatus::ALL.iter().map(|k| k.value()).collect::<Vec<_>>())?;
@@ -208,29 +264,44 @@ pub(crate) fn trace_to_py<'py>(py: Python<'py>, trace: &[TraceEntry]) -> PyResul
     Ok(PyList::new(py, items)?.into_any())
 }
 
+/// An outcome's fields, in `EmitOutcome`'s order, as (interned name, value).
+pub(crate) type Fields<'py> = Vec<(&'py Bound<'py, PyString>, Bound<'py, PyAny>)>;
+
 pub(crate) fn outcome_fields<'py>(py: Python<'py>, o: &EmitOutcome, trace: Bound<'py, PyAny>, kind: Bound<'py, PyAny>,
-                       reason: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+                                  reason: Bound<'py, PyAny>) -> PyResult<Fields<'py>> {
+    fn v<'py, T: IntoPyObject<'py>>(py: Python<'py>, x: T) -> PyResult<Bound<'py, PyAny>> {
+        x.into_bound_py_any(py)
+    }
+    Ok(vec![
+        (intern!(py, "outcome_id"), v(py, &o.outcome_id)?),
+        (intern!(py, "correlation_key"), v(py, &o.correlation_key)?),
+        (intern!(py, "definition"), v(py, &o.definition)?),
+        (intern!(py, "tenant"), v(py, &o.tenant)?),
+        (intern!(py, "outcome"), kind),
+        (intern!(py, "reason"), reason),
+        (intern!(py, "response_data"), v(py, &o.response_data)?),
+        (intern!(py, "response_valid"), v(py, o.response_valid)?),
+        (intern!(py, "validation_issue"), v(py, &o.validation_issue)?),
+        (intern!(py, "review_outcome"), v(py, &o.review_outcome)?),
+        (intern!(py, "review_note"), v(py, &o.review_note)?),
+        (intern!(py, "reminders_sent"), v(py, o.reminders_sent)?),
+        (intern!(py, "escalation_level"), v(py, o.escalation_level)?),
+        (intern!(py, "parked_at"), v(py, o.parked_at)?),
+        (intern!(py, "ended_at"), v(py, o.ended_at)?),
+        (intern!(py, "trace"), trace),
+        (intern!(py, "operator"), v(py, &o.operator)?),
+        (intern!(py, "operator_reason"), v(py, &o.operator_reason)?),
+        (intern!(py, "send_error"), v(py, &o.send_error)?),
+        (intern!(py, "definition_version"), v(py, &o.definition_version)?),
+    ])
+}
+
+/// `fields` as a dict (the equality harness's view of an outcome).
+pub(crate) fn as_dict<'py>(py: Python<'py>, fields: Fields<'py>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("outcome_id", &o.outcome_id)?;
-    d.set_item("correlation_key", &o.correlation_key)?;
-    d.set_item("definition", &o.definition)?;
-    d.set_item("tenant", &o.tenant)?;
-    d.set_item("outcome", kind)?;
-    d.set_item("reason", reason)?;
-    d.set_item("response_data", &o.response_data)?;
-    d.set_item("response_valid", o.response_valid)?;
-    d.set_item("validation_issue", &o.validation_issue)?;
-    d.set_item("review_outcome", &o.review_outcome)?;
-    d.set_item("review_note", &o.review_note)?;
-    d.set_item("reminders_sent", o.reminders_sent)?;
-    d.set_item("escalation_level", o.escalation_level)?;
-    d.set_item("parked_at", o.parked_at)?;
-    d.set_item("ended_at", o.ended_at)?;
-    d.set_item("trace", trace)?;
-    d.set_item("operator", &o.operator)?;
-    d.set_item("operator_reason", &o.operator_reason)?;
-    d.set_item("send_error", &o.send_error)?;
-    d.set_item("definition_version", &o.definition_version)?;
+    for (k, v) in fields {
+        d.set_item(k, v)?;
+    }
     Ok(d)
 }
 
@@ -243,7 +314,7 @@ pub(crate) fn effect_to_py<'py>(py: Python<'py>, e: &Effect) -> PyResult<Bound<'
     let s = |x: &str| -> PyResult<Bound<'py, PyAny>> { Ok(PyString::new(py, x).into_any()) };
     let none = || py.None().into_bound(py);
     let items: Vec<Bound<'py, PyAny>> = match e {
-        Effect::Outcome(o) => vec![s("outcome")?, outcome_fields(py, o, trace_to_py(py, &o.trace)?, s(o.outcome.value())?, s(o.reason.value())?)?.into_any()],
+        Effect::Outcome(o) => vec![s("outcome")?, as_dict(py, outcome_fields(py, o, trace_to_py(py, &o.trace)?, s(o.outcome.value())?, s(o.reason.value())?)?)?.into_any()],
         Effect::Action(a) => {
             let d = PyDict::new(py);
             d.set_item("action_id", &a.action_id)?;
