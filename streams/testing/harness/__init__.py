@@ -14,7 +14,7 @@
 * `options`: the command-line options several benches share;
 * `runbook`: the skeleton of the chaos benches (a run per guarantee, judged alike).
 
-Importable without touching `sys.path`: a bench runs as ``.venv/bin/python bench/x.py``
+Importable without touching `sys.path`: a bench runs as ``.venv/bin/python bench/<name>.py``
 and imports only from `streams`.
 """
 
