@@ -12,8 +12,9 @@ mid-run, so it must not be a broker anything else uses) and runs
 against the broker's clock (lost, conflicting, wrong), duplicate outcome and
 action ids counted.  It writes the JSON, and ``bench/results/crash-latest.md``
 with the table; ``--publish`` puts its counts in the crash table of docs/guarantees.md
-("Processing guarantees, as measured": the rows that start "| long run"), so the
-page shows the last long run as it was measured, never a tally copied by hand.  Exit status 1 if
+("Processing guarantees, as measured": above the rows that start "| long run", which
+stay: the page keeps every long run), so that it shows each long run as it was
+measured, never a tally copied by hand.  Exit status 1 if
 any wait was lost, conflicting or wrong (or duplicated under exactly_once).
 """
 
@@ -74,10 +75,10 @@ def readme_rows(reports: list[dict[str, Any]], day: str) -> list[str]:
 
 
 def publish(readme: Path, rows: list[str]) -> None:
-    """Replace the long-run rows of the page's crash table (its first table headed
-    "| run | guarantee |") with `rows`."""
-    lines = [line for line in readme.read_text().splitlines()
-             if not line.startswith(LONG_RUN)]
+    """Put `rows` at the top of the page's crash table (its first table headed
+    "| run | guarantee |"), above the earlier runs, which stay (a row already there
+    is not added twice)."""
+    lines = [line for line in readme.read_text().splitlines() if line not in rows]
     header = next((i for i, line in enumerate(lines) if line.startswith(GUARANTEES_HEADER)),
                   None)
     if header is None:

@@ -12,12 +12,12 @@ import logging
 import math
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from streams.errors import ConfigError
 
@@ -353,14 +353,26 @@ class Settings:
         return replace(self, **given)
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+_N = TypeVar("_N", int, float)
+
+
+def _parsed(env: Mapping[str, str], name: str, parse: Callable[[str], _N],
+            expected: str) -> tuple[str, _N] | None:
+    """The variable's text and its value; None when it is unset or empty."""
     raw = env.get(name)
     if raw is None or raw == "":
-        return default
+        return None
     try:
-        value = int(raw)
+        return raw, parse(raw)
     except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r}: expected a whole number") from exc
+        raise ConfigError(f"{name}={raw!r}: expected {expected}") from exc
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    given = _parsed(env, name, int, "a whole number")
+    if given is None:
+        return default
+    raw, value = given
     if value <= 0:
         raise ConfigError(f"{name}={raw!r}: expected a number above zero")
     return value
@@ -384,13 +396,10 @@ def _optional_int(env: Mapping[str, str], name: str) -> int | None:
 def _float(env: Mapping[str, str], name: str, default: float, *,
            zero: bool = False) -> float:
     """A number of seconds above zero (`zero`: or zero)."""
-    raw = env.get(name)
-    if raw is None or raw == "":
+    given = _parsed(env, name, float, "a number of seconds")
+    if given is None:
         return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r}: expected a number of seconds") from exc
+    raw, value = given
     in_range = value >= 0 if zero else value > 0  # False for NaN
     if not (in_range and math.isfinite(value)):
         least = "of 0 or more" if zero else "above zero"

@@ -39,6 +39,8 @@ from typing import Any
 
 import yaml
 
+# The same names as streams/core/__init__.py's list (duplicates lists the pair),
+# deliberately: an import list, and the core's lazy table of where its names live.
 from streams.core.definition import (
     DEFAULT_EARLY_REPLY_TTL_MS,
     DEFAULT_RETENTION_MS,

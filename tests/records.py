@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from streams.config import Settings
 
@@ -27,5 +27,25 @@ def first_records(settings: Settings, role: str, count: int,
                 found.append(msg)
         assert len(found) == count, f"expected {count} records on {topic}, got {len(found)}"
         return found
+    finally:
+        consumer.close()
+
+
+def end_offsets(settings: Settings, role: str) -> list[int]:
+    """High watermark of each partition of `role`'s topic, in partition order: all zero
+    means nothing was ever produced, and the sum is how many records it holds."""
+    consumer = Consumer(settings.confluent(**{"group.id": "probe"}))
+    try:
+        topic = settings.topic(role)
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                        for p in sorted(parts)]
+            except KafkaException:  # a topic created a moment ago may have no leader yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()

@@ -26,6 +26,8 @@ def test_the_default_topology_is_the_one_shipped_in_the_package() -> None:
         "demo-approval.yaml"]
 
 
+# A table alike in shape with itself and test_client_start.py's (duplicates lists the pairs),
+# deliberately: one row a refused setting and its message.
 @pytest.mark.parametrize(("env", "message"), [
     ({"XWAIT_SCHEMA_REGISTRY_URL": "localhost:8081"}, "Expected an http:// or https:// URL"),
     ({"XWAIT_CONSOLE_URL": "6066"}, "Expected an http:// or https:// URL"),

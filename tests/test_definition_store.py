@@ -4,7 +4,8 @@ and what it learns while it runs."""
 from __future__ import annotations
 
 import dataclasses
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,22 @@ from streams.config import Settings
 from streams.core import DefinitionError, DefinitionSet
 from streams.definition_store import DefinitionStore, version_key
 from streams.definitions import load_documents
+from tests.waiting import until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.rule13]
 
 V1 = "variant: single-channel\nchannels: [portal]\ndeadline: PT5M\n"
 V2 = V1.replace("PT5M", "PT6M")
+
+
+@contextmanager
+def _following(store: DefinitionStore, kept: DefinitionSet) -> Iterator[None]:
+    """The store following the definitions topic into `kept` for the block."""
+    store.follow(kept)
+    try:
+        yield
+    finally:
+        store.stop()
 
 
 def _folder(tmp_path: Path, name: str, text: str) -> Path:
@@ -61,16 +73,11 @@ def test_a_running_worker_learns_versions_published_after_it_started(
         made: Settings, tmp_path: Path) -> None:
     store = DefinitionStore(made)
     kept = store.sync(load_documents(_folder(tmp_path, "one", V1)))
-    store.follow(kept)
-    try:
+    with _following(store, kept):
         later = DefinitionStore(made).sync(load_documents(_folder(tmp_path, "two", V2)))
         v2 = later["approval"].version
-        deadline = time.monotonic() + 20
-        while kept.version("approval", v2) is None:
-            assert time.monotonic() < deadline, "the follower never read the new version"
-            time.sleep(0.2)
-    finally:
-        store.stop()
+        until(lambda: kept.version("approval", v2) is not None,
+              "the follower to read the new version", timeout=20)
 
 
 def test_a_decision_that_needs_a_version_not_yet_read_looks_for_it_once(
@@ -90,15 +97,10 @@ def test_removed_versions_are_tombstones_a_worker_with_the_file_publishes_again(
     store = DefinitionStore(made)
     kept = store.sync(load_documents(_folder(tmp_path, "one", V1)))
     v1 = kept["approval"].version
-    store.follow(kept)
-    try:
+    with _following(store, kept):
         DefinitionStore(made).remove("approval", [v1])
-        deadline = time.monotonic() + 20
-        while DefinitionStore(made).read_all().get(version_key("approval", v1)) is None:
-            assert time.monotonic() < deadline, "the worker did not publish its file again"
-            time.sleep(0.3)
-    finally:
-        store.stop()
+        until(lambda: DefinitionStore(made).read_all().get(version_key("approval", v1))
+              is not None, "the worker to publish its file again", timeout=20, every=0.3)
 
 
 def test_a_running_worker_forgets_a_version_removed_that_it_does_not_load(
@@ -108,16 +110,10 @@ def test_a_running_worker_forgets_a_version_removed_that_it_does_not_load(
     v1 = kept["approval"].version
     v2 = DefinitionStore(made).sync(load_documents(_folder(tmp_path, "two", V2)))[
         "approval"].version
-    store.follow(kept)
-    try:
-        deadline = time.monotonic() + 20
-        while v2 not in {d.version for d in kept.kept()}:
-            assert time.monotonic() < deadline, "the follower never read version 2"
-            time.sleep(0.2)
+    with _following(store, kept):
+        until(lambda: v2 in {d.version for d in kept.kept()},
+              "the follower to read version 2", timeout=20)
         DefinitionStore(made).remove("approval", [v2])
-        while v2 in {d.version for d in kept.kept()}:
-            assert time.monotonic() < deadline, "the removed version is still kept"
-            time.sleep(0.2)
+        until(lambda: v2 not in {d.version for d in kept.kept()},
+              "the removed version to be forgotten", timeout=20)
         assert [d.version for d in kept.kept()] == [v1]  # its own file's version stays
-    finally:
-        store.stop()

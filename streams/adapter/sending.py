@@ -134,6 +134,8 @@ class Sender:
             limits=httpx2.Limits(max_connections=connections,
                                  max_keepalive_connections=connections))
 
+    # Alike with codec/registry.py's client (duplicates lists the pair), deliberately: the
+    # context-manager protocol of a class that owns an HTTP client, three one-line methods.
     def close(self) -> None:
         self._client.close()
 

@@ -321,6 +321,8 @@ class _Reader:
 
     def validation(self, validate: Node, gate: Node, after_deadline: Node) -> tuple[str, str]:
         """(where an accepted reply goes, the invalid route) from the validation on."""
+        # Alike in shape with probe_wait's poll and readiness gateway (duplicates lists the
+        # pair), deliberately: two patterns' checks, each refusal in its own words.
         if validate.kind not in ("serviceTask", "task", "businessRuleTask", "scriptTask"):
             raise self.fail(validate.id, f"{validate.label} receives the replies: expected the "
                                          "validation (a bpmn:serviceTask)")

@@ -50,6 +50,8 @@ __all__ = ["build", "iso_duration", "process_id", "slugs"]
 
 _SAFE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
+# Alike in shape with client/records.py's ActionKind (duplicates lists the pair),
+# deliberately: the gateways' conditions, constants that only look like enum members.
 VALID = "=vars.responseValid == true"
 ACCEPTABLE = "=vars.replyAcceptable == true"
 READY = "=vars.resultReady == true"

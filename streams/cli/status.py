@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 import urllib.parse
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -170,37 +171,32 @@ def _fail(status: int, body: Any, as_json: bool) -> int:
     return EXIT_NO_SUCH_WAIT if status == 404 else EXIT_FAILED
 
 
+def _show(settings: Settings, path: str, as_json: bool, text: Callable[[Any], str]) -> int:
+    """GET the console's `path` and print its answer: as JSON, or as `text` makes it."""
+    try:
+        status, body = get(settings.console_url, path, token=read_token(settings))
+    except ConsoleUnreachable as exc:
+        print(f"xwait: {exc}", file=sys.stderr)
+        return EXIT_KAFKA
+    if status != 200:
+        return _fail(status, body, as_json)
+    print(json.dumps(body, indent=2, sort_keys=True) if as_json else text(body))
+    return EXIT_OK
+
+
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
     problem = key_problem(args.key.encode("utf-8", "surrogatepass"))
     if problem is not None:  # no wait can have it: no worker is asked
         print(f"xwait: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    base = settings.console_url
-    try:
-        status, body = get(base, wait_path(args.key), token=read_token(settings))
-    except ConsoleUnreachable as exc:
-        print(f"xwait: {exc}", file=sys.stderr)
-        return EXIT_KAFKA
-    if status != 200:
-        return _fail(status, body, args.json)
-    print(json.dumps(body, indent=2, sort_keys=True) if args.json else _status_text(body))
-    return EXIT_OK
+    return _show(settings, wait_path(args.key), args.json, _status_text)
 
 
 def run_list(args: argparse.Namespace, settings: Settings) -> int:
-    base = settings.console_url
     query = {k: v for k, v in (("state", args.state), ("definition", args.definition),
                                ("tenant", args.tenant), ("key", args.key_prefix),
                                ("outcome", args.outcome), ("parkedFrom", args.parked_from),
                                ("parkedTo", args.parked_to), ("after", args.after),
                                ("limit", args.limit)) if v is not None}
-    try:
-        status, body = get(base, "/xwait/api/waits?" + urllib.parse.urlencode(query),
-                           token=read_token(settings))
-    except ConsoleUnreachable as exc:
-        print(f"xwait: {exc}", file=sys.stderr)
-        return EXIT_KAFKA
-    if status != 200:
-        return _fail(status, body, args.json)
-    print(json.dumps(body, indent=2, sort_keys=True) if args.json else _list_text(body))
-    return EXIT_OK
+    return _show(settings, "/xwait/api/waits?" + urllib.parse.urlencode(query), args.json,
+                 _list_text)

@@ -16,6 +16,10 @@ With ``--key``, the tail starts where that wait's records start, as
 oldest record of the key's partition when no worker knows the wait (purged,
 or no worker answering). Without a key it prints new records only, unless
 ``--from-beginning``.
+
+``--headers`` prints each record with its Kafka headers, as
+``{"headers": {...}, "record": {...}}``: the wait's ``traceparent`` travels
+there, on every action and outcome.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 from streams import codec
 from streams.cli import EXIT_FAILED, EXIT_OK
 from streams.client import UndecodableOutput, XwaitConsumer, _console
-from streams.client.client import RESULT_LOOKBACK_MS
+from streams.client.results import RESULT_LOOKBACK_MS
 from streams.codec import RecordType, UndecodableRecord
 from streams.config import Settings
 
@@ -132,6 +136,9 @@ def run_tail(args: argparse.Namespace, settings: Settings) -> int:
             fields = record.to_record()
             line = (codec.to_json(record.record_type, fields) if args.raw
                     else json.dumps(readable(record.record_type, fields), ensure_ascii=False))
+            if args.headers:
+                line = (f'{{"headers": {json.dumps(consumer.headers, ensure_ascii=False)}, '
+                        f'"record": {line}}}')
             print(line, flush=True)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a follow-mode tail ends

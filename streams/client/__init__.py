@@ -22,7 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from streams.client.client import WaitKey, WaitSpec, XwaitClient, new_correlation_key
+    from streams.client.client import XwaitClient
     from streams.client.consumer import XwaitConsumer
     from streams.client.errors import (
         ClientError,
@@ -47,14 +47,15 @@ if TYPE_CHECKING:
         TraceEntry,
         Verdict,
     )
+    from streams.client.waits import WaitKey, WaitSpec, new_correlation_key
     from streams.errors import KafkaUnavailable
 
 # Each public name is imported from its module when first asked for (PEP 562):
 # the CLI's `status` reads only `streams.client._console` and must not pay
 # for confluent-kafka, fastavro and the decision core (0.3 s of imports).
 _HOME = {
-    "WaitKey": "client", "WaitSpec": "client", "XwaitClient": "client",
-    "new_correlation_key": "client",
+    "WaitKey": "waits", "WaitSpec": "waits", "XwaitClient": "client",
+    "new_correlation_key": "waits",
     "XwaitConsumer": "consumer",
     "ClientError": "errors", "DeliveryFailed": "errors", "InvalidRequest": "errors",
     "NoSuchWait": "errors", "ReceiptTimeout": "errors", "ResultTimeout": "errors",
@@ -67,6 +68,8 @@ _HOME = {
 }
 
 
+# Alike with streams/core/__init__.py's lazy attributes (duplicates lists the pair),
+# deliberately: each package resolves its own names; the core may import no SDK module.
 def __getattr__(name: str) -> Any:
     if name == "KafkaUnavailable":
         from streams.errors import KafkaUnavailable

@@ -140,6 +140,9 @@ class Commander(Protocol):
 class BulkCommand:
     """The command every selected wait gets, with the operator's words."""
 
+    # Fields alike with records.py's Receipt and the worker's Command and Receipt
+    # (core/events.py, core/receipts.py; duplicates lists the pairs), deliberately: the
+    # operator's words every command carries, no logic shared.
     kind: BulkKind
     reason: str | None = None
     operator: str | None = None

@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import logging
 import secrets
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, overload
 
@@ -64,12 +62,19 @@ from streams.client.errors import (
 )
 from streams.client.receipts import RECEIPT_TIMEOUT_S, ReceiptReader, new_receipt_id
 from streams.client.records import Action, Outcome, Receipt, Rejected
+from streams.client.results import (
+    RESULT_LOOKBACK_MS,
+    RESULT_POLL_S,
+    RESULT_TIMEOUT_S,
+    ResultReader,
+)
+from streams.client.waits import WaitKey, WaitSpec, new_correlation_key, request_traceparent
 from streams.codec import RecordType
 from streams.core.definition import Variant, WaitDefinition
 from streams.core.durations import parse_duration_ms
 from streams.core.events import PARTY_SEPARATOR
 from streams.definitions import load_definitions
-from streams.headers import RECEIPT, TRACEPARENT, Headers, new_traceparent, valid_traceparent
+from streams.headers import RECEIPT, TRACEPARENT, Headers
 from streams.kafka_errors import error_text
 from streams.partitioning import partition_for
 
@@ -85,90 +90,12 @@ FLUSH_TIMEOUT_S = MESSAGE_TIMEOUT_MS / 1000 + 5.0
 """Longer than MESSAGE_TIMEOUT_MS, so every record has its delivery report before flush
 returns; a record still unconfirmed after this is reported as failed, never dropped."""
 
-KEY_BYTES = 16
-"""128 random bits: the contract's minimum for a key that must be hard to guess."""
-
-RESULT_TIMEOUT_S = 30.0
-"""Default of :meth:`XwaitClient.result`: long enough for a wait that ends on a reply
-already on its way, short enough that a forgotten one does not hang a script."""
-
-RESULT_LOOKBACK_MS = 5 * 60_000
-"""How far before a wait's ``requestedAt`` the outcome search starts: the outcome's
-Kafka timestamp comes from the worker's clock, which may lag the caller's a little."""
-
 REQUEST_IN_FLIGHT_MS = 10 * 60_000
 """How far back the requests topic is searched when a worker does not know a key: a
 request written within this long may still be on its way to a busy or restarting
 worker (the default early-reply TTL is as long), so its key is not "unknown"."""
 
-_RESULT_POLL_S = 0.2
-"""One blocking poll of :meth:`XwaitClient.result_async`: how soon a cancelled task lets go."""
-
 ProgressCallback = Callable[[int, int], None]
-
-
-def new_correlation_key() -> str:
-    """A fresh wait key: 128 random bits as 32 hex digits.
-
-    Hex, not URL-safe base64: a base64 key starts with ``-`` one time in 64,
-    and the CLI (like most command lines) would read it as an option.
-    """
-    return secrets.token_hex(KEY_BYTES)
-
-
-@dataclass(frozen=True, slots=True)
-class WaitSpec:
-    """One wait of a batch for :meth:`XwaitClient.start_many`; same meaning as start_wait's.
-
-    ``payload`` is JSON text or any JSON-serialisable value; ``deadline`` an ISO 8601
-    duration that overrides the definition's for this wait only; ``traceparent`` the W3C
-    trace context to send the request with (None: the caller's current OpenTelemetry
-    span, else a fresh trace).
-    """
-
-    definition: str
-    correlation_key: str | None = None
-    tenant: str | None = None
-    payload: Any = None
-    parties: Sequence[str] = ()
-    deadline: str | None = None
-    traceparent: str | None = None
-
-
-class WaitKey(str):
-    """A started wait's key - a ``str``, compared, hashed and printed as the key - that
-    also carries the W3C ``traceparent`` its request was sent with.
-
-    The worker keeps that trace context with the wait and writes it, as the
-    ``traceparent`` Kafka header, on every action and on the outcome of the wait,
-    whenever they are decided (docs: Monitoring, traces).
-    """
-
-    traceparent: str | None
-
-    def __new__(cls, key: str, traceparent: str | None = None) -> WaitKey:
-        made = super().__new__(cls, key)
-        made.traceparent = traceparent
-        return made
-
-
-def _traceparent(given: str | None, where: str) -> str:
-    """The trace context to send a request with: `given` (checked), else the caller's
-    current OpenTelemetry span (only if the caller uses OpenTelemetry: nothing is
-    imported for it otherwise), else a fresh one."""
-    if given is not None:
-        if not isinstance(given, str) or not valid_traceparent(given):
-            raise InvalidRequest(f"{where}traceparent {given!r} is not a W3C traceparent "
-                                 "(00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>)")
-        return given
-    if "opentelemetry.trace" in sys.modules:
-        from opentelemetry import trace
-
-        context = trace.get_current_span().get_span_context()
-        if context.is_valid:
-            return (f"00-{context.trace_id:032x}-{context.span_id:016x}-"
-                    f"{int(context.trace_flags):02x}")
-    return new_traceparent()
 
 
 class XwaitClient(Commands):
@@ -263,7 +190,7 @@ class XwaitClient(Commands):
             where = f"item {i}: " if len(specs) > 1 else ""
             try:
                 records.append(self._start_record(spec, now_ms, where))
-                traces.append(_traceparent(spec.traceparent, where))
+                traces.append(request_traceparent(spec.traceparent, where))
             except InvalidRequest as exc:
                 if len(specs) > 1:
                     exc.item = i
@@ -520,7 +447,7 @@ class XwaitClient(Commands):
         try:
             deadline = time.monotonic() + timeout
             while True:
-                slice_s = min(_RESULT_POLL_S, max(0.0, deadline - time.monotonic()))
+                slice_s = min(RESULT_POLL_S, max(0.0, deadline - time.monotonic()))
                 found = await asyncio.to_thread(reader.step, slice_s)
                 if found is not None:
                     return found
@@ -529,7 +456,7 @@ class XwaitClient(Commands):
         finally:
             await asyncio.to_thread(reader.close)
 
-    def _result_reader(self, correlation_key: str, since_ms: int | None) -> _ResultReader:
+    def _result_reader(self, correlation_key: str, since_ms: int | None) -> ResultReader:
         check_key(correlation_key, "correlation key")
         unknown_to_workers = False
         if since_ms is None and correlation_key in self._started:
@@ -545,7 +472,7 @@ class XwaitClient(Commands):
                     since_ms = parked - RESULT_LOOKBACK_MS
         consumer = XwaitConsumer("outcomes", self.settings, key=correlation_key,
                                  from_beginning=since_ms is None, since_ms=since_ms)
-        return _ResultReader(consumer, correlation_key, self.settings.console_url,
+        return ResultReader(consumer, correlation_key, self.settings.console_url,
                              unknown_to_workers)
 
     # -- Kafka -----------------------------------------------------------------
@@ -658,26 +585,3 @@ class XwaitClient(Commands):
                 self.close()
             except DeliveryFailed:
                 log.warning("records not delivered while handling another error", exc_info=True)
-
-
-class _ResultReader:
-    """One key's outcome search: a key-filtered reader of its outcomes partition."""
-
-    def __init__(self, consumer: XwaitConsumer[Outcome], key: str, where: str,
-                 unknown_to_workers: bool) -> None:
-        self.consumer = consumer
-        self.key = key
-        self.where = where
-        self.unknown_to_workers = unknown_to_workers
-
-    def step(self, timeout: float) -> Outcome | None:
-        """Poll once; the outcome, or None; NoSuchWait once it is clear there is none."""
-        found = self.consumer.poll(timeout)
-        if found is not None:
-            return found
-        if self.unknown_to_workers and self.consumer.caught_up:
-            raise NoSuchWait(self.key, self.where)
-        return None
-
-    def close(self) -> None:
-        self.consumer.close()

@@ -65,6 +65,8 @@ T = TypeVar("T", Outcome, Action, Rejected)
 class XwaitConsumer(Generic[T]):
     """Typed records from one output topic; iterate, or :meth:`poll` with a timeout."""
 
+    # The overloads are alike in shape (duplicates lists the pair), deliberately: one a kind
+    # of record, so that a type checker knows what a consumer of "outcomes" yields.
     @overload
     def __init__(self: XwaitConsumer[Outcome], kind: Literal["outcomes"],
                  settings: config.Settings | None = ..., *, group_id: str | None = ...,
@@ -106,6 +108,7 @@ class XwaitConsumer(Generic[T]):
         self._start_ms = None if from_beginning else (
             since_ms if since_ms is not None else int(time.time() * 1000))
         self._pending: Message | None = None  # handed out, offset not stored yet
+        self._headers: dict[str, str] = {}  # of the record poll returned last
         self._at_end: set[int] = set()  # partitions read up to their end (key mode)
         self._partitions: list[int] = []
         self._consumer = build(Consumer, self.settings.confluent(**{
@@ -208,7 +211,17 @@ class XwaitConsumer(Generic[T]):
             raise UndecodableOutput(str(msg.topic()), int(msg.partition() or 0),
                                     int(msg.offset() or 0), msg.value(), exc.detail) from exc
         result: T = self._type.from_record(record)
+        self._headers = _text_headers(msg.headers())
         return result
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The Kafka headers of the record :meth:`poll` returned last, as text: the
+        wait's ``traceparent`` (W3C trace context; on every action and outcome of a
+        wait started with one), and ``xwait-receipt`` on a Rejected record of a
+        reply or command sent with a receipt id.  Continue the wait's trace from
+        ``traceparent`` in an adapter or an outcome consumer."""
+        return dict(self._headers)
 
     def _store_pending(self) -> None:
         if self._pending is not None and self._commits:
@@ -253,3 +266,9 @@ class XwaitConsumer(Generic[T]):
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close(processed=exc_type is None)
+
+
+def _text_headers(headers: Any) -> dict[str, str]:
+    """A record's headers (librdkafka's list of (name, value) pairs) as text."""
+    return {str(name): value.decode("utf-8", "replace") if isinstance(value, bytes)
+            else str(value) for name, value in (headers or []) if value is not None}

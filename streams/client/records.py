@@ -37,6 +37,9 @@ class OutcomeKind(StrEnum):
     UNKNOWN = "UNKNOWN"
 
 
+# Alike with streams/core/effects.py's ActionKind and bpmn/shape.py's conditions
+# (duplicates lists the pairs), deliberately: the SDK's own copy of the contract's
+# symbols, with UNKNOWN for those a newer schema adds; the conditions only look alike.
 class ActionKind(StrEnum):
     """What the outside world must do. ``UNKNOWN``: a symbol a newer schema added."""
 
@@ -177,6 +180,8 @@ class Outcome(_Record):
         return value
 
 
+# Alike in shape with Outcome's head (duplicates lists the pair), deliberately: the
+# fields two records happen to share.
 @dataclass(frozen=True, slots=True)
 class Action(_Record):
     """Something the outside world must do for a wait (``<prefix>.actions``)."""
@@ -265,6 +270,9 @@ class Receipt(_Record):
 
     record_type: ClassVar[RecordType] = RecordType.RECEIPT
 
+    # Fields alike with the worker's Receipt (core/receipts.py, core/events.py), bulk.py's
+    # BulkCommand and console/waits.py's Filters (duplicates lists the pairs), deliberately:
+    # the SDK reads the contract's record; the others are other records' fields.
     receipt_id: str
     verdict: Verdict
     decided_at: int

@@ -314,6 +314,8 @@ class Codec:
                 f"no record type {record_type!r}; known: {', '.join(t.value for t in RecordType)}"
             ) from None
 
+    # Alike in shape with _decode_confluent (duplicates lists the pair), deliberately: each
+    # wire format checks its own header, with its own words for a truncated one.
     def _decode_single_object(self, kind: RecordType, data: bytes) -> Record:
         if len(data) < SINGLE_OBJECT_HEADER_SIZE:
             raise UndecodableRecord(

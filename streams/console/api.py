@@ -300,15 +300,7 @@ class Console:
                                 f"{', '.join(ACTIONS)}")
         check_key(key)
         self.authorize(auth, Access.COMMAND)
-        if (request.content_length or 0) > MAX_BODY_BYTES:
-            raise ApiError(413, f"a command body is at most {MAX_BODY_BYTES} bytes")
-        raw_body = await request.text()
-        try:
-            body = json.loads(raw_body) if raw_body.strip() else {}
-        except ValueError as exc:
-            raise ApiError(400, f"the body is not JSON: {exc}") from exc
-        if not isinstance(body, dict):
-            raise ApiError(400, "the body must be a JSON object")
+        body = await read_json_body(request, "a command body")
         loop = asyncio.get_running_loop()
         try:
             record = await loop.run_in_executor(None, self._send, key, action, body)
@@ -413,12 +405,38 @@ def _after(query: Any) -> waits.SortKey | None:
         raise ApiError(400, str(exc)) from None
 
 
+def answer(view: View, status: int, body: Any) -> Response:
+    """A JSON answer; a 401 names the scheme the token goes with (Bearer)."""
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return view.json(body, status=status, headers=headers)
+
+
+def denied(view: View, console: Console, request: Any, access: Access) -> Response | None:
+    """The answer to a request without the token `access` needs (401, or 503 when none is
+    configured); None when it has it."""
+    try:
+        console.authorize(request.headers.get("Authorization"), access)
+    except ApiError as exc:
+        return answer(view, exc.status, exc.body)
+    return None
+
+
+async def read_json_body(request: Any, what: str = "a body") -> dict[str, Any]:
+    """The request's JSON object (an empty body reads as {}), or 413 / 400."""
+    if (request.content_length or 0) > MAX_BODY_BYTES:
+        raise ApiError(413, f"{what} is at most {MAX_BODY_BYTES} bytes")
+    raw = await request.text()
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        raise ApiError(400, f"the body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    return body
+
+
 def register(host: ConsoleHost, console: Console) -> None:
     app = host.app
-
-    def answer(view: View, status: int, body: Any) -> Response:
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return view.json(body, status=status, headers=headers)
 
     @app.page("/xwait/api/waits")
     class WaitList(View):

@@ -17,7 +17,6 @@ by posting it with its `operation` id, from the console or the CLI
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -43,7 +42,6 @@ from streams.client.pacing import DEFAULT_RATE
 from streams.client.where import Where
 from streams.console.api import (
     LIST_PARAMS,
-    MAX_BODY_BYTES,
     Access,
     ApiError,
     Console,
@@ -51,6 +49,9 @@ from streams.console.api import (
     _filters,
     _limit,
     _opt_str,
+    answer,
+    denied,
+    read_json_body,
 )
 from streams.console.host import ConsoleHost
 
@@ -199,22 +200,6 @@ def register(host: ConsoleHost, console: Console) -> None:
     app = host.app
     runner = BulkRunner(host, console)
 
-    def answer(view: View, status: int, body: Any) -> Response:
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return view.json(body, status=status, headers=headers)
-
-    async def read_body(request: Any) -> dict[str, Any]:
-        if (request.content_length or 0) > MAX_BODY_BYTES:
-            raise ApiError(413, f"a body is at most {MAX_BODY_BYTES} bytes")
-        raw = await request.text()
-        try:
-            body = json.loads(raw) if raw.strip() else {}
-        except ValueError as exc:
-            raise ApiError(400, f"the body is not JSON: {exc}") from exc
-        if not isinstance(body, dict):
-            raise ApiError(400, "the body must be a JSON object")
-        return body
-
     @app.page("/xwait/api/bulk")
     class Bulk(View):
         """A bulk action (POST): `command` (`cancel`, `suspend`, `resume`, `migrate`,
@@ -232,7 +217,7 @@ def register(host: ConsoleHost, console: Console) -> None:
             loop = asyncio.get_running_loop()
             try:
                 console.authorize(req.headers.get("Authorization"), Access.COMMAND)
-                body = await read_body(req)
+                body = await read_json_body(req)
                 op = runner.operation(body, req.headers.get("Authorization"), loop)
                 if body.get("dryRun") is True:
                     count, sample = await loop.run_in_executor(None, op.preview, SAMPLE)
@@ -260,11 +245,8 @@ def register(host: ConsoleHost, console: Console) -> None:
         not run (another worker's, or one before its restart: the waits' traces name
         it)."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
-            req: Any = request
-            try:
-                console.authorize(req.headers.get("Authorization"), Access.READ)
-            except ApiError as exc:
-                return answer(self, exc.status, exc.body)
+            if (refused := denied(self, console, request, Access.READ)) is not None:
+                return refused
             job = runner.jobs.get(str(kwargs.get("operation", "")))
             if job is None:
                 return answer(self, 404, {"error": "no operation with that id runs on this "

@@ -44,7 +44,7 @@ from yarl import URL
 
 from streams.bpmn import shape, to_bpmn
 from streams.console.activity import WINDOW_MS, Window, ended_counts
-from streams.console.api import Access, ApiError, Console, check_key
+from streams.console.api import Access, ApiError, Console, answer, check_key, denied
 from streams.console.host import ConsoleHost
 from streams.core import OutcomeKind, OutcomeReason, WaitDefinition, WaitStatus
 
@@ -152,10 +152,6 @@ def register_diagram(host: ConsoleHost, console: Console) -> None:
     files = {name: (static.joinpath(name).read_bytes(), ctype)
              for name, ctype in _STATIC.items()}
 
-    def answer(view: View, status: int, body: Any) -> Response:
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return view.json(body, status=status, headers=headers)
-
     def definition(name: str) -> WaitDefinition:
         check_key(name)
         d = host.definitions.get(name)
@@ -192,11 +188,8 @@ def register_diagram(host: ConsoleHost, console: Console) -> None:
     class Definitions(View):
         """The definitions the worker runs: name, variant, stages."""
         async def get(self, request: Request, **kwargs: Any) -> Response:
-            req: Any = request
-            try:
-                console.authorize(req.headers.get("Authorization"), Access.READ)
-            except ApiError as exc:
-                return answer(self, exc.status, exc.body)
+            if (refused := denied(self, console, request, Access.READ)) is not None:
+                return refused
             return answer(self, 200, {"definitions": [
                 {"name": d.name, "variant": d.variant.value, "stages": len(d.stages)}
                 for d in sorted(host.definitions.values(), key=lambda d: d.name)]})

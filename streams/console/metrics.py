@@ -49,7 +49,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from importlib import metadata
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -282,20 +282,25 @@ class WorkerCollector(Collector):
                      ["topic", "partition"])
 
 
-def _gauge(name: str, doc: str, samples: list[tuple[tuple[str, ...], float]],
-           labels: list[str] | None = None) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, doc, labels=labels or [])
+_Family = TypeVar("_Family", GaugeMetricFamily, CounterMetricFamily)
+
+
+def _family(kind: type[_Family], name: str, doc: str,
+            samples: list[tuple[tuple[str, ...], float]], labels: list[str] | None) -> _Family:
+    family = kind(name, doc, labels=labels or [])
     for values, value in samples:
         family.add_metric(list(values), value)
     return family
+
+
+def _gauge(name: str, doc: str, samples: list[tuple[tuple[str, ...], float]],
+           labels: list[str] | None = None) -> GaugeMetricFamily:
+    return _family(GaugeMetricFamily, name, doc, samples, labels)
 
 
 def _counter(name: str, doc: str, samples: list[tuple[tuple[str, ...], float]],
              labels: list[str] | None = None) -> CounterMetricFamily:
-    family = CounterMetricFamily(name, doc, labels=labels or [])
-    for values, value in samples:
-        family.add_metric(list(values), value)
-    return family
+    return _family(CounterMetricFamily, name, doc, samples, labels)
 
 
 class Metrics:

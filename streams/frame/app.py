@@ -16,12 +16,13 @@ and writes none of the waits' state and none of the input records:
   gives the partitions up.
 
 Public faust API is used (App, agent, task, page, the rebalance signals,
-`App.on_stop`, the assignor's assignment, the `TableManager` setting), with
-one exception: `NoTableManager` overrides the table manager's `on_start` and
-calls the one protected method faust's own calls.  Nothing of faust's or
-aiokafka's is patched.  `versions.check` refuses to start on a
-faust-streaming or aiokafka release this was not checked with, and
-`tests/frame/test_faust_canary.py` fails the day one behaves otherwise.
+`App.on_stop`, the assignor's assignment, the `TableManager` setting, the
+consumer's `highwaters`), with one exception: `NoTableManager` overrides the
+table manager's `on_start` and calls the one protected method faust's own
+calls.  Nothing of faust's or aiokafka's is patched.  `versions.check`
+refuses to start on a faust-streaming or aiokafka release this was not
+checked with, and `tests/frame/test_faust_canary.py` fails the day one
+behaves otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import logging
 import signal
 import ssl
 import sys
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -159,6 +161,8 @@ def build(worker: Worker) -> faust.App:
     app.task(_guarded(worker, worker.loop_lag.run, "the loop lag monitor"))
     app.task(_guarded(worker, worker.watch, "the commit watchdog"))
 
+    leaders = LeaderCheck(app, worker.counters)
+
     async def assigned(sender: Any, assigned: set[TP], **kwargs: Any) -> None:
         actives = {tp.partition for tp in app.assignor.assigned_actives()
                    if tp.topic == worker.assignment}
@@ -169,6 +173,7 @@ def build(worker: Worker) -> faust.App:
         # hold neither back): a worker of an earlier version that joined since this
         # one started decides the same partitions (fleet.py); stop rather than share.
         asyncio.ensure_future(_refuse_earlier_workers(worker))
+        leaders.ask({tp for tp in assigned if tp.topic == worker.assignment})
 
     async def revoked(sender: Any, revoked: set[TP], **kwargs: Any) -> None:
         await worker.ownership.revoke({tp.partition for tp in revoked
@@ -185,6 +190,58 @@ def build(worker: Worker) -> faust.App:
     app.page("/xwait/stats")(stats)
     install_console(worker)
     return app
+
+
+class LeaderCheck:
+    """After each assignment, the end offsets of the assigned partitions, asked through
+    faust's `Consumer.highwaters`: so that the member's metadata names their leaders.
+
+    aiokafka 0.14 gives a newly assigned partition its position with a ListOffsets
+    request to the leader its metadata names.  When that broker no longer leads
+    the partition it answers NotLeaderForPartition, and that path (its fetcher's
+    position reset) logs ``Failed fetch offsets from <node>`` at ERROR and asks
+    the same broker again every 100 ms without refreshing its metadata, which the
+    member then refreshes only every `consumer_metadata_max_age_ms` (5 min).
+    Nothing else refreshes it meanwhile: the assignment topic's partitions never
+    get a position, so the member never fetches them, and the fetch is the path
+    that would.  A broker frozen (SIGSTOP) does exactly that to a member that
+    fetched nothing from the partitions it led (a worker that kept only standbys
+    of them): their leaderships move while it sleeps, the member's metadata still
+    names it after the thaw, and when the member is then given one of them (its
+    owner stopped, say), the worker logged 975-1,773 of those lines until the end
+    of each run (issue 48; tests/cluster/test_cluster_freeze.py stages it).
+    `highwaters` asks the same question through aiokafka's `end_offsets`, which
+    refreshes the metadata on that error and asks again; the position reset then
+    finds the new leader on its next try.  tests/frame/test_faust_canary.py pins
+    both behaviours of the installed aiokafka.
+
+    One question at a time: faust runs aiokafka in a thread served by two
+    workers, and a question to a broker that does not answer (frozen) holds one
+    for up to the request timeout; a second assignment meanwhile asks again once
+    the first is answered, for the partitions assigned last.
+    """
+
+    def __init__(self, app: faust.App, counters: Counter[str]) -> None:
+        self.app = app
+        self.counters = counters  # assignment.leader_checks: questions answered
+        self._wanted: set[TP] | None = None
+        self._running: asyncio.Future[None] | None = None
+
+    def ask(self, partitions: set[TP]) -> None:
+        """Ask for `partitions` (all the member's partitions of the assignment topic)."""
+        self._wanted = set(partitions)
+        if partitions and (self._running is None or self._running.done()):
+            self._running = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while self._wanted:
+            partitions, self._wanted = self._wanted, None
+            try:
+                await self.app.consumer.highwaters(*sorted(partitions))
+            except Exception as exc:  # noqa: BLE001 - a stopping consumer, a timeout: next time
+                log.info("could not ask the assignment topic's end offsets: %r", exc)
+            else:
+                self.counters["assignment.leader_checks"] += 1
 
 
 async def _refuse_earlier_workers(worker: Worker) -> None:
@@ -257,4 +314,4 @@ def run(settings: Settings) -> None:
     app.main()
 
 
-__all__ = ["XwaitApp", "build", "build_app", "run"]
+__all__ = ["LeaderCheck", "XwaitApp", "build", "build_app", "run"]

@@ -4,10 +4,12 @@ The worker uses only faust's public API, but it relies on behaviours a
 release could change: that the assignor gives standbys for every
 co-partitioned topic (not only tables' changelogs), that it reports each
 worker's partitions of non-table topics (`external_topics_metadata`), that a
-rebalance revokes before it assigns, and that `App.on_stop` runs before the
-consumer stops.  `tests/frame/test_faust_canary.py` checks each of them;
-a worker refuses to start on a release they were not run against, rather
-than lose a guarantee silently.  To allow a new release: run those tests
+rebalance revokes before it assigns, that `App.on_stop` runs before the
+consumer stops, and that aiokafka's `end_offsets` (faust's `highwaters`)
+refreshes metadata that names a former leader, which its position reset
+does not (`app.LeaderCheck`).  `tests/frame/test_faust_canary.py` checks
+each of them; a worker refuses to start on a release they were not run
+against, rather than lose a guarantee silently.  To allow a new release: run those tests
 with it installed, then add it here and to requirements.lock.
 """
 

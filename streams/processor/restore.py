@@ -19,6 +19,10 @@ waits changelog (`<app id>-waits-changelog`) into the partitions' databases
   partition a standby on another worker) is followed for as long as it is
   one, so that taking it over restores only the last few records.
 
+A restore starts from the partition's watermarks, asked again while its
+leader moves (`watermarks`: right after a broker thawed, librdkafka answered
+"Unknown partition" for a moment).
+
 Records are applied in write batches of up to `Tuning.restore_batch` records without the
 WAL (`PartitionState.apply_changelog`), each with the offset of its last
 record; a restore ends with a flush.  A crash mid-restore leaves a prefix,
@@ -32,7 +36,8 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +52,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from streams.errors import XwaitError
+from streams.kafka_errors import error_code, error_text
 from streams.processor.state import (
     CHANGELOG_ID_KEY,
     PartitionState,
@@ -62,6 +68,75 @@ log = logging.getLogger(__name__)
 
 class RestoreFailed(XwaitError):
     """A partition could not be restored from its changelog."""
+
+
+# What librdkafka answers about a partition whose leadership is moving (a broker
+# frozen, restarted, or thawed a moment ago): its metadata names no leader, a former
+# one, or not the partition at all.  Right after a thaw, `_UNKNOWN_PARTITION` (once
+# NOT_LEADER_FOR_PARTITION) stopped a worker taking its partitions back in 7 runs of 8
+# (issue 48); asked again 0.1 s later after fresh metadata, it was answered every time.
+_LEADER_MOVING = frozenset({
+    KafkaError._UNKNOWN_PARTITION,  # noqa: SLF001 - librdkafka's own code
+    KafkaError._WAIT_COORD,  # noqa: SLF001 - no leader found within the timeout
+    KafkaError._TRANSPORT,  # noqa: SLF001 - the connection to the former leader broke
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+})
+
+
+def watermarks(consumer: Consumer, tp: TopicPartition, tuning: Tuning,
+               stop: threading.Event,
+               retrying: Callable[[str], None] | None = None) -> tuple[int, int]:
+    """The partition's low and high watermarks, asked again while its leader moves.
+
+    An answer of `_LEADER_MOVING`, or an offset below 0 without an error (the
+    -1001 librdkafka's ListOffsets gives for a leader that did not answer,
+    `gaps.EndOffsets.get`: taken for a high watermark, it would make any
+    database look ahead of its changelog, and reset it), is asked again
+    `watermark_retry_s` later, doubling up to `watermark_retry_max_s`, for
+    `watermark_timeout_s` in all, each time after the topic's metadata was
+    asked afresh: librdkafka answers `_UNKNOWN_PARTITION` from its metadata
+    cache, which nothing else refreshes for minutes on an idle consumer.  Any
+    other error, one still given at the end, or `stop` set meanwhile raises
+    RestoreFailed.  The first retry of a question is logged at WARNING and the
+    answer after retries at INFO; `retrying` hears each retry's reason.
+    """
+    started = time.monotonic()
+    deadline = started + tuning.watermark_timeout_s
+    pause = tuning.watermark_retry_s
+    retries = 0
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                tp, timeout=max(deadline - time.monotonic(), 0.1), cached=False)
+        except KafkaException as exc:
+            if error_code(exc) not in _LEADER_MOVING:
+                raise RestoreFailed(f"its watermarks: {error_text(exc)}") from exc
+            why = error_text(exc)
+        else:
+            if low >= 0 and high >= 0:
+                if retries:
+                    log.info("changelog watermarks answered partition=%d retries=%d "
+                             "seconds=%.2f", tp.partition, retries, time.monotonic() - started)
+                return low, high
+            why = f"offsets {low}..{high} without an error (the leader did not answer)"
+        if time.monotonic() + pause > deadline:
+            raise RestoreFailed(f"its watermarks: {why}, still after {retries + 1} questions "
+                                f"in {time.monotonic() - started:.1f} s")
+        if not retries:
+            log.warning("changelog watermarks not known partition=%d: %s; asking again for "
+                        "up to %.0f s (its leader is moving)", tp.partition, why,
+                        tuning.watermark_timeout_s)
+        if stop.wait(pause):
+            raise RestoreFailed("its watermarks: the changelog reader is stopping")
+        pause = min(2 * pause, tuning.watermark_retry_max_s)
+        retries += 1
+        if retrying is not None:
+            retrying(why)
+        try:  # fresh metadata for the topic: the next question goes to its leader now
+            consumer.list_topics(tp.topic, timeout=max(deadline - time.monotonic(), 0.1))
+        except KafkaException as exc:
+            log.debug("changelog metadata not refreshed: %s", exc)
 
 
 @dataclass
@@ -92,7 +167,7 @@ class ChangelogReader:
     """Restores and follows changelog partitions into their databases, in a thread."""
 
     def __init__(self, conf: Mapping[str, Any], topic: str, stores: StateStores,
-                 tuning: Tuning = TUNING) -> None:
+                 tuning: Tuning = TUNING, counters: Counter[str] | None = None) -> None:
         self._conf = {**conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                       "isolation.level": "read_committed", "enable.partition.eof": False,
                       **tuning.restore_fetch()}
@@ -109,6 +184,8 @@ class ChangelogReader:
         self.failure: BaseException | None = None
         self.applied = 0  # records applied, all partitions, since the start (for stats)
         self.renewed = 0  # consumers replaced after a restore stood still
+        # restore.watermark_retries: watermark questions asked again (`watermarks`)
+        self.counters: Counter[str] = Counter() if counters is None else counters
         self._moved_at = time.monotonic()
 
     # -- from the event loop ---------------------------------------------------------
@@ -218,9 +295,8 @@ class ChangelogReader:
                 done: asyncio.Future[Restored] | None) -> None:
         state = self.stores.open(p)
         last = state.changelog_offset()
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(self.topic, p), timeout=self._tuning.watermark_timeout_s,
-            cached=False)
+        low, high = watermarks(consumer, TopicPartition(self.topic, p), self._tuning,
+                               self._stop, self._retrying)
         topic_id = self._changelog_id()
         known = state.get(CHANGELOG_ID_KEY)
         other = known is not None and topic_id is not None and known.decode() != topic_id
@@ -339,6 +415,16 @@ class ChangelogReader:
             self._resolve(reading.done, Restored(p, reading.records, reading.start, end,
                                                  time.monotonic() - reading.started))
 
+    def _retrying(self, why: str) -> None:
+        """Count a watermark question asked again, on the loop that owns the counters."""
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self.counters.update, {"restore.watermark_retries": 1})
+        except RuntimeError:  # the loop is closed: the worker is gone
+            self._stop.set()
+
     def _resolve(self, future: asyncio.Future[Restored],
                  result: Restored | BaseException) -> None:
         loop = self._loop
@@ -379,4 +465,4 @@ def _build_summary(state: PartitionState) -> Summary:
     return summary
 
 
-__all__ = ["ChangelogReader", "RestoreFailed", "Restored"]
+__all__ = ["ChangelogReader", "RestoreFailed", "Restored", "watermarks"]

@@ -168,9 +168,17 @@ class Tuning:
     # How long a restore may make no progress at all before the reader takes a
     # new consumer (a librdkafka consumer can stand still after a broker restart).
     restore_stall_s: float = 20.0
-    # How long the watermarks of a partition may take to come (the broker is
-    # away: the takeover fails and the worker stops, to be restarted).
+    # How long the watermarks of a partition may take to come, asked again while
+    # its leader moves (the broker is away longer: the takeover fails and the
+    # worker stops, to be restarted).
     watermark_timeout_s: float = 30.0
+    # The first wait before a watermark question is asked again after an answer
+    # of a leader moving, doubled up to the most: right after a broker thawed,
+    # the first question asked again (0.1 s later, after fresh metadata) was
+    # answered in every run measured; a shorter wait only asks more often, a
+    # longer one holds the takeover back that much.
+    watermark_retry_s: float = 0.1
+    watermark_retry_max_s: float = 1.0
 
     # -- the state (RocksDB, per partition) -------------------------------------------------
     # 4 MiB write buffers x 2 and an 8 MiB block cache keep a worker with 8
@@ -231,6 +239,9 @@ class Tuning:
             (self.restore_poll_s < self.restore_stall_s,
              "restore_poll_s must be far below restore_stall_s: a restore stands still "
              "only after many polls brought nothing"),
+            (self.watermark_retry_s <= self.watermark_retry_max_s < self.watermark_timeout_s,
+             "watermark_retry_s must be at most watermark_retry_max_s, and that below "
+             "watermark_timeout_s: a watermark question is asked again within its time"),
         ]
 
     # -- what the Kafka clients are given -------------------------------------------------

@@ -130,7 +130,7 @@ class Worker:
             self.stream_clock)
         self.restorer = ChangelogReader(
             settings.confluent(**{"group.id": f"{app_id}-restore"}), self.changelog,
-            self.stores, tuning)
+            self.stores, tuning, ctx.counters)
         # The rooms that hold per-partition state, in the order a partition taken over is
         # handed to them: intake, which starts reading its inputs, last.
         self.ownership = Ownership(

@@ -154,12 +154,14 @@ class Stage:
     the waits, the load offering them, the watch of what the workers decided, and the
     run's events, timed from its start, kept in the report and logged as they come
     (`event`).  Nothing is started: the run starts the watch and the load when its
-    workers are up."""
+    workers are up.  `started`: the run's clock when it started before the stage (the
+    load warms up on the topics, which a run may have to make first)."""
 
-    def __init__(self, settings: Settings, plan: Any, log: Callable[[str], None]) -> None:
+    def __init__(self, settings: Settings, plan: Any, log: Callable[[str], None],
+                 started: float | None = None) -> None:
         self.rng = random.Random(plan.seed)  # noqa: S311 - a reproducible load, not a secret
         self.report = Report(settings.guarantee.value, dict(plan.__dict__))
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
         self.waits = make_waits(plan.waits, self.rng)
         self.load = Load(settings, self.waits, plan.rate, self.rng)
         self.watch = Watch(settings, self.load.review)

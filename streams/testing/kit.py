@@ -77,6 +77,7 @@ from streams.core.durations import parse_duration_ms
 from streams.errors import XwaitError
 from streams.processor.sequencer import CLOCKED_ROLES
 from streams.testing.clock import TIMESTAMP_TYPE, write_clock
+from streams.testing.fake_adapter import DELIVERED, FakeAdapter, SendResult, action_kind, failed
 from streams.testing.workers import WorkerProcess
 
 log = logging.getLogger(__name__)
@@ -112,76 +113,6 @@ _R = TypeVar("_R", Action, Outcome, Rejected)
 
 class KitError(XwaitError):
     """The kit could not do what a test asked (the worker did not settle, or exited)."""
-
-
-# -- the fake adapter --------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SendResult:
-    """What the fake adapter reports for a send: delivered, or failed with an error."""
-
-    delivered: bool
-    error: str | None = None
-    permanent: bool = False
-    """A failure sending again cannot help: the definition's on_send_failure path at once."""
-
-
-DELIVERED = SendResult(True)
-
-
-def failed(error: str, *, permanent: bool = False) -> SendResult:
-    """A failed send's result (``permanent``: sending again cannot help)."""
-    return SendResult(False, error, permanent)
-
-
-@dataclass
-class _Rule:
-    kind: ActionKind | None
-    result: SendResult
-    times: int | None  # None: every matching send
-
-
-class FakeAdapter:
-    """A channel adapter for tests: records every action of the test's waits, in order, and
-    reports a result for the sends it is told to, at once (at the test's now).
-
-    By default it reports nothing (a wait whose sends nobody reports goes on as if
-    they were delivered).  ``fail`` and ``deliver`` set what it reports;
-    ``handler``, when set, decides instead: called with each new action (your
-    adapter's code, say), it returns the result to report, or None.
-    """
-
-    def __init__(self) -> None:
-        self.received: list[Action] = []
-        self.handler: Callable[[Action], SendResult | None] | None = None
-        self._rules: list[_Rule] = []
-
-    def fail(self, action: ActionKind | str | None = None, error: str = "send failed", *,
-             permanent: bool = False, times: int | None = 1) -> None:
-        """Report the next ``times`` sends of kind ``action`` (None: any send) failed
-        (``times=None``: every one from now on)."""
-        self._rules.append(_Rule(_kind(action), failed(error, permanent=permanent), times))
-
-    def deliver(self, action: ActionKind | str | None = None, *,
-                times: int | None = None) -> None:
-        """Report sends of kind ``action`` (None: any) delivered, every one by default."""
-        self._rules.append(_Rule(_kind(action), DELIVERED, times))
-
-    def result_for(self, action: Action) -> SendResult | None:
-        """What to report for a send: the handler's answer, else the first rule that matches
-        with times left."""
-        if self.handler is not None:
-            return self.handler(action)
-        for rule in self._rules:
-            if rule.kind in (None, action.action) and rule.times != 0:
-                if rule.times is not None:
-                    rule.times -= 1
-                return rule.result
-        return None
-
-
-def _kind(action: ActionKind | str | None) -> ActionKind | None:
-    return None if action is None else ActionKind(action)
 
 
 # -- the session: topics, worker, clock, readers ------------------------------------------
@@ -319,6 +250,8 @@ class KitSession:
                 if respond is None or not respond():
                     return
                 continue
+            # Alike in shape with topics.wait_visible (duplicates lists the pair),
+            # deliberately: two polls until a deadline, each with its own error.
             if time.monotonic() > deadline:
                 raise KitError(f"the worker did not settle at {_iso(self.now)} within "
                                f"{timeout:g} s: {why}\n--- {self.worker.log_path} ---\n"
@@ -536,7 +469,7 @@ class Kit:
                 ) -> list[Action]:
         """The actions of this test's waits (of ``key``; of ``kind``), in the order decided."""
         self.settle()
-        wanted = _kind(kind)
+        wanted = action_kind(kind)
         return [a for a in self._actions(key) if wanted is None or a.action is wanted]
 
     def outcome(self, key: str) -> Outcome | None:

@@ -28,7 +28,6 @@ given per window too: timers held by a restart show there.
 from __future__ import annotations
 
 import json
-import random
 import signal
 import time
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.config import Settings
-from streams.testing.chaos import Load, Report, Watch, input_sides, judge, make_waits
+from streams.testing.chaos import Load, Report, Stage, Watch, input_sides, judge
 from streams.testing.cluster_chaos import percentile
 from streams.testing.workers import WorkerProcess
 
@@ -114,25 +113,27 @@ def latencies(load: Load, watch: Watch, since_ms: int, until_ms: int) -> dict[st
             "late_max_ms": max(late, default=None)}
 
 
+def settle(stage: Stage, fleet: list[WorkerProcess], waits: int, seconds: float) -> None:
+    """After the last request: replies and reviews still scheduled, until `waits` waits
+    ended (or `seconds`, or a worker of the fleet exited), then late duplicates, if any."""
+    settle_until = time.monotonic() + seconds
+    while time.monotonic() < settle_until and stage.watch.ended() < waits:
+        stage.load.pump(1.0)
+        gone = [w.name for w in fleet if not w.running]
+        if gone:
+            stage.event("worker exited", workers=gone)
+            break
+    stage.load.pump(2.0)
+
+
 def run_rolling(settings: Settings, folder: Path, plan: RollPlan,
                 log: Callable[[str], None] = print) -> RollReport:
     """Run the plan against workers of `settings` (topics and topology made by the caller)."""
-    rng = random.Random(plan.seed)  # noqa: S311 - a reproducible load, not a secret
-    chaos = Report(settings.guarantee.value, dict(plan.__dict__))
+    stage = Stage(settings, plan, log)
+    chaos, started, waits = stage.report, stage.started, stage.waits
+    load, watch, event = stage.load, stage.watch, stage.event
     report = RollReport(chaos)
-    started = time.monotonic()
-    waits = make_waits(plan.waits, rng)
-    load = Load(settings, waits, plan.rate, rng)
-    watch = Watch(settings, load.review)
     fleet = [WorkerProcess(settings, folder, f"w{i + 1}") for i in range(plan.workers)]
-
-    def event(kind: str, **detail: Any) -> None:
-        entry = {"at": round(time.monotonic() - started, 1), "event": kind, **detail}
-        chaos.events.append(entry)
-        log(json.dumps(entry))
-
-    def idle(seconds: float) -> None:
-        load.pump(seconds) if load.requests_done.is_set() else time.sleep(seconds)
 
     def fleet_ready(timeout: float) -> None:
         for w in fleet:
@@ -149,7 +150,7 @@ def run_rolling(settings: Settings, folder: Path, plan: RollPlan,
         watch.start()
         load_started_ms = int(time.time() * 1000)
         load.start()
-        idle(plan.warmup_s)
+        load.idle(plan.warmup_s)
         for _ in range(plan.rounds):
             for w in fleet:
                 r = Restart(w.name, int(time.time() * 1000))
@@ -168,25 +169,18 @@ def run_rolling(settings: Settings, folder: Path, plan: RollPlan,
                 report.restarts.append(r)
                 event("restarted", worker=w.name, exit_code=r.exit_code, stop_s=r.stop_s,
                       ready_s=r.ready_s, fleet_ready_s=r.fleet_ready_s)
-                idle(plan.pause_s)
+                load.idle(plan.pause_s)
         report.restarts[-1].end_ms = int(time.time() * 1000)
         report.load_ended_early = load.requests_done.is_set()
         event("roll done", load_ended_early=report.load_ended_early,
               offered=load.requests_offered)
         if plan.tail_s is not None:
-            idle(plan.tail_s)
+            load.idle(plan.tail_s)
             waits = load.finish()
         load.join()
         report.load_ended_ms = max((w.requested_at for w in waits), default=0)
         event("load done", offered=len(waits))
-        settle_until = time.monotonic() + plan.settle_s
-        while time.monotonic() < settle_until and watch.ended() < len(waits):
-            load.pump(1.0)
-            gone = [w.name for w in fleet if not w.running]
-            if gone:
-                event("worker exited", workers=gone)
-                break
-        load.pump(2.0)
+        settle(stage, fleet, len(waits), plan.settle_s)
         input_sides(chaos, load, fleet, started)
         event("settled", ended=watch.ended(), stalled=chaos.stalled)
     finally:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -42,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from streams.config import Settings
-from streams.testing.chaos import DEFINITION, Load, Report, Watch, judge, make_waits
+from streams.testing.chaos import DEFINITION, Load, Report, Stage, Watch, judge
 from streams.testing.releases import Release
-from streams.testing.rolling import latencies
+from streams.testing.rolling import latencies, settle
 from streams.testing.workers import XWAIT, WorkerProcess, free_port, settings_env
 
 REFUSED = "workers of an earlier version are running"
@@ -189,29 +188,19 @@ def late_join(old: WorkerProcess, new: list[WorkerProcess], plan: UpgradePlan,
 def run_upgrade(settings: Settings, folder: Path, release: Release, plan: UpgradePlan,
                 log: Callable[[str], None] = print) -> UpgradeReport:
     """Run the plan: `settings` are the new build's (chaos topology); topics are made here."""
-    rng = random.Random(plan.seed)  # noqa: S311 - a reproducible load, not a secret
-    chaos = Report(settings.guarantee.value, dict(plan.__dict__))
-    report = UpgradeReport(chaos, release.version)
-    started = time.monotonic()
+    started = time.monotonic()  # the run's clock counts the old release making the topics
     topo_old = old_topology(release, folder)
     create_topics_with(release, settings, topo_old)
-    waits = make_waits(plan.waits, rng)
-    load = Load(settings, waits, plan.rate, rng)
-    watch = Watch(settings, load.review)
+    stage = Stage(settings, plan, log, started)  # its load warms up on those topics
+    chaos, waits = stage.report, stage.waits
+    load, watch, event = stage.load, stage.watch, stage.event
+    report = UpgradeReport(chaos, release.version)
     old = [WorkerProcess(settings, folder, f"w{i + 1}", command=(str(release.xwait), "worker"),
                          env={"XWAIT_TOPOLOGY": str(topo_old)})
            for i in range(plan.old_workers)]
     new = [WorkerProcess(settings, folder, f"w{i + 1}") for i in range(plan.new_workers)]
     rejoining = WorkerProcess(settings, folder, "old-again", command=(str(release.xwait), "worker"),
                               env={"XWAIT_TOPOLOGY": str(topo_old)})
-
-    def event(kind: str, **detail: Any) -> None:
-        entry = {"at": round(time.monotonic() - started, 1), "event": kind, **detail}
-        chaos.events.append(entry)
-        log(json.dumps(entry))
-
-    def idle(seconds: float) -> None:
-        load.pump(seconds) if load.requests_done.is_set() else time.sleep(seconds)
 
     load_started_ms = switch_ms = ready_ms = 0
     try:
@@ -230,7 +219,7 @@ def run_upgrade(settings: Settings, folder: Path, release: Release, plan: Upgrad
         watch.start()
         load_started_ms = int(time.time() * 1000)
         load.start()
-        idle(plan.warmup_s)
+        load.idle(plan.warmup_s)
         switch_ms = int(time.time() * 1000)
         stopping = time.monotonic()
         codes = stop_all(old, plan.stop_timeout_s)
@@ -252,17 +241,10 @@ def run_upgrade(settings: Settings, folder: Path, release: Release, plan: Upgrad
         event("new fleet ready", **report.upgrade,
               owned={w.name: (w.stats() or {}).get("ownedPartitions") for w in new})
         if plan.late_join:
-            idle(plan.late_join_after_s)
+            load.idle(plan.late_join_after_s)
             report.late_join = late_join(rejoining, new, plan, event)
         load.join()
-        settle_until = time.monotonic() + plan.settle_s
-        while time.monotonic() < settle_until and watch.ended() < plan.waits:
-            load.pump(1.0)
-            gone = [w.name for w in new if not w.running]
-            if gone:
-                event("worker exited", workers=gone)
-                break
-        load.pump(2.0)
+        settle(stage, new, plan.waits, plan.settle_s)
         event("settled", ended=watch.ended())
     finally:
         load.close()

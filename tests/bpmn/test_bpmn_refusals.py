@@ -28,6 +28,14 @@ def refused(xml: str | bytes) -> BpmnError:
     return caught.value
 
 
+def refused_at(node: str, xml: str | bytes, *says: str) -> None:
+    """The import refuses `xml`, naming `node`, with each of `says` in its message."""
+    err = refused(xml)
+    assert err.node == node
+    for text in says:
+        assert text in str(err)
+
+
 def drop(g: Graph, *node_ids: str) -> None:
     for node_id in node_ids:
         del g.nodes[node_id]
@@ -45,10 +53,8 @@ def test_a_gateway_branch_that_is_not_a_catch_event_is_refused_by_name() -> None
         g.nodes["reply_received"].kind = "serviceTask"
         g.nodes["reply_received"].message = None
 
-    err = refused(xml_of("expense-approval", task))
-    assert err.node == "reply_received"
-    assert "branch of the event-based gateway 'wait'" in str(err)
-    assert "must be a catch event" in str(err)
+    refused_at("reply_received", xml_of("expense-approval", task),
+               "branch of the event-based gateway 'wait'", "must be a catch event")
 
 
 def test_a_probe_loop_without_a_deadline_gate_is_refused_at_its_readiness_gateway() -> None:
@@ -57,18 +63,14 @@ def test_a_probe_loop_without_a_deadline_gate_is_refused_at_its_readiness_gatewa
         g.flows.append(Flow("flow_not_yet", "ready_gate", "poll_timer", "Not yet"))
         g.nodes["ready_gate"].default = "flow_not_yet"
 
-    err = refused(xml_of("probe", no_gate))
-    assert err.node == "ready_gate"
-    assert "without a deadline gate" in str(err) and "never ends" in str(err)
+    refused_at("ready_gate", xml_of("probe", no_gate), "without a deadline gate", "never ends")
 
 
 def test_an_exit_without_a_name_is_refused() -> None:
     def unnamed(g: Graph) -> None:
         g.nodes["end_escalated"].name = ""
 
-    err = refused(xml_of("expense-approval", unnamed))
-    assert err.node == "end_escalated"
-    assert "has no name" in str(err) and "both exits" in str(err)
+    refused_at("end_escalated", xml_of("expense-approval", unnamed), "has no name", "both exits")
 
 
 def test_one_end_event_for_both_exits_is_refused() -> None:
@@ -77,15 +79,12 @@ def test_one_end_event_for_both_exits_is_refused() -> None:
             retarget(g, f.source, "end_escalated", "end_received")
         drop(g, "end_escalated")
 
-    err = refused(xml_of("race", merged))
-    assert err.node == "end_received"
-    assert "ends both received and escalated waits" in str(err)
+    refused_at("end_received", xml_of("race", merged), "ends both received and escalated waits")
 
 
 def test_a_wait_without_a_deadline_is_refused_at_its_gateway() -> None:
-    err = refused(xml_of("race", lambda g: drop(g, "sla_deadline", "run_escalation",
-                                                "end_escalated")))
-    assert err.node == "wait" and "has no deadline" in str(err)
+    refused_at("wait", xml_of("race", lambda g: drop(g, "sla_deadline", "run_escalation",
+                                                     "end_escalated")), "has no deadline")
 
 
 def test_a_deadline_that_ends_without_running_the_escalation_is_refused() -> None:
@@ -93,8 +92,7 @@ def test_a_deadline_that_ends_without_running_the_escalation_is_refused() -> Non
         retarget(g, "sla_deadline", "run_escalation", "end_escalated")
         drop(g, "run_escalation")
 
-    err = refused(xml_of("race", straight))
-    assert err.node == "sla_deadline" and "without running the escalation" in str(err)
+    refused_at("sla_deadline", xml_of("race", straight), "without running the escalation")
 
 
 @pytest.mark.parametrize(("node", "timer", "expected"), [
@@ -108,8 +106,7 @@ def test_timers_of_the_wrong_form_or_text_are_refused_by_name(
     def change(g: Graph) -> None:
         g.nodes[node].timer = timer
 
-    err = refused(xml_of("expense-approval", change))
-    assert err.node == node and expected in str(err)
+    refused_at(node, xml_of("expense-approval", change), expected)
 
 
 def test_invalid_replies_routed_anywhere_but_review_or_escalation_are_refused() -> None:
@@ -119,24 +116,23 @@ def test_invalid_replies_routed_anywhere_but_review_or_escalation_are_refused() 
         retarget(g, "valid_gate", "review_reply", "notify")
         drop(g, "review_reply")
 
-    err = refused(xml_of("slow-approval", elsewhere))
-    assert err.node == "valid_gate" and "'notify'" in str(err)
+    refused_at("valid_gate", xml_of("slow-approval", elsewhere), "'notify'")
 
 
 def test_a_node_off_every_path_is_refused() -> None:
     def forgotten(g: Graph) -> None:
         g.add(Node("Task_0x1", "task", "Forgotten"))
 
-    err = refused(xml_of("race", forgotten))
-    assert err.node == "Task_0x1" and "not on any path" in str(err)
+    refused_at("Task_0x1", xml_of("race", forgotten), "not on any path")
 
 
 def test_a_reply_branch_catching_a_signal_is_refused() -> None:
     xml = xml_of("race")
     start = xml.index('<bpmn:messageEventDefinition id="reply_received_message"')
     end = xml.index("/>", start) + 2
-    err = refused(xml[:start] + '<bpmn:signalEventDefinition id="sig" />' + xml[end:])
-    assert err.node == "reply_received" and "signalEventDefinition" in str(err)
+    refused_at("reply_received",
+               xml[:start] + '<bpmn:signalEventDefinition id="sig" />' + xml[end:],
+               "signalEventDefinition")
 
 
 def test_a_diagram_that_says_another_variant_than_its_shape_is_refused() -> None:

@@ -18,6 +18,11 @@ from streams.codec import RecordType
 from streams.config import Settings
 from tests.records import first_records
 
+# The fixtures' types, for the tests' signatures.
+Flags = Callable[[Settings], list[str]]
+Read = Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]
+Produce = Callable[..., None]  # (settings, role, [(key, value)], headers=None)
+
 
 def _flags(settings: Settings) -> list[str]:
     return ["--bootstrap", settings.bootstrap, "--prefix", settings.topic_prefix,
@@ -31,10 +36,12 @@ def _read(settings: Settings, role: str, record_type: RecordType, count: int,
             for msg in first_records(settings, role, count, timeout)]
 
 
-def _produce(settings: Settings, role: str, records: list[tuple[str, bytes]]) -> None:
+def _produce(settings: Settings, role: str, records: list[tuple[str, bytes]],
+             headers: dict[str, str] | None = None) -> None:
     producer = Producer(settings.confluent(partitioner="murmur2_random"))
     for key, value in records:
-        producer.produce(settings.topic(role), key=key.encode(), value=value)
+        producer.produce(settings.topic(role), key=key.encode(), value=value,
+                         headers=list((headers or {}).items()))
     assert producer.flush(10) == 0
 
 
@@ -49,16 +56,16 @@ def topics(settings: Settings, monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.fixture
-def flags() -> Callable[[Settings], list[str]]:
+def flags() -> Flags:
     """The flags that point a command at the test's broker and prefix."""
     return _flags
 
 
 @pytest.fixture
-def read() -> Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]:
+def read() -> Read:
     return _read
 
 
 @pytest.fixture
-def produce() -> Callable[[Settings, str, list[tuple[str, bytes]]], None]:
+def produce() -> Produce:
     return _produce

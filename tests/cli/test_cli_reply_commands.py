@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from streams.cli import main
 from streams.codec import RecordType
 from streams.config import REPO_ROOT, Settings
-
-Flags = Callable[[Settings], list[str]]
-Read = Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]
-Produce = Callable[[Settings, str, list[tuple[str, bytes]]], None]
+from tests.cli.conftest import Flags, Read
 
 
 def test_reply_with_a_party_key_is_keyed_by_the_wait_key(

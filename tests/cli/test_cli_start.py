@@ -5,9 +5,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -17,10 +15,7 @@ from streams.cli.start import ProgressBar
 from streams.codec import RecordType
 from streams.config import Settings
 from streams.headers import TRACEPARENT, valid_traceparent
-
-Flags = Callable[[Settings], list[str]]
-Read = Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]
-Produce = Callable[[Settings, str, list[tuple[str, bytes]]], None]
+from tests.cli.conftest import Flags, Read
 
 
 def test_start_prints_the_new_key_and_parks_a_wait_under_it(

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -15,10 +13,7 @@ from streams.cli import main
 from streams.codec import RecordType
 from streams.config import Settings
 from streams.testing.workers import XWAIT, settings_env
-
-Flags = Callable[[Settings], list[str]]
-Read = Callable[[Settings, str, RecordType, int], list[tuple[bytes, dict[str, Any]]]]
-Produce = Callable[[Settings, str, list[tuple[str, bytes]]], None]
+from tests.cli.conftest import Flags, Produce
 
 
 def _outcome(key: str) -> dict[str, object]:
@@ -45,6 +40,20 @@ def test_tail_prints_one_json_line_per_record_that_reads_back_as_the_record(
                   for line in lines) == ["a", "b"]
     assert codec.from_json(RecordType.OUTCOME, lines[0]) == _outcome(
         codec.from_json(RecordType.OUTCOME, lines[0])["correlationKey"])
+
+
+def test_tail_headers_shows_the_traceparent_each_record_carries(
+    topics: Settings, capsys: pytest.CaptureFixture[str], flags: Flags, produce: Produce,
+) -> None:
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    produce(topics, "outcomes", [("a", codec.encode(RecordType.OUTCOME, _outcome("a")))],
+            headers={"traceparent": traceparent})
+    produce(topics, "outcomes", [("b", codec.encode(RecordType.OUTCOME, _outcome("b")))])
+    assert main(["tail", "outcomes", "--from-beginning", "--count", "2", "--timeout", "20",
+                 "--headers", *flags(topics)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {line["record"]["correlationKey"]: line["headers"] for line in lines} == {
+        "a": {"traceparent": traceparent}, "b": {}}
 
 
 def test_tail_fails_with_exit_1_when_fewer_records_than_count_arrive_in_time(

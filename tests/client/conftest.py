@@ -6,14 +6,14 @@ way pytest does.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 
 from streams.cli import main
 from streams.config import Settings
+from tests import records
 from tests.records import first_records
 
 
@@ -22,25 +22,6 @@ def _create_topics(settings: Settings) -> None:
     args = ["topics", "create", "--bootstrap", settings.bootstrap, "--prefix",
             settings.topic_prefix, "--partitions", str(settings.partitions)]
     assert main(args) == 0
-
-
-def _end_offsets(settings: Settings, role: str) -> list[int]:
-    """High watermark of each partition: all zero means nothing was ever produced."""
-    consumer = Consumer(settings.confluent(**{"group.id": "probe"}))
-    try:
-        topic = settings.topic(role)
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                        for p in sorted(parts)]
-            except KafkaException:  # a topic created a moment ago may have no leader yet
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-    finally:
-        consumer.close()
 
 
 @pytest.fixture
@@ -55,7 +36,7 @@ def topics(settings: Settings, monkeypatch: pytest.MonkeyPatch,
 
 @pytest.fixture
 def end_offsets() -> Callable[[Settings, str], list[int]]:
-    return _end_offsets
+    return records.end_offsets
 
 
 @pytest.fixture

@@ -19,31 +19,16 @@ def test_all_lists_exactly_the_public_names_and_each_exists() -> None:
 
 
 def test_every_sdk_error_hangs_from_the_one_root() -> None:
-    from streams.client import (
-        ClientError,
-        DeliveryFailed,
-        InvalidRequest,
-        KafkaUnavailable,
-        NoSuchWait,
-        ReceiptTimeout,
-        ResultTimeout,
-        TopicMissing,
-        UndecodableOutput,
-        UnknownChannel,
-        UnknownDefinition,
-        UnknownVersion,
-    )
-
-    assert issubclass(ClientError, XwaitError)
-    for leaf in (DeliveryFailed, InvalidRequest, KafkaUnavailable, TopicMissing,
-                 UndecodableOutput):
-        assert issubclass(leaf, ClientError)
-    assert issubclass(UnknownDefinition, InvalidRequest)
-    assert issubclass(UnknownChannel, InvalidRequest)
-    assert issubclass(UnknownVersion, InvalidRequest)
-    assert issubclass(NoSuchWait, InvalidRequest)
-    assert issubclass(ResultTimeout, ClientError) and issubclass(ResultTimeout, TimeoutError)
-    assert issubclass(ReceiptTimeout, ClientError) and issubclass(ReceiptTimeout, TimeoutError)
+    sdk = streams.client  # the names as a user reaches them (the package's lazy attributes)
+    assert issubclass(sdk.ClientError, XwaitError)
+    for leaf in (sdk.DeliveryFailed, sdk.InvalidRequest, sdk.KafkaUnavailable, sdk.TopicMissing,
+                 sdk.UndecodableOutput):
+        assert issubclass(leaf, sdk.ClientError)
+    for refusal in (sdk.UnknownDefinition, sdk.UnknownChannel, sdk.UnknownVersion,
+                    sdk.NoSuchWait):
+        assert issubclass(refusal, sdk.InvalidRequest)
+    for timeout in (sdk.ResultTimeout, sdk.ReceiptTimeout):
+        assert issubclass(timeout, sdk.ClientError) and issubclass(timeout, TimeoutError)
 
 
 def test_the_exception_tree_drawn_in_the_errors_module_is_the_real_one() -> None:

@@ -87,6 +87,8 @@ def test_every_current_schema_is_the_last_released_version() -> None:
         )
 
 
+# Alike in shape with test_codec_json.py's records (duplicates lists the pair),
+# deliberately: test records written out field by field.
 def test_reply_written_with_v1_decodes_with_the_current_reader() -> None:
     # given a reply from a producer still on Reply v1, which had no sentAt
     v1_record = {

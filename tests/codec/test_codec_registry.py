@@ -35,13 +35,18 @@ REPLY: dict[str, Any] = {"correlationKey": "k-1", "tenant": None, "channel": "po
                          "sentAt": None}
 
 
+def _registry_codec(schema_registry: str) -> tuple[str, Codec]:
+    """A fresh topic prefix, and a codec of settings that name it and the registry."""
+    prefix = unique_prefix("r")
+    return prefix, codec.for_settings(Settings(topic_prefix=prefix,
+                                               schema_registry_url=schema_registry))
+
+
 def test_outputs_are_written_in_the_confluent_format_under_topic_subjects(
     schema_registry: str,
 ) -> None:
     # given settings that name the registry
-    prefix = unique_prefix("r")
-    registry_codec = codec.for_settings(Settings(topic_prefix=prefix,
-                                                 schema_registry_url=schema_registry))
+    prefix, registry_codec = _registry_codec(schema_registry)
     # when an outcome-like record is encoded
     data = registry_codec.encode(RecordType.REPLY, REPLY)
     # then it is 00 + the id registered under <prefix>.replies-value + the Avro body
@@ -101,9 +106,7 @@ def test_without_a_registry_the_codec_writes_single_object_encoding_as_before() 
 def test_an_action_result_beside_the_replies_is_registered_under_its_record_name_and_read(
     schema_registry: str,
 ) -> None:
-    prefix = unique_prefix("r")
-    registry_codec = codec.for_settings(Settings(topic_prefix=prefix,
-                                                 schema_registry_url=schema_registry))
+    prefix, registry_codec = _registry_codec(schema_registry)
     result = {"correlationKey": "k-1", "actionId": "a-1", "status": "failed",
               "error": "503", "permanent": False, "at": None}
     data = registry_codec.encode(RecordType.ACTION_RESULT, result)

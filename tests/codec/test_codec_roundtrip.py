@@ -7,6 +7,7 @@ added to a schema is covered without touching this file.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import avro.schema
@@ -203,22 +204,19 @@ def test_header_is_magic_and_fingerprint_of_the_current_schema(record_type: Reco
     assert CODEC.header(record_type) == data[:SINGLE_OBJECT_HEADER_SIZE]
 
 
+@pytest.mark.parametrize(("there", "back"), [
+    (CODEC.encode, CODEC.decode),
+    (CODEC.to_json, CODEC.from_json),
+], ids=["single_object_encoding", "to_json_and_from_json"])
 @settings(max_examples=300)
-@given(any_record)
-def test_any_valid_record_round_trips_through_single_object_encoding(
+@given(typed=any_record)
+def test_any_valid_record_round_trips_through(
+    there: Callable[[RecordType, dict[str, Any]], Any],
+    back: Callable[[RecordType, Any], dict[str, Any]],
     typed: tuple[RecordType, dict[str, Any]],
 ) -> None:
     record_type, record = typed
-    assert CODEC.decode(record_type, CODEC.encode(record_type, record)) == record
-
-
-@settings(max_examples=300)
-@given(any_record)
-def test_any_valid_record_round_trips_through_to_json_and_from_json(
-    typed: tuple[RecordType, dict[str, Any]],
-) -> None:
-    record_type, record = typed
-    assert CODEC.from_json(record_type, CODEC.to_json(record_type, record)) == record
+    assert back(record_type, there(record_type, record)) == record
 
 
 @settings(max_examples=200)

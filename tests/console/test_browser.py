@@ -93,6 +93,23 @@ def sign_in(page: Page, cluster: Cluster, operator: str | None = None) -> None:
         page.locator("#operator").dispatch_event("change")
 
 
+def open_parked(page: Page, key: str) -> None:
+    """Open the parked wait of that key by the form, and see it shown as parked."""
+    page.fill("#open-key", key)
+    page.click("#open-form button")
+    expect(page.locator("#d-state")).to_have_text("parked")
+
+
+def open_a_parked_wait(page: Page, cluster: Cluster, operator: str) -> str:
+    """A fresh wait, parked, open in the console of an operator signed in: its key."""
+    key = new_key()
+    cluster.start(key)
+    cluster.wait_state(key, "parked")
+    sign_in(page, cluster, operator=operator)
+    open_parked(page, key)
+    return key
+
+
 def test_list_open_suspend_resume_and_review_in_the_browser(cluster: Cluster,
                                                             page: Page) -> None:
     pg = page
@@ -214,9 +231,7 @@ def test_investigate_finished_waits_confirm_a_cancel_and_clear_a_missing_wait(
     shot(pg, "console-finished")
 
     # Cancel asks first: "Keep it" changes nothing, confirming cancels.
-    pg.fill("#open-key", cancel)
-    pg.click("#open-form button")
-    expect(pg.locator("#d-state")).to_have_text("parked")
+    open_parked(pg, cancel)
     pg.fill("#cmd-reason", "duplicate expense")
     pg.click("#btn-cancel")
     expect(pg.locator("#confirm")).to_be_visible()
@@ -296,13 +311,7 @@ def test_pages_of_results_and_a_usable_layout_at_800_pixels(cluster: Cluster,
 
 @needs_processor_mapping
 def test_reschedule_from_the_console(cluster: Cluster, page: Page) -> None:
-    key = new_key()
-    cluster.start(key)
-    cluster.wait_state(key, "parked")
-    sign_in(page, cluster, operator="Rita")
-    page.fill("#open-key", key)
-    page.click("#open-form button")
-    expect(page.locator("#d-state")).to_have_text("parked")
+    open_a_parked_wait(page, cluster, "Rita")
     page.select_option("#resched-mode", "moveBy")
     page.fill("#resched-value", "PT30M")
     page.fill("#cmd-reason", "vendor on holiday")
@@ -317,13 +326,7 @@ def test_reschedule_from_the_console(cluster: Cluster, page: Page) -> None:
 def test_a_reason_goes_with_one_command_only_never_into_the_next_ones_trace(
         cluster: Cluster, page: Page) -> None:
     """Issue 31: a reschedule was recorded with the reason of the suspend before it."""
-    key = new_key()
-    cluster.start(key)
-    cluster.wait_state(key, "parked")
-    sign_in(page, cluster, operator="Nina")
-    page.fill("#open-key", key)
-    page.click("#open-form button")
-    expect(page.locator("#d-state")).to_have_text("parked")
+    open_a_parked_wait(page, cluster, "Nina")
 
     # A suspend needs a reason: without one nothing is sent, and the page says why.
     page.click("#btn-suspend")

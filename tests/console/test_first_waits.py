@@ -48,15 +48,24 @@ FILTERS = [Filters(), Filters(state="suspended"), Filters(tenant="acme"),
 OUTCOMES = list(OutcomeKind)
 
 
+def _key(i: int) -> str:
+    """The key of the i-th wait of a test's table."""
+    return f"key-{i:03d}"
+
+
 def _row(i: int, head: RowHead) -> tuple[int, bytes, bytes]:
     slot = None
     if head.state is not None:
         done = head.state is WaitStatus.DONE
-        wait = Wait(key=f"key-{i:03d}", definition=head.definition or "", tenant=head.tenant,
+        wait = Wait(key=_key(i), definition=head.definition or "", tenant=head.tenant,
                     parked_at=head.parked_at, status=head.state,
                     outcome=OUTCOMES[i % 3] if done else None)
         slot = encode_slot(Slot(wait=wait))
-    return i % 4, f"key-{i:03d}".encode(), encode_row(Row(slot, head=head))
+    return i % 4, _key(i).encode(), encode_row(Row(slot, head=head))
+
+
+def _rows(found: list[RowHead]) -> list[tuple[int, bytes, bytes]]:
+    return [_row(i, h) for i, h in enumerate(found)]
 
 
 def _expected(found: list[RowHead], filters: Filters) -> list[int]:
@@ -64,13 +73,13 @@ def _expected(found: list[RowHead], filters: Filters) -> list[int]:
         h = found[i]
         due = h.next_due
         return (0 if due is not None else 1, due if due is not None else h.parked_at,
-                f"key-{i:03d}")
+                _key(i))
 
     def outcome_ok(i: int) -> bool:
         return filters.outcome is None or OUTCOMES[i % 3].value == filters.outcome
 
     matching = [i for i, h in enumerate(found)
-                if filters.match(f"key-{i:03d}".encode(), h) and outcome_ok(i)]
+                if filters.match(_key(i).encode(), h) and outcome_ok(i)]
     return sorted(matching, key=sort_key)
 
 
@@ -79,10 +88,9 @@ def _expected(found: list[RowHead], filters: Filters) -> list[int]:
 def test_the_first_n_are_those_a_full_sort_would_give(
     found: list[RowHead], limit: int, filters: Filters
 ) -> None:
-    rows = [_row(i, h) for i, h in enumerate(found)]
-    got = asyncio.run(first_waits(rows, filters, limit))
+    got = asyncio.run(first_waits(_rows(found), filters, limit))
     expected = _expected(found, filters)[:limit]
-    assert [(k, p) for k, p, _ in got] == [(f"key-{i:03d}".encode(), i % 4) for i in expected]
+    assert [(k, p) for k, p, _ in got] == [(_key(i).encode(), i % 4) for i in expected]
     if filters.state is None and filters.outcome is None:
         assert all(found[i].state is not WaitStatus.DONE for i in expected)
     if filters.outcome is not None:
@@ -94,7 +102,7 @@ def test_the_first_n_are_those_a_full_sort_would_give(
 def test_pages_after_a_cursor_cover_every_match_once_in_order(
     found: list[RowHead], page: int, filters: Filters
 ) -> None:
-    rows = [_row(i, h) for i, h in enumerate(found)]
+    rows = _rows(found)
     seen: list[bytes] = []
     after = None
     for _ in range(len(found) + 1):
@@ -103,7 +111,7 @@ def test_pages_after_a_cursor_cover_every_match_once_in_order(
         if len(got) < page:
             break
         after = parse_cursor(cursor_of(got[-1][2]))  # the cursor survives its text form
-    assert seen == [f"key-{i:03d}".encode() for i in _expected(found, filters)]
+    assert seen == [_key(i).encode() for i in _expected(found, filters)]
 
 
 timers = st.builds(ArmedTimer, st.sampled_from(list(TimerKind)), st.integers(0, 30),
@@ -126,7 +134,7 @@ class Indexed:
     """Rows in four partitions with the timer index the worker keeps beside them."""
 
     def __init__(self, found: list[RowHead], where: Path) -> None:
-        self.rows = [_row(i, h) for i, h in enumerate(found)]
+        self.rows = _rows(found)
         self.by_key = {(k, p): v for p, k, v in self.rows}
         self.dbs = {p: rocksdict.Rdict(str(where / f"p{p}"),
                                        options=rocksdict.Options(raw_mode=True))
@@ -230,5 +238,5 @@ def test_a_page_bounded_by_due_time_walks_the_index_from_and_to_the_bounds() -> 
         window = Filters(due_from=1500, due_to=1504)
         page = table.by_due(window, 100, None)
         assert page == asyncio.run(first_waits(table.rows, window, 100))
-        assert [k for k, _, _ in page] == [f"key-{i:03d}".encode() for i in range(500, 505)]
+        assert [k for k, _, _ in page] == [_key(i).encode() for i in range(500, 505)]
         assert table.reads == 5

@@ -75,7 +75,15 @@ class Program:
         return TimerFired(KEY, timer.kind, timer.due_at, timer.generation)
 
     def event_for(self, operation: Op) -> Event | None:
-        """The event of one operation of the program (None: it only moved the clock)."""
+        """The event of one operation of the program (None: it only moved the clock).
+        ("advance", ms) moves the clock in every program; the rest is `event_of`'s."""
+        if operation[0] == "advance":
+            self.now += int(operation[1])
+            return None
+        return self.event_of(operation)
+
+    def event_of(self, operation: Op) -> Event | None:
+        """The event of an operation other than "advance" (each program has its own)."""
         raise NotImplementedError
 
     def replay(self, ops: list[Op], *, punctual: bool, end: int

@@ -22,6 +22,9 @@ from streams.core import (
     decide,
 )
 from streams.core.state_codec import decode_slot, encode_slot
+
+# The same sorted names as test_core_suspend_cancel_deliver.py import (duplicates lists the
+# pair), deliberately: an import list.
 from tests.core.core_harness import (
     APPROVED,
     MINUTE,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+# The same sorted names as test_core_history.py import (duplicates lists the
+# pair), deliberately: an import list.
 from streams.core import (
     BufferEarlyReply,
     OutcomeKind,

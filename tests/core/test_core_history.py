@@ -68,12 +68,18 @@ def test_a_finished_wait_keeps_its_outcome_response_and_trace_until_purged() -> 
     assert run.slot is None
 
 
-def test_a_review_is_kept_with_its_issue_note_and_reviewer() -> None:
+def _accepted_in_review() -> Run:
+    """A wait whose invalid reply rita accepted in review, with a note and a reason."""
     run = Run()
     run.start()
     run.reply('{"decision": "maybe"}')
     run.send(Command(KEY, CommandKind.REVIEW, review_outcome="Accept", review_note="ok by me",
                      operator="rita", reason="checked by phone"))
+    return run
+
+
+def test_a_review_is_kept_with_its_issue_note_and_reviewer() -> None:
+    run = _accepted_in_review()
     w = run.wait
     assert (w.review_outcome, w.review_note, w.response_valid) == ("Accept", "ok by me", False)
     assert w.validation_issue
@@ -165,11 +171,7 @@ def test_a_resume_without_reason_or_operator_says_so_in_the_trace() -> None:
 
 
 def test_a_review_records_the_reviewer_their_note_and_reason_in_the_trace() -> None:
-    run = Run()
-    run.start()
-    run.reply('{"decision": "maybe"}')
-    run.send(Command(KEY, CommandKind.REVIEW, review_outcome="Accept", review_note="ok by me",
-                     operator="rita", reason="checked by phone"))
+    run = _accepted_in_review()
     (reviewed,) = [e for e in run.wait.trace if e.event == "reviewed"]
     assert reviewed.detail == "Accept: ok by me; checked by phone (by rita)"
 

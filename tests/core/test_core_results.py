@@ -26,6 +26,9 @@ from streams.core import (
     decode_slot,
     encode_slot,
 )
+
+# The same sorted names as test_core_variants.py import (duplicates lists the
+# pair), deliberately: an import list.
 from tests.core.core_harness import (
     DAY,
     DEFINITIONS,
@@ -57,6 +60,16 @@ REVIEW = _with(SendFailureRoute.REVIEW)
 def _request(run: Run, definition: str = "expense-approval") -> EmitAction:
     (sent,) = actions(run.start(definition), ActionKind.SEND_REQUEST)
     return sent
+
+
+def _every_retry(run: Run, sent: EmitAction) -> list[EmitAction]:
+    """The send, and each retry the policy allows (two), each after the last one failed."""
+    tries = [sent]
+    for _ in range(2):
+        run.failed(tries[-1])
+        (again,) = actions(run.fire(TimerKind.SEND_RETRY), ActionKind.SEND_REQUEST)
+        tries.append(again)
+    return tries
 
 
 def _discards(effects: tuple[object, ...]) -> list[Discard]:
@@ -101,12 +114,7 @@ def test_a_failed_send_goes_again_after_the_backoff_with_its_next_send_attempt()
 
 def test_retries_never_exceed_the_policy_then_the_wait_escalates_to_the_next_level() -> None:
     run = Run(ESCALATE)
-    sent = _request(run)
-    tries = [sent]
-    for _ in range(2):
-        run.failed(tries[-1])
-        (again,) = actions(run.fire(TimerKind.SEND_RETRY), ActionKind.SEND_REQUEST)
-        tries.append(again)
+    tries = _every_retry(run, _request(run))
     assert [a.send_attempt for a in tries] == [1, 2, 3]
     run.advance(MINUTE)
     effects = run.failed(tries[-1], "550 mailbox unavailable")
@@ -124,11 +132,7 @@ def test_retries_never_exceed_the_policy_then_the_wait_escalates_to_the_next_lev
 def test_every_send_attempt_of_one_send_carries_the_first_attempt_s_id_as_its_key() -> None:
     run = Run(ESCALATE)
     sent = _request(run)
-    tries = [sent]
-    for _ in range(2):
-        run.failed(tries[-1])
-        (again,) = actions(run.fire(TimerKind.SEND_RETRY), ActionKind.SEND_REQUEST)
-        tries.append(again)
+    tries = _every_retry(run, sent)
     assert len({a.action_id for a in tries}) == 3  # each attempt reports under its own id
     assert {a.idempotency_key for a in tries} == {sent.action_id}
     # ... and every other action has a key of its own: a reminder, an escalation.

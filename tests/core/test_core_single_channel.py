@@ -27,6 +27,9 @@ from streams.core import (
     action_id,
     outcome_id,
 )
+
+# The same sorted names as test_core_suspend_cancel_deliver.py and test_core_variants.py
+# import (duplicates lists the pairs), deliberately: an import list.
 from tests.core.core_harness import (
     APPROVED,
     DAY,

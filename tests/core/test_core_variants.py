@@ -15,6 +15,9 @@ from streams.core import (
     TimerKind,
     WaitStatus,
 )
+
+# The same sorted names as test_core_suspend_cancel_deliver.py import (duplicates lists the
+# pair), deliberately: an import list.
 from tests.core.core_harness import (
     DAY,
     HOUR,

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from streams.cli import main
 from streams.client import XwaitClient
 from streams.config import Settings
 from streams.core.operations import carries
 from tests.e2e.harness import XWAIT, Watcher, WorkerProcess, new_key, status, until_status
+from tests.records import end_offsets
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule9]
 
@@ -66,14 +66,7 @@ def _marks(wait: dict[str, Any], operation: str) -> list[dict[str, Any]]:
 
 def _commands_written(settings: Settings) -> int:
     """Records on the commands topic so far (its partitions' end offsets, summed)."""
-    topic = settings.topic("commands")
-    consumer = Consumer(settings.confluent(**{"group.id": "count-commands"}))
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in parts)
-    finally:
-        consumer.close()
+    return sum(end_offsets(settings, "commands"))
 
 
 @pytest.fixture

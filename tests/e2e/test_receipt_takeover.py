@@ -24,21 +24,11 @@ from streams.client import Receipt, Verdict, XwaitClient
 from streams.config import Guarantee, Settings
 from tests.e2e.conftest import new_e2e
 from tests.e2e.harness import Watcher, WorkerProcess
+from tests.records import end_offsets
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 WAITS = 16
-
-
-def _end_offsets(settings: Settings, role: str) -> int:
-    topic = settings.topic(role)
-    consumer = Consumer(settings.confluent(**{"group.id": "ends"}))
-    try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in parts)
-    finally:
-        consumer.close()
 
 
 def _all(settings: Settings, role: str, committed: bool = True) -> list[tuple[bytes, Any]]:
@@ -151,10 +141,10 @@ def test_every_sender_gets_the_receipt_of_its_decision_across_a_kill_9(
         senders = Senders(settings)
 
         # 1. Sent to a frozen worker, which is then killed: its next run decides them.
-        before = _end_offsets(settings, "replies")
+        before = sum(end_offsets(settings, "replies"))
         worker.freeze()
         senders.send(keys[:WAITS // 2])
-        _until(lambda: _end_offsets(settings, "replies") == before + WAITS // 2,
+        _until(lambda: sum(end_offsets(settings, "replies")) == before + WAITS // 2,
                "the replies to reach the topic")
         worker.kill9()
         worker.start(timeout=180)

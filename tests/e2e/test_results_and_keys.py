@@ -31,6 +31,19 @@ def _cli(s: Settings, *args: str) -> list[str]:
             "--topology", str(s.topology), "--console", s.console_url]
 
 
+def _started(live: Settings, capsys: pytest.CaptureFixture[str]) -> str:
+    """A slow-approval wait started by `xwait start`: the key it printed."""
+    assert main(_cli(live, "start", "slow-approval")) == 0
+    return capsys.readouterr().out.strip()
+
+
+def _parked(live: Settings, capsys: pytest.CaptureFixture[str], watcher: Watcher) -> str:
+    """A wait started as `_started` does, once its request was processed: its key."""
+    key = _started(live, capsys)
+    watcher.parked(key)
+    return key
+
+
 def test_result_returns_the_outcome_of_its_key_not_the_first_outcome_to_arrive(
     live: Settings, watcher: Watcher,
 ) -> None:
@@ -72,8 +85,7 @@ def test_result_async_waits_for_the_outcome_and_times_out_on_an_open_wait(
 def test_cli_result_exit_code_says_how_the_wait_ended(
     live: Settings, watcher: Watcher, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(_cli(live, "start", "slow-approval")) == 0
-    key = capsys.readouterr().out.strip()
+    key = _started(live, capsys)
     assert main(_cli(live, "result", key, "--timeout", "1")) == 7  # still open
     assert "Expected an outcome" in capsys.readouterr().err
     watcher.parked(key)
@@ -121,9 +133,7 @@ def test_a_reply_on_a_channel_its_wait_definition_lacks_exits_2(
     live: Settings, watcher: Watcher, capsys: pytest.CaptureFixture[str],
 ) -> None:
     # email is a channel of another definition (fast-quote), not of slow-approval
-    assert main(_cli(live, "start", "slow-approval")) == 0
-    key = capsys.readouterr().out.strip()
-    watcher.parked(key)
+    key = _parked(live, capsys, watcher)
     assert main(_cli(live, "reply", key, "--channel", "email", "--data", "{}")) == 2
     assert "the wait's definition 'slow-approval' accepts portal" in capsys.readouterr().err
 
@@ -141,9 +151,7 @@ def test_status_of_an_unknown_key_prints_the_workers_answer_and_exits_4(
 def test_status_shows_the_time_left_of_a_suspended_wait_and_its_held_replies(
     live: Settings, watcher: Watcher, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(_cli(live, "start", "slow-approval")) == 0
-    key = capsys.readouterr().out.strip()
-    watcher.parked(key)
+    key = _parked(live, capsys, watcher)
     assert main(_cli(live, "suspend", key, "--reason", "audit")) == 0
     assert main(_cli(live, "reply", key, "--channel", "portal", "--data",
                      '{"decision": "approved"}')) == 0

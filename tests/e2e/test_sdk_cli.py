@@ -24,6 +24,21 @@ def _cli(e2e: Settings, *args: str) -> list[str]:
             "--topology", str(e2e.topology)]
 
 
+def _started(e2e: Settings, capsys: pytest.CaptureFixture[str]) -> str:
+    """A slow-approval wait started by `xwait start --json`: the key it printed."""
+    assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
+    [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
+    assert isinstance(key, str)
+    return key
+
+
+def _parked(e2e: Settings, capsys: pytest.CaptureFixture[str], watcher: Watcher) -> str:
+    """A wait started as `_started` does, once its request was processed: its key."""
+    key = _started(e2e, capsys)
+    watcher.parked(key)
+    return key
+
+
 def test_sdk_starts_a_wait_replies_and_reads_the_typed_outcome(
     e2e: Settings, worker: WorkerProcess
 ) -> None:
@@ -46,8 +61,7 @@ def test_sdk_starts_a_wait_replies_and_reads_the_typed_outcome(
 def test_cli_start_and_reply_end_a_wait_received(
     e2e: Settings, worker: WorkerProcess, watcher: Watcher, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
-    [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
+    key = _started(e2e, capsys)
     assert main(_cli(e2e, "reply", key, "--channel", "portal", "--data",
                      '{"decision": "rejected"}')) == 0
     outcome = watcher.outcome(key)
@@ -63,9 +77,7 @@ def test_cli_operator_commands_end_a_parked_wait(
     e2e: Settings, worker: WorkerProcess, watcher: Watcher, capsys: pytest.CaptureFixture[str],
     command: list[str], expected: tuple[str, str],
 ) -> None:
-    assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
-    [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
-    watcher.parked(key)
+    key = _parked(e2e, capsys, watcher)
     assert main(_cli(e2e, command[0], key, *command[1:])) == 0
     outcome = watcher.outcome(key)
     assert (outcome["outcome"], outcome["reason"]) == expected
@@ -74,9 +86,7 @@ def test_cli_operator_commands_end_a_parked_wait(
 def test_cli_suspend_resume_and_review_correct_a_wait(
     e2e: Settings, worker: WorkerProcess, watcher: Watcher, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
-    [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
-    watcher.parked(key)
+    key = _parked(e2e, capsys, watcher)
     assert main(_cli(e2e, "suspend", key, "--reason", "audit")) == 0
     assert main(_cli(e2e, "reply", key, "--channel", "portal", "--data",
                      '{"decision": "perhaps"}')) == 0
@@ -127,9 +137,7 @@ def _records_keyed(settings: Settings, role: str, key: str) -> int:
 def test_cli_migrate_to_a_version_no_worker_published_exits_2_listing_them_and_sends_nothing(
     e2e: Settings, worker: WorkerProcess, watcher: Watcher, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_cli(e2e, "start", "slow-approval", "--json")) == 0
-    [key] = json.loads(capsys.readouterr().out)["correlationKeys"]
-    watcher.parked(key)
+    key = _parked(e2e, capsys, watcher)
     assert main(_cli(e2e, "definitions", "--json", "--console", worker.url)) == 0
     version = next(d["version"] for d in json.loads(capsys.readouterr().out)["definitions"]
                    if d["name"] == "slow-approval")

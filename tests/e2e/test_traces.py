@@ -71,6 +71,7 @@ class Collector:
 
     def close(self) -> None:
         self.server.shutdown()
+        self.server.server_close()  # its listening socket, else a ResourceWarning later
 
 
 @pytest.fixture

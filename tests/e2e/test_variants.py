@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -13,8 +14,19 @@ pytestmark = [
 ]
 
 
+# The tests here are alike in their first lines, with each other and with test_rules.py's
+# (duplicates lists the pairs), deliberately: each scenario states its own given (fixtures,
+# a fresh key, the start, the replies) where it is read.
 def _one_outcome(seen: Seen, key: str) -> bool:
     return len(seen.for_key("outcomes", key)) >= 1
+
+
+def _the_outcome(watcher: Watcher, key: str, what: str,
+                 timeout: float = 60) -> tuple[Seen, dict[str, Any]]:
+    """Everything seen once the wait's outcome came, and that outcome (the only one)."""
+    seen = watcher.until(lambda s: _one_outcome(s, key), timeout, what)
+    [outcome] = seen.for_key("outcomes", key)
+    return seen, outcome
 
 
 def test_single_channel_reply_is_received_with_its_data(
@@ -24,8 +36,7 @@ def test_single_channel_reply_is_received_with_its_data(
     client.start(key, "slow-approval", tenant="acme")
     client.reply(key, {"decision": "approved"}, tenant="acme")
     client.flush()
-    seen = watcher.until(lambda s: _one_outcome(s, key), 60, "the outcome")
-    [outcome] = seen.for_key("outcomes", key)
+    seen, outcome = _the_outcome(watcher, key, "the outcome")
     assert outcome["outcome"] == "RECEIVED"
     assert outcome["reason"] == "reply_valid"
     assert json.loads(outcome["responseData"]) == {"decision": "approved"}
@@ -40,8 +51,7 @@ def test_silence_sends_two_reminders_then_escalates_and_ends_escalated(
     key = new_key()
     client.start(key, "fast-approval")
     client.flush()
-    seen = watcher.until(lambda s: _one_outcome(s, key), 60, "the escalated outcome")
-    [outcome] = seen.for_key("outcomes", key)
+    seen, outcome = _the_outcome(watcher, key, "the escalated outcome")
     assert outcome["outcome"] == "ESCALATED"
     assert outcome["remindersSent"] == 2
     assert outcome["escalationLevel"] == 1
@@ -76,8 +86,7 @@ def test_first_valid_response_wins_and_closes_out_the_other_parties(
     client.reply(f"{key}~carrier-b", {"price": 10, "replyAcceptable": False})
     client.reply(f"{key}~carrier-c", {"price": 12})
     client.flush()
-    seen = watcher.until(lambda s: _one_outcome(s, key), 60, "the outcome")
-    [outcome] = seen.for_key("outcomes", key)
+    seen, outcome = _the_outcome(watcher, key, "the outcome")
     assert outcome["outcome"] == "RECEIVED"
     assert json.loads(outcome["responseData"])["price"] == 12
     watcher.poll(1)
@@ -100,8 +109,7 @@ def test_probe_polls_until_the_result_is_ready(
     client.reply(key, {"resultReady": False}, channel="poll")
     client.reply(key, {"resultReady": True, "result": {"rows": 3}}, channel="poll")
     client.flush()
-    seen = watcher.until(lambda s: _one_outcome(s, key), 30, "the outcome")
-    [outcome] = seen.for_key("outcomes", key)
+    _, outcome = _the_outcome(watcher, key, "the outcome", 30)
     assert outcome["outcome"] == "RECEIVED"
     assert outcome["reason"] == "result_ready"
 
@@ -112,8 +120,7 @@ def test_probe_without_a_result_is_stopped_by_its_deadline(
     key = new_key()
     client.start(key, "fast-probe")
     client.flush()
-    seen = watcher.until(lambda s: _one_outcome(s, key), 60, "the escalated outcome")
-    [outcome] = seen.for_key("outcomes", key)
+    seen, outcome = _the_outcome(watcher, key, "the escalated outcome")
     assert outcome["outcome"] == "ESCALATED"
     polls = [a for a in seen.for_key("actions", key) if a["action"] == "POLL"]
     assert 3 <= len(polls) <= 8  # every second for a six-second deadline
@@ -131,7 +138,6 @@ def test_chained_stages_end_after_the_last_stage_with_both_answers(
     assert not watcher.seen.for_key("outcomes", key)
     client.reply(key, {"decision": "approved"})
     client.flush()
-    seen = watcher.until(lambda s: _one_outcome(s, key), 30, "the outcome")
-    [outcome] = seen.for_key("outcomes", key)
+    _, outcome = _the_outcome(watcher, key, "the outcome", 30)
     assert outcome["outcome"] == "RECEIVED"
     assert set(json.loads(outcome["responseData"])) == {"manager", "finance"}

@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import faust
 import pytest
+from aiokafka.consumer.fetcher import Fetcher, OffsetResetStrategy
+from aiokafka.consumer.subscription_state import SubscriptionState
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
+from aiokafka.errors import NotLeaderForPartitionError
+from aiokafka.protocol.offset import OffsetRequest
+from aiokafka.structs import TopicPartition
 from faust.app.base import BootStrategy
 from faust.assignor.client_assignment import ClientAssignment, ClientMetadata
 from faust.tables.manager import TableManager
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 from mode import Service
 
 from streams.errors import ConfigError
@@ -216,3 +224,117 @@ def test_the_table_manager_without_tables_starts_without_faust_s_second_of_sleep
         asyncio.set_event_loop(None)
         loop.close()
     assert started == ["recovery"]
+
+
+STALE_TP = TopicPartition(TOPIC, 0)
+
+
+class _FormerLeader:
+    """The client of aiokafka's fetcher after a broker froze and thawed: its metadata
+    names node 1 as the partition's leader, node 1 no longer leads it and answers
+    NotLeaderForPartition, node 2 does; a metadata refresh names node 2."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._metadata_max_age_ms = 300_000
+        self.cluster = self
+        self.leader = 1
+        self.refreshes = 0
+        self.asked: list[int] = []  # the node of each ListOffsets request
+
+    def leader_for_partition(self, tp: TopicPartition) -> int:
+        return self.leader
+
+    def broker_metadata(self, node_id: int) -> None:
+        return None
+
+    def force_metadata_update(self) -> asyncio.Future[bool]:
+        self.refreshes += 1
+        self.leader = 2
+        done = self._loop.create_future()
+        done.set_result(True)
+        return done
+
+    async def _maybe_wait_metadata(self) -> None:
+        return None
+
+    async def send(self, node_id: int, request: Any, **kwargs: Any) -> Any:
+        if not isinstance(request, OffsetRequest):
+            await asyncio.Event().wait()  # a fetch: the topic carries nothing, ever
+        self.asked.append(node_id)
+        error = NotLeaderForPartitionError.errno if node_id == 1 else 0
+        # ListOffsets v1: (partition, error, timestamp, offset); the topic is empty.
+        return SimpleNamespace(API_VERSION=1, topics=[(TOPIC, [(0, error, -1, 0)])])
+
+
+async def _until(condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout} s")
+        await asyncio.sleep(0.01)
+
+
+def _with_a_newly_assigned_partition(check: Callable[[_FormerLeader, Fetcher, Any], Any]) -> None:
+    """Run `check` beside aiokafka's fetcher once it has a partition just assigned,
+    with no committed offset (the assignment topic's, always): its position is reset
+    with a ListOffsets request to the leader the metadata names."""
+    async def scenario() -> None:
+        client = _FormerLeader()
+        subscriptions = SubscriptionState()
+        fetcher = Fetcher(client, subscriptions, retry_backoff_ms=10)
+        subscriptions.assign_from_user({STALE_TP})
+        state = subscriptions.subscription.assignment.state_value(STALE_TP)
+        state.await_reset(OffsetResetStrategy.LATEST)
+        try:
+            await check(client, fetcher, state)
+        finally:
+            await fetcher.close()
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+
+
+def test_aiokafka_s_position_reset_asks_a_former_leader_again_without_refreshing_metadata(
+) -> None:
+    """The bug `LeaderCheck` (streams/frame/app.py) works around: the day this fails,
+    aiokafka refreshes its metadata on that path itself and the check can go."""
+    async def check(client: _FormerLeader, fetcher: Fetcher, state: Any) -> None:
+        await _until(lambda: len(client.asked) >= 5, "five position resets")
+        assert set(client.asked) == {1}
+        assert client.refreshes == 0
+        assert not state.has_valid_position
+
+    _with_a_newly_assigned_partition(check)
+
+
+def test_asking_the_end_offsets_refreshes_the_metadata_and_the_position_reset_then_succeeds(
+) -> None:
+    """What `LeaderCheck` relies on: aiokafka's `end_offsets` (faust's `highwaters`)
+    refreshes the metadata on NotLeaderForPartition and asks the new leader; the
+    fetcher's position reset then asks node 2 too, and the partition has a position."""
+    async def check(client: _FormerLeader, fetcher: Fetcher, state: Any) -> None:
+        await _until(lambda: len(client.asked) >= 2, "two position resets")
+        assert await fetcher.end_offsets([STALE_TP], 5_000) == {STALE_TP: 0}
+        await _until(lambda: state.has_valid_position, "a position after the refresh")
+        assert client.refreshes == 1
+        assert state.position == 0
+        first_new = client.asked.index(2)
+        assert set(client.asked[:first_new]) == {1} and set(client.asked[first_new:]) == {2}
+
+    _with_a_newly_assigned_partition(check)
+
+
+def test_faust_s_highwaters_asks_aiokafka_s_end_offsets_outside_a_transaction() -> None:
+    """`LeaderCheck` asks through faust's public `Consumer.highwaters`; the worker's app
+    is at_least_once for faust (no faust transaction), where that is `end_offsets`."""
+    source = inspect.getsource(AIOKafkaConsumerThread._highwaters)
+    body = [line.strip() for line in source.splitlines()[1:] if line.strip()]
+    assert body == ["consumer = self._ensure_consumer()",
+                    "if self.consumer.in_transaction:",
+                    "return {tp: consumer.last_stable_offset(tp) for tp in partitions}",
+                    "else:",
+                    "return cast(Mapping[TP, int], await consumer.end_offsets(partitions))"]

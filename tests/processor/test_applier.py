@@ -63,6 +63,9 @@ def port(fake: object) -> Any:
     return fake
 
 
+# The scenario tests are alike in shape, with each other and with test_tracing.py's
+# (duplicates lists the pairs), deliberately: async scenarios run by asyncio.run, each
+# with its own World and its own steps.
 class World:
     def __init__(self, tmp_path: Path, partitions: tuple[int, ...] = (PART,),
                  tuning: Tuning = TUNING) -> None:

@@ -34,6 +34,8 @@ def _produce(bootstrap: str, topic: str, counts: dict[int, int]) -> None:
     producer.flush(30)
 
 
+# The tests here are alike in shape (duplicates lists the pair), deliberately: each produces
+# its records and hands its own body to _run.
 def _run(bootstrap: str, topic: str,
          body: Callable[[InputReader], Awaitable[None]]) -> None:
     async def main() -> None:

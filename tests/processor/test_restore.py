@@ -4,20 +4,24 @@ The changelog reader must end a restore at the target however the tail
 looks (commit markers, aborted transactions of killed workers, nothing at
 all), apply exactly the committed records, resume from the last offset a
 database holds, and refuse to build on a database from another life of the
-topic.
+topic; and ask its watermarks again while librdkafka does not know the
+partition (a broker just thawed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer, TopicCollection
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streams.core import ArmedTimer, TimerKind, WaitStatus
+from streams.processor import restore
 from streams.processor.envelope import Row, encode_row
 from streams.processor.gaps import EndOffsets
 from streams.processor.model import RowHead
@@ -222,3 +226,44 @@ def test_a_standby_follows_its_partition_and_a_restore_then_reads_only_the_rest(
     assert restored.end == 25 and restored.start >= 20
     assert stores[0].changelog_offset() == 24
     assert sum(1 for _ in stores[0].rows()) == 25
+
+
+class _ThawedConsumer(Consumer):
+    """librdkafka's consumer, whose first watermark questions are answered as right after
+    a broker thawed (issue 48): "Unknown partition", from its metadata."""
+
+    def __init__(self, conf: dict[str, object]) -> None:
+        super().__init__(conf)
+        self.unknown = 2
+
+    def get_watermark_offsets(self, *args: Any, **kwargs: Any) -> Any:
+        if self.unknown:
+            self.unknown -= 1
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))  # noqa: SLF001
+        return super().get_watermark_offsets(*args, **kwargs)
+
+
+def test_a_restore_asks_its_watermarks_again_while_the_partition_is_unknown_and_counts_it(
+    kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = _topic(kafka_bootstrap)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(3):
+        producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
+    producer.flush(30)
+    monkeypatch.setattr(restore, "Consumer", _ThawedConsumer)
+    conf = {"bootstrap.servers": kafka_bootstrap, "group.id": f"{topic}-test"}
+    counters: Counter[str] = Counter()
+    stores = StateStores(tmp_path)
+
+    async def run() -> Restored:
+        reader = ChangelogReader(conf, topic, stores, counters=counters)
+        try:
+            return await asyncio.wait_for(reader.restore(0, 3), 30)
+        finally:
+            reader.stop()
+
+    restored = asyncio.run(run())
+
+    assert (restored.records, restored.end) == (3, 3)
+    assert counters["restore.watermark_retries"] == 2  # in /xwait/stats

@@ -21,6 +21,14 @@ def fresh() -> Sequencer:
     return seq
 
 
+def a_reply_newer_than_the_last_probe() -> Sequencer:
+    """Every topic probed empty at 1 s, then a reply of 5 s taken."""
+    seq = fresh()
+    seq.probed(1_000, [(r, P, 0) for r in CLOCKED_ROLES])
+    seq.add(rec(Role.REPLIES, 0, 5_000), wall_ms=0)
+    return seq
+
+
 def test_a_later_command_waits_for_an_earlier_reply_still_on_its_way() -> None:
     seq = fresh()
     seq.add(rec(Role.COMMANDS, 0, 18_000), wall_ms=0)
@@ -34,9 +42,7 @@ def test_a_later_command_waits_for_an_earlier_reply_still_on_its_way() -> None:
 
 
 def test_a_record_waits_for_a_probe_that_proves_the_other_topics_have_nothing_older() -> None:
-    seq = fresh()
-    seq.probed(1_000, [(r, P, 0) for r in CLOCKED_ROLES])
-    seq.add(rec(Role.REPLIES, 0, 5_000), wall_ms=0)
+    seq = a_reply_newer_than_the_last_probe()
     assert seq.release(100) == []
     assert seq.wants_probe()
     seq.probed(5_000, [(Role.REQUESTS, P, 0), (Role.REPLIES, P, 1), (Role.COMMANDS, P, 0)])
@@ -44,9 +50,7 @@ def test_a_record_waits_for_a_probe_that_proves_the_other_topics_have_nothing_ol
 
 
 def test_the_probe_a_record_waits_for_asks_only_the_topics_that_hold_it_back() -> None:
-    seq = fresh()
-    seq.probed(1_000, [(r, P, 0) for r in CLOCKED_ROLES])
-    seq.add(rec(Role.REPLIES, 0, 5_000), wall_ms=0)
+    seq = a_reply_newer_than_the_last_probe()
     seq.add(rec(Role.REQUESTS, 0, 6_000), wall_ms=0)  # holds a later record: not waited for
     assert seq.release(100) == []
     assert seq.probe_targets() == [(Role.COMMANDS, P)]
@@ -153,9 +157,7 @@ def test_a_partition_waits_for_the_topic_whose_records_are_still_to_be_fetched()
 
 
 def test_a_topic_caught_up_as_of_an_older_probe_waits_for_a_probe_not_for_the_fetch() -> None:
-    seq = fresh()
-    seq.probed(1_000, [(r, P, 0) for r in CLOCKED_ROLES])
-    seq.add(rec(Role.REPLIES, 0, 5_000), wall_ms=0)
+    seq = a_reply_newer_than_the_last_probe()
     assert seq.release(100) == []
     assert seq.wants_probe()
     assert seq.waiting_for(P) is None  # nothing to fetch: pausing others would not help

@@ -161,6 +161,14 @@ class World:
         for _ in range(20):
             await asyncio.sleep(0)
 
+    async def take(self, active: set[int], standbys: set[int] | None = None) -> None:
+        """Assign the partitions and let each active one's restore finish: taken over."""
+        self.ownership.assign(active, standbys or set())
+        await self.settle()
+        for partition in sorted(active):
+            self.restorer.finish(partition)
+        await self.settle()
+
 
 def run(coro: Any) -> None:
     asyncio.run(coro)
@@ -187,10 +195,7 @@ def test_each_partition_decides_as_soon_as_its_own_restore_is_done(tmp_path: Pat
 def test_the_old_owner_is_fenced_before_the_restore_target_is_read(tmp_path: Path) -> None:
     async def scenario() -> None:
         w = World(tmp_path)
-        w.ownership.assign({2}, set())
-        await w.settle()
-        w.restorer.finish(2)
-        await w.settle()
+        await w.take({2})
         assert w.log.calls == ["fence [2]", "ends [2]", "restore 2 to 102", "seek [2]"]
 
     run(scenario())
@@ -205,11 +210,7 @@ def test_inputs_start_at_the_stored_positions_or_the_earliest_record_kept(
         w = World(tmp_path, earliest)
         stored = {Role.REQUESTS: 5, Role.REPLIES: 9, Role.COMMANDS: 2, Role.TIMERS: 11}
         w.stores.open(0).write({}, Positions(stored, 1234), 0)
-        w.ownership.assign({0, 1}, set())
-        await w.settle()
-        w.restorer.finish(0)
-        w.restorer.finish(1)
-        await w.settle()
+        await w.take({0, 1})
         # Below what retention kept: from the earliest record (a warning says so).
         assert w.intake.starts[0] == {**stored, Role.REQUESTS: 7}
         # Never decided: every input from its earliest record.
@@ -245,10 +246,7 @@ def test_a_partition_revoked_while_it_restores_is_never_taken_over(tmp_path: Pat
 def test_a_revocation_waits_for_the_batch_in_flight_before_it_forgets(tmp_path: Path) -> None:
     async def scenario() -> None:
         w = World(tmp_path)
-        w.ownership.assign({0}, set())
-        await w.settle()
-        w.restorer.finish(0)
-        await w.settle()
+        await w.take({0})
         w.applier.committing.clear()  # a batch is being committed
         revoking = asyncio.ensure_future(w.ownership.revoke({0}))
         await w.settle()
@@ -267,10 +265,7 @@ def test_standbys_are_followed_and_databases_neither_owned_nor_standby_are_close
 ) -> None:
     async def scenario() -> None:
         w = World(tmp_path)
-        w.ownership.assign({0}, {1, 2})
-        await w.settle()
-        w.restorer.finish(0)
-        await w.settle()
+        await w.take({0}, {1, 2})
         assert w.restorer.followed == {1, 2}
         await w.ownership.revoke({0})
         w.ownership.assign({0, 1}, {3})  # 1 becomes active, 2 is nobody's here, 3 is new
@@ -304,11 +299,7 @@ def test_a_stopping_worker_gives_every_partition_up_unless_it_failed(
 ) -> None:
     async def scenario() -> None:
         w = World(tmp_path)
-        w.ownership.assign({0, 1}, set())
-        await w.settle()
-        w.restorer.finish(0)
-        w.restorer.finish(1)
-        await w.settle()
+        await w.take({0, 1})
         await w.ownership.stop(failed=stopping_with_a_failure)
         if stopping_with_a_failure:
             assert w.ownership.active == {0, 1}  # it commits nothing more anyway
@@ -328,11 +319,7 @@ def test_a_fenced_partition_is_given_up_and_the_groups_next_assignment_decides(
     its next heartbeat brings then revokes and assigns as usual, and no retake follows."""
     async def scenario() -> None:
         w = World(tmp_path, retake_after=0.05)
-        w.ownership.assign({0, 1}, set())
-        await w.settle()
-        w.restorer.finish(0)
-        w.restorer.finish(1)
-        await w.settle()
+        await w.take({0, 1})
         w.ownership.lost(frozenset({1}))
         await w.settle()
         assert w.ownership.active == {0} and "unfence [1]" in w.log.calls
@@ -354,10 +341,7 @@ def test_a_partition_lost_without_a_rebalance_is_taken_over_again(tmp_path: Path
     still gives the partition to this worker, so it takes it back after `retake_after`."""
     async def scenario() -> None:
         w = World(tmp_path, retake_after=0.05)
-        w.ownership.assign({0}, set())
-        await w.settle()
-        w.restorer.finish(0)
-        await w.settle()
+        await w.take({0})
         w.ownership.lost(frozenset({0}))
         for _ in range(200):
             await asyncio.sleep(0.01)

@@ -190,6 +190,8 @@ def test_a_tick_stopped_by_its_limit_goes_on_next_tick_where_it_stopped(tmp_path
     assert due.pop_due({0: 2_000}, limit=2) == []
 
 
+# Alike in shape with test_riding.py's operations (duplicates lists the pair),
+# deliberately: two property tests, each its own operations of its own index.
 _KEYS = st.sampled_from(["a", "b", "c", "d"])
 _OPS = st.lists(st.one_of(
     st.tuples(st.just("arm"), _KEYS, st.sampled_from(list(TimerKind)), st.integers(0, 60)),

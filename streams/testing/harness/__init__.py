@@ -2,7 +2,7 @@
 
 * `host`: the machine and the code a run was measured on (`machine`, `versions`, `commit`);
 * `results`: one result envelope (benchmark, time, commit, machine, versions), written as
-  JSON under bench/results, and the `-latest.md` line beside it;
+  JSON in the bench folder's `results/`, and the `-latest.md` line beside it;
 * `figures`: percentiles, rates and the summaries of latencies;
 * `report`: Markdown tables, the plot's backend, publishing a plot to a tracked path;
 * `producing`: input records produced as users' services produce them;

@@ -1,6 +1,6 @@
 """One result envelope for every bench: what ran, when, on which machine, at which commit.
 
-Every bench writes its result as JSON under bench/results (ignored by git) in
+Every bench writes its result as JSON in the bench folder's `results/` (ignored by git) in
 this envelope, the bench's own fields beside it::
 
     {"benchmark": "flood_bench", "timestamp": "2026-12-06T10:00:00+00:00",
@@ -30,7 +30,7 @@ def stamp(at: datetime | None = None) -> str:
 
 
 def default_out(name: str, at: datetime | None = None) -> Path:
-    """bench/results/<name>-<stamp>.json"""
+    """`results/<name>-<stamp>.json` in the bench folder."""
     return RESULTS / f"{name}-{stamp(at)}.json"
 
 

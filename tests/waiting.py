@@ -1,0 +1,16 @@
+"""Waiting for a condition in a test, never for a fixed time: the suite runs on busy
+machines, where a fixed sleep is either too short or wasted."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def until(check: Callable[[], object], what: str, timeout: float = 60,
+          every: float = 0.2) -> None:
+    """Return as soon as `check()` is true; fail, naming `what`, after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(every)
