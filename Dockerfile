@@ -5,10 +5,20 @@
 # without network and without the source tree, so the image runs exactly what
 # `pip install xwait-*.whl` gives a user, with the locked versions (the schemas
 # and example topology are package data inside the wheel).
+#
+# xwait's own wheel carries the native record path (native/, Rust): stage 1 gets a
+# Rust toolchain (rustup's minimal profile, the version the project builds with)
+# for it; the image itself holds only the built wheel.
 FROM python:3.11-slim AS build
+ARG RUST_VERSION=1.95.0
+RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates gcc libc6-dev \
+ && curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs \
+    | sh -s -- -y --profile minimal --default-toolchain $RUST_VERSION
+ENV PATH=/root/.cargo/bin:$PATH
 WORKDIR /src
 COPY pyproject.toml README.md requirements.lock ./
 COPY streams ./streams
+COPY native ./native
 RUN pip wheel --no-cache-dir --wheel-dir /wheels -r requirements.lock \
  && pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 

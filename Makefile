@@ -21,7 +21,16 @@ CHROMIUM ?= /usr/bin/chromium
 # (pip took 40 s in every fresh clone, about two minutes on a cold cache; uv
 # 14 s cold, 9 s warm).  `make lock` writes the lock files again from
 # pyproject.toml (after a change of dependencies).
-$(STAMP): pyproject.toml requirements-dev.lock
+#
+# xwait itself is installed by maturin (the build backend, from the lock): it
+# builds the native record path (native/, Rust through PyO3: streams/core/native.py)
+# into streams/_native*.so, in release mode, and again whenever native/ changes
+# (cargo's build folder is native/target, so a rebuild takes seconds).
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs native/src/*/*.rs)
+
+$(STAMP): pyproject.toml requirements-dev.lock $(NATIVE_SOURCES)
+	@command -v cargo >/dev/null || { echo "cargo not found: the native record path (native/) needs" \
+		"a Rust toolchain (https://rustup.rs)"; exit 1; }
 	@test -x $(BIN)/python || { echo "creating the virtualenv $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	@echo "installing xwait's locked dependencies into $(VENV) with uv"
 	@awk '/^uv==/ {p = 1; print; next} p && /^ / {print; next} {p = 0}' requirements-dev.lock \
@@ -29,7 +38,8 @@ $(STAMP): pyproject.toml requirements-dev.lock
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
 		-r $(VENV)/uv-requirement.txt
 	$(BIN)/uv pip install --python $(BIN)/python --require-hashes -r requirements-dev.lock
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation \
+		--reinstall-package xwait -e .
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -100,10 +110,12 @@ reference: $(STAMP)
 	$(BIN)/python scripts/reference.py
 
 # What users install (RELEASING.md): the sdist and the wheel in dist/, built by
-# PyPA's build in an isolated environment (uv installs its setuptools).  The
+# PyPA's build in an isolated environment (uv installs maturin there; the wheel
+# carries the native record path, built for this platform).  The
 # wheel is then installed into a fresh virtualenv with the locked dependencies
 # (requirements.lock) and run from outside the checkout: `xwait --version` must
-# say this version and `xwait definitions` must list the shipped examples.  The
+# say this version, its native record path must load, and `xwait definitions`
+# must list the shipped examples.  The
 # image is built where a Docker engine answers.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 SMOKE := .xwait/dist-check
@@ -114,8 +126,9 @@ dist: $(STAMP)
 	$(BIN)/uv pip install --quiet --python $(SMOKE)/venv/bin/python --require-hashes \
 		-r requirements.lock
 	$(BIN)/uv pip install --quiet --python $(SMOKE)/venv/bin/python --no-deps \
-		dist/xwait-$(VERSION)-py3-none-any.whl
+		dist/xwait-$(VERSION)-*.whl
 	cd $(SMOKE) && test "$$(venv/bin/xwait --version)" = "xwait $(VERSION)"
+	cd $(SMOKE) && venv/bin/python -c "import streams._native"
 	cd $(SMOKE) && XWAIT_CONSOLE_URL=http://127.0.0.1:9 venv/bin/xwait definitions \
 		| grep -q '^expense-approval '
 	@echo "dist: $$(ls dist | tr '\n' ' ')- the wheel installs and runs (xwait $(VERSION))"

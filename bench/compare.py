@@ -70,7 +70,13 @@ from streams.testing.compare.kit import (
 )
 from streams.testing.compare.report import finish, ratios, summary_lines
 from streams.testing.compare.runs import run_one, warm_up
-from streams.testing.compare.workloads import BY_NAME, SYSTEMS, WORKLOADS, schedule
+from streams.testing.compare.workloads import (
+    BY_NAME,
+    DEFAULT_SYSTEMS,
+    SYSTEMS,
+    WORKLOADS,
+    schedule,
+)
 from streams.testing.harness.host import commit, machine
 from streams.testing.harness.kafka import sweep_groups
 from streams.testing.harness.results import RESULTS, stamp
@@ -99,7 +105,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                                    DEFAULT_KIT)),
                    help="the bench kit's folder ($XWAIT_BENCH_KIT or ../shared/bench-kit)")
     p.add_argument("--bootstrap", default=os.environ.get("XWAIT_BOOTSTRAP", "127.0.0.1:9092"))
-    p.add_argument("--systems", type=names(SYSTEMS), default=list(SYSTEMS),
+    p.add_argument("--systems", type=names(SYSTEMS), default=list(DEFAULT_SYSTEMS),
                    help="comma-separated, from " + ",".join(SYSTEMS))
     p.add_argument("--workloads", type=names(WORKLOADS), default=list(WORKLOADS),
                    help="comma-separated, from " + ",".join(WORKLOADS))

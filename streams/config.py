@@ -206,6 +206,17 @@ class Settings:
     (Python's default is 700; deciding makes many short-lived objects).
     `/xwait/stats` shows each pass's time (`latencyMs.gc_us`) and the passes per
     generation (`gcPasses`)."""
+    # The native record path decides what the Python one decides, at a fraction
+    # of its CPU (docs/speed.md); tests hold the two equal.  Off, or where the
+    # extension is not built, every record is decided in Python.
+    pure_python: bool = False
+    """`1`: decide every record with the Python rules, never the native record path
+    (`streams._native`, built by `make venv`; docs/concepts/native.md). Equal
+    decisions, more CPU: for comparing the two, or to rule the native path out.
+    Without the extension the worker decides in Python anyway, and says so once
+    at start.
+
+    Default: `0`"""
     # Least seconds between the starts of two batches (0: a batch starts as
     # soon as the previous one is committed; a full batch always does); the
     # input fetch and the applier's end-offset probes keep to the same pace.
@@ -367,6 +378,15 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise ConfigError(f"{name}={env[name]!r}: expected 1 (on) or 0 (off)")
+
+
 def _optional_int(env: Mapping[str, str], name: str) -> int | None:
     if not env.get(name):
         return None
@@ -463,6 +483,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         timer_tick=_float(env, "XWAIT_TIMER_TICK", defaults.timer_tick),
         session_timeout=_float(env, "XWAIT_SESSION_TIMEOUT", defaults.session_timeout),
         gc_threshold=_int(env, "XWAIT_GC_THRESHOLD", defaults.gc_threshold),
+        pure_python=_flag(env, "XWAIT_PURE_PYTHON"),
         batch_linger=_linger(env),
         commit_grace=_commit_grace(env),
         ready_max_lag=_int(env, "XWAIT_READY_MAX_LAG", defaults.ready_max_lag),

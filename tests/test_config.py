@@ -41,6 +41,7 @@ def test_the_default_topology_is_the_one_shipped_in_the_package() -> None:
     ({"XWAIT_COMMIT_GRACE": "nan"}, "XWAIT_COMMIT_GRACE='nan': expected a number of 0 or more"),
     ({"XWAIT_COMMIT_GRACE": "31"}, "XWAIT_COMMIT_GRACE='31': expected at most 30 s"),
     ({"XWAIT_COMMIT_GRACE": "later"}, "XWAIT_COMMIT_GRACE='later': expected a number of sec"),
+    ({"XWAIT_PURE_PYTHON": "maybe"}, "XWAIT_PURE_PYTHON='maybe': expected 1 \\(on\\) or 0"),
     ({"XWAIT_SECURITY_PROTOCOL": "SSL", "XWAIT_SSL_CERTFILE": "/nonexistent.pem"},
      "XWAIT_SSL_CERTFILE='/nonexistent.pem': Expected a readable file"),
 ])
@@ -66,3 +67,10 @@ def test_the_commit_grace_is_automatic_unless_set() -> None:
     assert from_env({"XWAIT_COMMIT_GRACE": "auto"}).commit_grace is None
     assert from_env({"XWAIT_COMMIT_GRACE": "0"}).commit_grace == 0.0
     assert from_env({"XWAIT_COMMIT_GRACE": "0.5"}).commit_grace == 0.5
+
+
+def test_the_native_record_path_decides_unless_pure_python_is_asked_for() -> None:
+    assert from_env({}).pure_python is False
+    assert from_env({"XWAIT_PURE_PYTHON": "0"}).pure_python is False
+    assert from_env({"XWAIT_PURE_PYTHON": "1"}).pure_python is True
+    assert from_env({"XWAIT_PURE_PYTHON": "true"}).pure_python is True

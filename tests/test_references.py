@@ -36,7 +36,7 @@ TEXT = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".cfg", ".json", ".html"
 # Files that name paths inside a container image, not on a machine.
 CONTAINER = {"Dockerfile", "docker-compose.yml"}
 # Output folders the benchmarks and tests write (ignored by git): named, never tracked.
-OUTPUTS = ("bench/results/",)
+OUTPUTS = ("bench/results/", "streams/_native")  # the native extension: built, not tracked
 
 # Spots in modules the lead's branch is changing (the zombie-worker fix); each
 # entry is (path, the text found) and is removed when that branch lands.

@@ -65,6 +65,15 @@ def test_the_wheel_carries_schemas_example_topology_console_page_and_py_typed(wh
         assert str(path.relative_to(REPO)) in names, f"{path.name} missing from the wheel"
 
 
+def test_the_wheel_carries_the_native_record_path_and_it_loads(wheel: Path, venv: Path) -> None:
+    natives = [n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("streams/_native")]
+    assert len(natives) == 1 and natives[0].endswith(".so"), natives
+    found = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import streams._native as n; print(n.__file__)"],
+                           check=True, capture_output=True, text=True, cwd=venv).stdout
+    assert found.startswith(str(venv)), found  # the wheel's copy, not the checkout's
+
+
 @pytest.fixture
 def run(venv: Path, tmp_path: Path, kafka_bootstrap: str
         ) -> Iterator[tuple[dict[str, str], Path]]:

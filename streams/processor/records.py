@@ -54,6 +54,7 @@ from streams.processor.model import (
     RowWrite,
     head_of,
 )
+from streams.processor.native import record_path, unavailable
 from streams.timers.firing import FiredTimer, event_to_fire, is_armed
 
 log = logging.getLogger(__name__)
@@ -204,12 +205,43 @@ class RecordHandler:
     """
 
     def __init__(self, definitions: Mapping[str, WaitDefinition], partitions: int,
-                 timers_topic: str = "timers") -> None:
+                 timers_topic: str = "timers", *, pure_python: bool = False) -> None:
         """`timers_topic` names where a Rejected record about a fired timer says it was
-        (a fired timer was read from no topic: offset -1)."""
+        (a fired timer was read from no topic: offset -1).  Records are decided by the
+        native record path where it is built, unless `pure_python`
+        (`streams.core.native`): it answers as this class would, or hands the record
+        back to the Python path below."""
         self.definitions = definitions
         self.partitions = partitions
         self.timers_topic = timers_topic
+        self.pure_python = pure_python
+        self.python_because: str | None = "XWAIT_PURE_PYTHON=1" if pure_python else None
+        """Why every record is decided in Python (None while the native path decides)."""
+        self._native: Any | None = None
+        self._native_codec: codec.Codec | None = None
+
+    def _native_failed(self) -> None:
+        """The native path raised (a bug: it declines what it cannot do): logged once,
+        and from then on this handler decides in Python, which the worker can always do."""
+        log.exception("the native record path failed; deciding every record in Python from "
+                      "now on (XWAIT_PURE_PYTHON=1 does so from the start)")
+        self.pure_python = True
+        self.python_because = "the native record path failed (a bug, logged)"
+        self._native = None
+
+    def native(self) -> Any | None:
+        """The native core for the codec in use (made on first use), or None."""
+        active = codec.active_codec()
+        if active is not self._native_codec and not self.pure_python:
+            self._native_codec = active
+            try:
+                self._native = record_path(self.definitions, self.partitions,
+                                           self.timers_topic, active)
+            except Exception:  # a bug of the native path: see `_native_failed`
+                self._native_failed()
+            else:
+                self.python_because = None if self._native is not None else unavailable()
+        return self._native
 
     def rejected(self, about: InputRecord | FiredTimer, reason: str, detail: str, now_ms: int,
                  original: bytes | None = None, key: bytes | None = None,
@@ -257,6 +289,15 @@ class RecordHandler:
         after it is ignored (`Handled.not_due`), because records appended
         before its due time may not have been applied yet (rule 2, docs/rules.md).
         """
+        native = self.native()
+        if native is not None:
+            try:
+                decided: Handled | None = native.handle(rec, load, now_ms)
+            except Exception:  # a bug of the native path: see `_native_failed`
+                self._native_failed()
+                decided = None
+            if decided is not None:
+                return decided
         if not rec.key:
             return self._refuse(rec, ProcessorReject.NO_KEY, "Expected the wait key as record "
                                 "key, but the record has none", now_ms)
@@ -320,6 +361,15 @@ class RecordHandler:
         is gone is stale.  A fired timer is no input: it is never a replay and
         moves no position.
         """
+        native = self.native()
+        if native is not None:
+            try:
+                decided: Handled | None = native.fire(timer, load, now_ms, until)
+            except Exception:  # a bug of the native path: see `_native_failed`
+                self._native_failed()
+                decided = None
+            if decided is not None:
+                return decided
         try:
             stored = load(timer.wait_key)
             row = decode_row(stored) if stored is not None else Row(None)

@@ -119,8 +119,13 @@ class Worker:
         self.stream_clock = StreamClock(
             ctx, self.sequencer, self.book, self.reader,
             EndOffsets(settings.confluent(), tuning=tuning), self.owned_partitions)
+        self.handler = RecordHandler(definitions, settings.partitions,
+                                     self.topics[Role.TIMERS], pure_python=settings.pure_python)
+        if self.handler.native() is None:  # one line at start: the native record path is off
+            log.warning("deciding every record with the Python rules: %s",
+                        self.handler.python_because)
         self.applier = Applier(
-            ctx, RecordHandler(definitions, settings.partitions, self.topics[Role.TIMERS]),
+            ctx, self.handler,
             self.sequencer, self.stores, self.committer, self.book, self.index,
             self.stream_clock)
         self.restorer = ChangelogReader(
@@ -211,6 +216,7 @@ class Worker:
 
     def stats(self) -> dict[str, Any]:
         owned = self.owned_partitions()
+        native = self.handler.native()
         waits: Counter[str] = Counter()
         for (state, _definition), n in self.census.totals(owned).items():
             waits[state] += n
@@ -245,6 +251,10 @@ class Worker:
                                  for p, pos in sorted(self.book.durable.items())},
             "timersDue": sum(self.index.count_due(t, [p], cap=1000)
                              for p, t in self.sequencer.times().items() if p in owned),
+            # Who decides records (docs/concepts/native.md): "native" or "python", and
+            # the records the native path left to the Python one since start, by why.
+            "recordPath": "python" if native is None else "native",
+            "nativeDeclined": {} if native is None else dict(native.declines()),
         }
 
 

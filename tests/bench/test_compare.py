@@ -276,3 +276,16 @@ def test_more_xwait_processes_than_partitions_is_refused_before_any_run() -> Non
             compare.parse_args(bad)
         assert exited.value.code == 2
     assert compare.parse_args(["--xwait-processes", "8"]).xwait_processes == 8
+
+
+def test_xwait_deciding_in_python_runs_only_when_named_and_is_divided_like_a_peer() -> None:
+    assert "xwait-python" not in compare.parse_args([]).systems
+    assert compare.parse_args(["--systems", "xwait,xwait-python"]).systems == [
+        "xwait", "xwait-python"]
+    assert workloads.XWAITS == {"xwait": "0", "xwait-python": "1"}  # its XWAIT_PURE_PYTHON
+    runs = [run(1, "drain", "xwait", cpu_us_per_event=150.0),
+            run(1, "drain", "xwait-python", cpu_us_per_event=300.0)]
+
+    got = {(r["over"], r["figure"]): r["ratio"] for r in report.ratios(runs)}
+
+    assert got == {("xwait-python", "cpu_us_per_event"): 0.5}

@@ -297,8 +297,7 @@ def _review(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
     if cmd.review_outcome == ReviewOutcome.ACCEPT.value:
         data, valid, reason = w.response_data, False, OutcomeReason.REVIEW_ACCEPTED
     elif cmd.review_outcome == ReviewOutcome.SUBMIT_CORRECTION.value:
-        parsed = parse_json(cmd.response_data)
-        issue = parsed.issue or schema_issue(d.response_schema, parsed.value)
+        issue = correction_issue(d, cmd.response_data)
         if issue is not None:
             ctx.reject(RejectReason.INVALID_COMMAND, f"{issue} (in the submitted correction)")
             return w
@@ -318,6 +317,13 @@ def _review(w: Wait, d: WaitDefinition, ctx: _Ctx, cmd: Command) -> Wait:
     w = _trace(w, ctx.now, "reviewed",
                f"{cmd.review_outcome}: {_by(why, cmd.operator, cmd.operation_id)}")
     return _accept(w, d, ctx, data, valid=valid, reason=reason, winner=None)
+
+
+def correction_issue(d: WaitDefinition, data: str | None) -> str | None:
+    """What is wrong with a reviewer's corrected data, or None (rule 4; asked by the native
+    rules too, so the texts are the same)."""
+    parsed = parse_json(data)
+    return parsed.issue or schema_issue(d.response_schema, parsed.value)
 
 
 def _migrate(w: Wait, ctx: _Ctx, cmd: Command) -> Wait:

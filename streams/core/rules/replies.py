@@ -122,18 +122,15 @@ def _on_reply(w: Wait, reply: Reply, d: WaitDefinition, ctx: _Ctx, *, held: bool
     return _judge(w, d, ctx, reply.response_data, reply.channel, party, about, by_operator=False)
 
 
-def _judge(
-    w: Wait,
-    d: WaitDefinition,
-    ctx: _Ctx,
-    data: str,
-    channel: str,
-    party: str | None,
-    about: Reply | None,
-    *,
-    by_operator: bool,
-) -> Wait:
-    """Validate before believing (rule 4), then the variant decides what a verdict means."""
+def reply_verdict(d: WaitDefinition, data: str, channel: str, *,
+                  by_operator: bool) -> tuple[str | None, bool]:
+    """What validation says of a reply's data (rule 4): (the issue or None, not_ready).
+
+    `not_ready`: a probe's poll result said ``resultReady: false`` (polling
+    goes on).  A pure function of the definition and the text; the native
+    rules (`streams.core.native`) ask this very function, so the issues users
+    read are the same whichever implementation decided.
+    """
     issue: str | None = None
     if not by_operator and d.channels and channel not in d.channels:
         issue = (
@@ -147,18 +144,36 @@ def _judge(
     if d.variant is Variant.PROBE and issue is None:
         ready = value.get("resultReady") if isinstance(value, dict) else None
         if ready is False:
-            return _trace(w, ctx.now, "poll_result", "not ready; polling goes on")
+            return None, True
         if ready is not True:
             issue = f"Expected responseData.resultReady to be true or false, but got {ready!r}"
     if issue is None:
         issue = text_issue(d.response_schema, data, value)
+    if (d.variant is Variant.FIRST_VALID and issue is None and isinstance(value, dict)
+            and value.get("replyAcceptable") is False):
+        issue = "Expected an acceptable reply, but the party declined (replyAcceptable: false)"
+    return issue, False
+
+
+def _judge(
+    w: Wait,
+    d: WaitDefinition,
+    ctx: _Ctx,
+    data: str,
+    channel: str,
+    party: str | None,
+    about: Reply | None,
+    *,
+    by_operator: bool,
+) -> Wait:
+    """Validate before believing (rule 4), then the variant decides what a verdict means."""
+    issue, not_ready = reply_verdict(d, data, channel, by_operator=by_operator)
+    if not_ready:
+        return _trace(w, ctx.now, "poll_result", "not ready; polling goes on")
     who = _who(channel, party)
-    if d.variant is Variant.FIRST_VALID:
-        if issue is None and isinstance(value, dict) and value.get("replyAcceptable") is False:
-            issue = "Expected an acceptable reply, but the party declined (replyAcceptable: false)"
-        if issue is not None:
-            ctx.reject(RejectReason.UNACCEPTABLE, f"{issue}; the wait goes on", about)
-            return _trace(w, ctx.now, "reply_unacceptable", f"{who}: {issue}")
+    if d.variant is Variant.FIRST_VALID and issue is not None:
+        ctx.reject(RejectReason.UNACCEPTABLE, f"{issue}; the wait goes on", about)
+        return _trace(w, ctx.now, "reply_unacceptable", f"{who}: {issue}")
     if issue is not None:
         w = replace(w, response_data=data, response_valid=False, validation_issue=issue)
         w = _trace(w, ctx.now, "reply_invalid", f"{who}: {issue}")
@@ -218,7 +233,7 @@ def _accept(
     return _end(w, d, ctx, OutcomeKind.RECEIVED, reason, winner=winner)
 
 
-def _combine_stages(d: WaitDefinition, results: tuple[str, ...]) -> str:
+def _combine_stages(d: WaitDefinition, results: tuple[str, ...] | list[str]) -> str:
     """Chained outcome: ``{"stage name": responseData, ...}`` so no stage's answer is lost."""
     combined: dict[str, object] = {}
     for stage, text in zip(d.stages, results, strict=False):

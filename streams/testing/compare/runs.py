@@ -59,7 +59,7 @@ from streams.testing.compare.sampling import (
     owned,
     startup_cpu,
 )
-from streams.testing.compare.workloads import OPEN, PIPES, applies, start_delay
+from streams.testing.compare.workloads import OPEN, PIPES, XWAITS, applies, start_delay
 from streams.testing.harness.kafka import delete_topics, topic_records
 from streams.testing.workers import XWAIT, WorkerProcess, free_port
 
@@ -141,8 +141,9 @@ def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, 
         raise CompareError(f"topics differ from topics.yaml: {report.mismatched}")
     processes: int = ctx.args.xwait_processes
     command = (str(XWAIT), "worker", *(("--processes", str(processes)) if processes > 1 else ()))
+    env = {**dict(ctx.args.xwait_env), "XWAIT_PURE_PYTHON": XWAITS[plan.system]}
     worker = WorkerProcess(settings, plan.folder, "xwait", log_level=ctx.args.xwait_log_level,
-                           env=dict(ctx.args.xwait_env), command=command)
+                           env=env, command=command)
     if processes > 1:  # child i serves on the web port + i
         worker.web_port = free_port(*range(1, processes))
     record["processor"] = {"guarantee": settings.guarantee.value, "processes": processes,
@@ -361,7 +362,7 @@ def run_one(ctx: Context, plan: RunPlan, admin: AdminClient) -> dict[str, Any]:
     error: str | None = None
     result: dict[str, Any] = {}
     try:
-        if plan.system == "xwait":
+        if plan.system in XWAITS:
             result = run_xwait(ctx, plan, record)
         elif plan.system in PIPES:
             result = run_pipe(ctx, plan, record)

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SYSTEMS = ("xwait", "rawpipe", "faustpipe", "pypeer", "kstreams")
+SYSTEMS = ("xwait", "xwait-python", "rawpipe", "faustpipe", "pypeer", "kstreams")
+# Run when no --systems is given: xwait as it ships (its native record path where built),
+# the floors and the peers.  `xwait-python` is xwait told XWAIT_PURE_PYTHON=1: the same
+# worker deciding in Python (docs/concepts/native.md), to measure what the native path saves.
+DEFAULT_SYSTEMS = ("xwait", "rawpipe", "faustpipe", "pypeer", "kstreams")
+XWAITS = {"xwait": "0", "xwait-python": "1"}
+"""The xwait systems, and the XWAIT_PURE_PYTHON each runs with."""
 # Systems that only move preloaded records (records/s, no outcomes): the floors.
 PIPES = ("rawpipe", "faustpipe")
 WORKLOADS = ("drain", "storm", "open")
-LABELS = {"xwait": "xwait", "rawpipe": "raw pipe", "faustpipe": "faust pipe",
+LABELS = {"xwait": "xwait", "xwait-python": "xwait (Python rules)", "rawpipe": "raw pipe",
+          "faustpipe": "faust pipe",
           "pypeer": "Python peer", "kstreams": "Kafka Streams peer"}
 
 
@@ -71,5 +78,6 @@ def start_delay(workload: Workload) -> float:
     return workload.deadline_s if workload.name == "storm" else 0.0
 
 
-__all__ = ["BY_NAME", "DRAIN", "LABELS", "OPEN", "PIPES", "RATIO_FIGURES", "STORM", "SYSTEMS",
-           "WORKLOADS", "Workload", "applies", "schedule", "start_delay"]
+__all__ = ["BY_NAME", "DEFAULT_SYSTEMS", "DRAIN", "LABELS", "OPEN", "PIPES", "RATIO_FIGURES",
+           "STORM", "SYSTEMS", "WORKLOADS", "XWAITS", "Workload", "applies", "schedule",
+           "start_delay"]
