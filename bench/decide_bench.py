@@ -34,7 +34,6 @@ import json
 import random
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -42,95 +41,20 @@ from pathlib import Path
 from typing import Any
 
 from streams.definitions import load_definitions
-from streams.partitioning import partition_for
-from streams.processor.batch import build_batch
 from streams.processor.collector import GcWatch
 from streams.processor.latency import Latencies
-from streams.processor.model import InputRecord, Role
 from streams.processor.records import RecordHandler
+from streams.testing.harness.record_path import (
+    BATCH,
+    PARTITIONS,
+    Item,
+    Rows,
+    decide,
+    drain_records,
+    storm_records,
+)
 from streams.testing.harness.results import default_out, envelope, write_json
 from streams.testing.harness.topology import BENCH_WAITS
-from streams.timers.firing import FiredTimer
-
-PARTITIONS = 8
-BATCH = 500
-T0 = 1_800_000_000_000
-DEFINITION = "bench-long"
-STORM_DEFINITION = "bench-storm"  # the kit's `bench` (W1: PT1S reminders, limit 2, PT3S deadline)
-
-
-def drain_records(waits: int, seed: int) -> list[InputRecord]:
-    """Requests, then a reply each (10% invalid), then a review of each invalid one."""
-    rng = random.Random(seed)  # noqa: S311 - a reproducible load
-    offsets: Counter[tuple[Role, int]] = Counter()
-
-    def record(role: Role, key: str, value: dict[str, Any], at: int) -> InputRecord:
-        p = partition_for(key.encode(), PARTITIONS)
-        offset = offsets[(role, p)]
-        offsets[(role, p)] += 1
-        return InputRecord(role, f"bench.{role.value}", p, offset, key.encode(),
-                           json.dumps(value).encode(), at, True)
-
-    keys = [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(waits)]
-    out = [record(Role.REQUESTS, k, {
-        "correlationKey": k, "definition": DEFINITION, "tenant": "acme",
-        "payload": json.dumps({"amount": 42}), "parties": [], "deadline": None,
-        "requestedAt": T0 + i}, T0 + i) for i, k in enumerate(keys)]
-    invalid = []
-    for i, k in enumerate(keys):
-        valid = rng.random() < 0.9
-        if not valid:
-            invalid.append(k)
-        data = {"approved": True, "by": "bench"} if valid else {"approved": "maybe"}
-        out.append(record(Role.REPLIES, k, {
-            "correlationKey": k, "tenant": "acme", "channel": "portal",
-            "responseData": json.dumps(data), "replyId": f"r-{i}", "sentAt": T0 + waits + i},
-            T0 + waits + i))
-    out += [record(Role.COMMANDS, k, {
-        "correlationKey": k, "command": "REVIEW", "reason": None, "reviewOutcome": "Accept",
-        "reviewNote": "bench accepts", "responseData": None, "operator": "bench"},
-        T0 + 2 * waits + i) for i, k in enumerate(invalid)]
-    return out
-
-
-# Stream time far past every due time: a timer record is decided, not put off.
-STREAM_TIMES = {p: T0 + 10**9 for p in range(PARTITIONS)}
-
-
-def storm_records(handler: RecordHandler, waits: int, seed: int
-                  ) -> list[InputRecord | FiredTimer]:
-    """Silent requests, then the due timer the applier fires for each: the storm.
-
-    The applier takes one timer per wait from the index, the last of its due
-    timers (its deadline); deciding it fires both reminders first and then
-    the deadline, as in `compare.py --workloads storm`.  The timers are taken
-    from the rows the requests leave (each a `FiredTimer`, decided as `fired`).
-    """
-    rng = random.Random(seed)  # noqa: S311 - a reproducible load
-    offsets: Counter[tuple[Role, int]] = Counter()
-
-    def record(role: Role, key: str, value: bytes, at: int) -> InputRecord:
-        p = partition_for(key.encode(), PARTITIONS)
-        offset = offsets[(role, p)]
-        offsets[(role, p)] += 1
-        return InputRecord(role, f"bench.{role.value}", p, offset, key.encode(), value, at, True)
-
-    keys = [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(waits)]
-    requests = [record(Role.REQUESTS, k, json.dumps({
-        "correlationKey": k, "definition": STORM_DEFINITION, "tenant": "acme",
-        "payload": json.dumps({"amount": 42}), "parties": [], "deadline": None,
-        "requestedAt": T0 + i}).encode(), T0 + i) for i, k in enumerate(keys)]
-    rows: dict[tuple[int, bytes], bytes] = {}
-    timers: list[FiredTimer] = []
-    for i in range(0, len(requests), BATCH):
-        batch = build_batch(handler, requests[i:i + BATCH], lambda p, key: rows.get((p, key)),
-                            {}, {}, T0)
-        for part in batch.parts.values():
-            for change in part.changes:
-                last = max(change.after.timers, key=lambda t: t.due_at)
-                timers.append(FiredTimer(part.partition, change.wait_key, last.kind,
-                                         last.due_at, last.generation))
-    return [*requests, *timers]
 
 
 class Flush:
@@ -148,12 +72,12 @@ class Flush:
         json.dumps(self.other)
 
 
-def run_once(handler: RecordHandler, records: Sequence[InputRecord | FiredTimer],
+def run_once(handler: RecordHandler, records: Sequence[Item],
              threshold: int, batch_size: int = BATCH, flush: Flush | None = None) -> dict[str, Any]:
     """Decide every record in batches; the rate, the outcomes, the collector's passes.
 
     Only the batches are timed, not the flush between them."""
-    rows: dict[tuple[int, bytes], bytes] = {}
+    rows: Rows = {}
     pauses = Latencies()
     watch = GcWatch(pauses)  # the worker's own timing of the collector's passes
     saved = gc.get_threshold()
@@ -168,17 +92,7 @@ def run_once(handler: RecordHandler, records: Sequence[InputRecord | FiredTimer]
             if flush is not None:
                 flush()
             begin, begin_cpu = time.perf_counter(), time.thread_time()
-            chunk = records[i:i + batch_size]
-            batch = build_batch(handler, [r for r in chunk if isinstance(r, InputRecord)],
-                                lambda p, key: rows.get((p, key)), {}, STREAM_TIMES, T0 + 10**9,
-                                [r for r in chunk if isinstance(r, FiredTimer)])
-            counters.update(batch.counters)
-            for p, part in batch.parts.items():
-                for key, row in part.rows.items():
-                    if row is None:
-                        rows.pop((p, key), None)
-                    else:
-                        rows[(p, key)] = row
+            counters.update(decide(handler, list(records[i:i + batch_size]), rows).counters)
             seconds += time.perf_counter() - begin
             cpu += time.thread_time() - begin_cpu
     finally:

@@ -24,114 +24,36 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import random
 import re
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from streams.definitions import load_definitions  # noqa: E402 - after the path
-from streams.partitioning import partition_for  # noqa: E402
-from streams.processor.batch import Batch, build_batch  # noqa: E402
-from streams.processor.model import InputRecord, Role  # noqa: E402
-from streams.processor.records import RecordHandler  # noqa: E402
-from streams.timers.firing import FiredTimer  # noqa: E402
-
-PARTITIONS = 8
-BATCH = 500
-T0 = 1_800_000_000_000
-WAITS = REPO / "bench" / "waits"
-STREAM_TIMES = {p: T0 + 10**9 for p in range(PARTITIONS)}
-Item = InputRecord | FiredTimer
-
-
-class Offsets:
-    def __init__(self) -> None:
-        self.next: Counter[tuple[Role, int]] = Counter()
-
-    def record(self, role: Role, key: str, value: dict[str, Any], at: int) -> InputRecord:
-        p = partition_for(key.encode(), PARTITIONS)
-        offset = self.next[(role, p)]
-        self.next[(role, p)] += 1
-        return InputRecord(role, f"bench.{role.value}", p, offset, key.encode(),
-                           json.dumps(value).encode(), at, True)
-
-
-def _request(o: Offsets, key: str, definition: str, i: int) -> InputRecord:
-    return o.record(Role.REQUESTS, key, {
-        "correlationKey": key, "definition": definition, "tenant": "acme",
-        "payload": json.dumps({"amount": 42}), "parties": [], "deadline": None,
-        "requestedAt": T0 + i}, T0 + i)
-
-
-def drain(waits: int, seed: int) -> list[Item]:
-    """Requests, then a reply each (10% invalid), then a review of each invalid one."""
-    rng = random.Random(seed)  # noqa: S311 - a reproducible load
-    o = Offsets()
-    keys = [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(waits)]
-    out: list[Item] = [_request(o, k, "bench-long", i) for i, k in enumerate(keys)]
-    invalid = []
-    for i, k in enumerate(keys):
-        valid = rng.random() < 0.9
-        if not valid:
-            invalid.append(k)
-        data = {"approved": True, "by": "bench"} if valid else {"approved": "maybe"}
-        out.append(o.record(Role.REPLIES, k, {
-            "correlationKey": k, "tenant": "acme", "channel": "portal",
-            "responseData": json.dumps(data), "replyId": f"r-{i}", "sentAt": T0 + waits + i},
-            T0 + waits + i))
-    out += [o.record(Role.COMMANDS, k, {
-        "correlationKey": k, "command": "REVIEW", "reason": None, "reviewOutcome": "Accept",
-        "reviewNote": "bench accepts", "responseData": None, "operator": "bench"},
-        T0 + 2 * waits + i) for i, k in enumerate(invalid)]
-    return out
-
-
-def storm(handler: RecordHandler, waits: int, seed: int) -> list[Item]:
-    """Silent requests, then the due timer the applier takes for each (its deadline)."""
-    rng = random.Random(seed)  # noqa: S311 - a reproducible load
-    o = Offsets()
-    keys = [uuid.UUID(int=rng.getrandbits(128)).hex for _ in range(waits)]
-    requests: list[Item] = [_request(o, k, "bench-storm", i) for i, k in enumerate(keys)]
-    rows: dict[tuple[int, bytes], bytes] = {}
-    timers: list[Item] = []
-    for i in range(0, len(requests), BATCH):
-        chunk = [r for r in requests[i:i + BATCH] if isinstance(r, InputRecord)]
-        batch = build_batch(handler, chunk, lambda p, key: rows.get((p, key)), {}, {}, T0)
-        for part in batch.parts.values():
-            for change in part.changes:
-                last = max(change.after.timers, key=lambda t: t.due_at)
-                timers.append(FiredTimer(part.partition, change.wait_key, last.kind,
-                                         last.due_at, last.generation))
-    return [*requests, *timers]
+from streams.definitions import load_definitions
+from streams.processor.records import RecordHandler
+from streams.testing.harness.record_path import (
+    BATCH,
+    PARTITIONS,
+    Item,
+    Rows,
+    decide,
+    drain_records,
+    storm_records,
+)
+from streams.testing.harness.topology import BENCH_WAITS
 
 
 def run(handler: RecordHandler, items: list[Item]) -> Counter[str]:
     """Every item decided in batches of 500, rows in a dict; the batches' counters."""
-    rows: dict[tuple[int, bytes], bytes] = {}
+    rows: Rows = {}
     counters: Counter[str] = Counter()
 
     def one(_: None, start: int) -> None:
-        chunk = items[start:start + BATCH]
-        batch: Batch = build_batch(
-            handler, [r for r in chunk if isinstance(r, InputRecord)],
-            lambda p, key: rows.get((p, key)), {}, STREAM_TIMES, T0 + 10**9,
-            [r for r in chunk if isinstance(r, FiredTimer)])
-        counters.update(batch.counters)
-        for p, part in batch.parts.items():
-            for key, row in part.rows.items():
-                if row is None:
-                    rows.pop((p, key), None)
-                else:
-                    rows[(p, key)] = row
+        counters.update(decide(handler, items[start:start + BATCH], rows).counters)
 
     # callgrind --toggle-collect counts only inside this C function: the batches alone.
     functools.reduce(one, range(0, len(items), BATCH), None)
@@ -139,10 +61,11 @@ def run(handler: RecordHandler, items: list[Item]) -> Counter[str]:
 
 
 def measure(impl: str, workload: str, waits: int, seed: int) -> dict[str, Any]:
-    handler = RecordHandler(load_definitions(WAITS), PARTITIONS, pure_python=impl == "python")
+    handler = RecordHandler(load_definitions(BENCH_WAITS), PARTITIONS, pure_python=impl == "python")
     if impl == "native" and handler.native() is None:
         raise SystemExit("path_bench: the native extension is not built (make venv)")
-    items = drain(waits, seed) if workload == "drain" else storm(handler, waits, seed)
+    items: list[Item] = (list(drain_records(waits, seed)) if workload == "drain"
+                         else storm_records(handler, waits, seed))
     begin = time.thread_time()
     counters = run(handler, items)
     cpu = time.thread_time() - begin
