@@ -282,10 +282,29 @@ def test_xwait_deciding_in_python_runs_only_when_named_and_is_divided_like_a_pee
     assert "xwait-python" not in compare.parse_args([]).systems
     assert compare.parse_args(["--systems", "xwait,xwait-python"]).systems == [
         "xwait", "xwait-python"]
-    assert workloads.XWAITS == {"xwait": "0", "xwait-python": "1"}  # its XWAIT_PURE_PYTHON
+    assert workloads.XWAITS["xwait-python"] == "1"  # its XWAIT_PURE_PYTHON
     runs = [run(1, "drain", "xwait", cpu_us_per_event=150.0),
             run(1, "drain", "xwait-python", cpu_us_per_event=300.0)]
 
     got = {(r["over"], r["figure"]): r["ratio"] for r in report.ratios(runs)}
 
     assert got == {("xwait-python", "cpu_us_per_event"): 0.5}
+
+
+def test_xwait_on_two_processes_runs_in_the_same_round_as_one_process() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from streams.testing.compare import runs as compare_runs
+    from streams.testing.compare.kit import Context, RunPlan
+
+    args = compare.parse_args(["--systems", "xwait,xwait-2p,kstreams"])
+    ctx = cast(Context, SimpleNamespace(args=args))
+
+    def command(system: str) -> tuple[str, ...]:
+        return compare_runs.xwait_command(ctx, cast(RunPlan, SimpleNamespace(system=system)))[1]
+
+    assert args.systems == ["xwait", "xwait-2p", "kstreams"]
+    assert "--processes" not in command("xwait")
+    assert command("xwait-2p")[-3:] == ("worker", "--processes", "2")
+    assert workloads.XWAITS["xwait-2p"] == "0"  # the native record path, like `xwait`

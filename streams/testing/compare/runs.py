@@ -59,7 +59,14 @@ from streams.testing.compare.sampling import (
     owned,
     startup_cpu,
 )
-from streams.testing.compare.workloads import OPEN, PIPES, XWAITS, applies, start_delay
+from streams.testing.compare.workloads import (
+    OPEN,
+    PIPES,
+    XWAIT_PROCESSES,
+    XWAITS,
+    applies,
+    start_delay,
+)
 from streams.testing.harness.kafka import delete_topics, topic_records
 from streams.testing.workers import XWAIT, WorkerProcess, free_port
 
@@ -134,13 +141,19 @@ def xwait_settings(ctx: Context, plan: RunPlan) -> Settings:
                     topology=ctx.topology, data_dir=plan.folder / "data", guarantee=guarantee)
 
 
+def xwait_command(ctx: Context, plan: RunPlan) -> tuple[int, tuple[str, ...]]:
+    """How many worker processes a run of this xwait system has, and the command that starts it."""
+    processes: int = XWAIT_PROCESSES.get(plan.system, ctx.args.xwait_processes)
+    return processes, (str(XWAIT), "worker",
+                       *(("--processes", str(processes)) if processes > 1 else ()))
+
+
 def run_xwait(ctx: Context, plan: RunPlan, record: dict[str, Any]) -> dict[str, Any]:
     settings = xwait_settings(ctx, plan)
     report = topics.create(settings, topics.load_specs(settings))
     if report.mismatched:
         raise CompareError(f"topics differ from topics.yaml: {report.mismatched}")
-    processes: int = ctx.args.xwait_processes
-    command = (str(XWAIT), "worker", *(("--processes", str(processes)) if processes > 1 else ()))
+    processes, command = xwait_command(ctx, plan)
     env = {**dict(ctx.args.xwait_env), "XWAIT_PURE_PYTHON": XWAITS[plan.system]}
     worker = WorkerProcess(settings, plan.folder, "xwait", log_level=ctx.args.xwait_log_level,
                            env=env, command=command)

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SYSTEMS = ("xwait", "xwait-python", "rawpipe", "faustpipe", "pypeer", "kstreams")
+SYSTEMS = ("xwait", "xwait-python", "xwait-2p", "rawpipe", "faustpipe", "pypeer", "kstreams")
 # Run when no --systems is given: xwait as it ships (its native record path where built),
 # the floors and the peers.  `xwait-python` is xwait told XWAIT_PURE_PYTHON=1: the same
-# worker deciding in Python (docs/concepts/native.md), to measure what the native path saves.
+# worker deciding in Python (docs/concepts/native.md), to measure what the native path saves;
+# `xwait-2p` is `xwait worker --processes 2`, so that one round holds one process, two, and
+# the peer that uses both cores (the per-host figures).
 DEFAULT_SYSTEMS = ("xwait", "rawpipe", "faustpipe", "pypeer", "kstreams")
-XWAITS = {"xwait": "0", "xwait-python": "1"}
+XWAITS = {"xwait": "0", "xwait-python": "1", "xwait-2p": "0"}
 """The xwait systems, and the XWAIT_PURE_PYTHON each runs with."""
+XWAIT_PROCESSES = {"xwait-2p": 2}
+"""The xwait systems with a fixed number of worker processes (the others: --xwait-processes)."""
 # Systems that only move preloaded records (records/s, no outcomes): the floors.
 PIPES = ("rawpipe", "faustpipe")
 WORKLOADS = ("drain", "storm", "open")
-LABELS = {"xwait": "xwait", "xwait-python": "xwait (Python rules)", "rawpipe": "raw pipe",
+LABELS = {"xwait": "xwait", "xwait-python": "xwait (Python rules)",
+          "xwait-2p": "xwait, 2 processes", "rawpipe": "raw pipe",
           "faustpipe": "faust pipe",
           "pypeer": "Python peer", "kstreams": "Kafka Streams peer"}
 
@@ -79,5 +84,5 @@ def start_delay(workload: Workload) -> float:
 
 
 __all__ = ["BY_NAME", "DEFAULT_SYSTEMS", "DRAIN", "LABELS", "OPEN", "PIPES", "RATIO_FIGURES",
-           "STORM", "SYSTEMS", "WORKLOADS", "XWAITS", "Workload", "applies", "schedule",
-           "start_delay"]
+           "STORM", "SYSTEMS", "WORKLOADS", "XWAITS", "XWAIT_PROCESSES", "Workload", "applies",
+           "schedule", "start_delay"]
