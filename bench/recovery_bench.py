@@ -10,8 +10,10 @@ changelog.  One run, against the broker given:
 
 1. creates its own topics and starts one ``xwait worker``;
 2. parks N waits whose deadline is an hour away and waits until all are parked;
-3. stops the worker (SIGTERM) and starts it again on the same data folder:
-   **restart** (RocksDB is on disk);
+3. stops the worker (SIGTERM), sends replies to `--replies` of the parked waits
+   while it is down, and starts it again on the same data folder: **restart**
+   (RocksDB is on disk), with the seconds from the process's start to the first
+   of those waits' outcomes (**first decision**) and to the last;
 4. stops it and starts a worker on an empty data folder: **failover** (the
    table is restored from its changelog topic first);
 5. starts a second worker beside that one, waits until the partitions are
@@ -33,6 +35,7 @@ import json
 import re
 import secrets
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +48,7 @@ from streams.testing.harness.producing import Sender
 from streams.testing.harness.results import default_out, envelope, write_json
 from streams.testing.harness.scratch import Scratch
 from streams.testing.harness.worker import owned, wait_for
-from streams.testing.park import DEFINITION, park_topology
+from streams.testing.park import CHANNEL, DEFINITION, OutcomeWatch, park_topology
 from streams.testing.workers import WorkerProcess
 
 # The worker's line for the partitions it took over (streams.processor.takeover).
@@ -59,11 +62,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=8, help="partitions of every topic")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/...)")
     parser.add_argument("--bootstrap", default=Settings().bootstrap, help="Kafka bootstrap")
+    parser.add_argument("--replies", type=int, default=100,
+                        help="parked waits answered while the worker is down, before the restart")
     parser.add_argument("--standby-settle", type=float, default=30.0,
                         help="seconds the second worker gets to fill its standby copies")
     args = parser.parse_args(argv)
     if args.waits < 1 or args.partitions < 1:
         parser.error("--waits and --partitions must be above zero")
+    if not 1 <= args.replies <= args.waits:
+        parser.error("--replies must be between 1 and --waits")
     return args
 
 
@@ -109,13 +116,14 @@ def timed_start(worker: WorkerProcess, settings: Settings, waits: int) -> dict[s
             "rss_mib": round((worker.rss_kib() or 0) / 1024, 1)}
 
 
-def park(settings: Settings, worker: WorkerProcess, waits: int) -> float:
-    """Park `waits` waits through `worker`; the seconds it took."""
+def park(settings: Settings, worker: WorkerProcess, waits: int, keys: list[str]) -> float:
+    """Park `waits` waits through `worker`, their keys appended to `keys`; the seconds it took."""
     sender = Sender(settings)
     topic = settings.topic("requests")
     t0 = time.monotonic()
     for _ in range(waits):
         key = secrets.token_hex(16)
+        keys.append(key)
         sender.send(topic, key, codec.encode(RecordType.START_WAIT, {
             "correlationKey": key, "definition": DEFINITION,
             "requestedAt": int(time.time() * 1000)}))
@@ -124,6 +132,40 @@ def park(settings: Settings, worker: WorkerProcess, waits: int) -> float:
     wait_for(lambda: worker.counter("processed.requests") >= waits,
              max(120.0, waits / 100), f"{waits} waits to park", worker)
     return round(time.monotonic() - t0, 1)
+
+
+def answer(settings: Settings, keys: list[str]) -> None:
+    """A reply to each of `keys` (parked waits), acknowledged by the broker."""
+    sender = Sender(settings)
+    for key in keys:
+        sender.send(settings.topic("replies"), key, codec.encode(RecordType.REPLY, {
+            "correlationKey": key, "channel": CHANNEL, "responseData": "{}",
+            "sentAt": int(time.time() * 1000)}))
+    sender.flush(60)
+
+
+class FirstDecisions(threading.Thread):
+    """Drains an outcome watch beside a worker's start, so that each of the `answered`
+    waits' outcomes is stamped when it arrives, not when the bench gets round to it."""
+
+    def __init__(self, watch: OutcomeWatch, answered: int) -> None:
+        super().__init__(name="first-decisions", daemon=True)
+        self.watch, self.answered = watch, answered
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while len(self.watch.seen.first) < self.answered and not self.stopping.is_set():
+            self.watch.drain(0.05)
+
+    def figures(self, worker: WorkerProcess) -> dict[str, Any]:
+        """Seconds from the worker's process start to the first and the last outcome."""
+        wait_for(lambda: not self.is_alive(), 600,
+                 f"outcomes of the {self.answered} answered waits", worker)
+        start = worker.started_at or 0.0
+        seen = self.watch.seen
+        return {"first_decision_s": round((seen.first_at or start) - start, 2),
+                "last_of_answered_s": round((seen.last_at or start) - start, 2),
+                "answered": self.answered}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,14 +180,29 @@ def main(argv: list[str] | None = None) -> int:
         run.check_broker()
         topics.create(settings, topics.load_specs(settings))
         figures["first_start"] = timed_start(first, settings, 0)
-        figures["parked_in_s"] = park(settings, first, args.waits)
+        keys: list[str] = []
+        figures["parked_in_s"] = park(settings, first, args.waits, keys)
         print(f"recovery_bench: {args.waits} waits parked in {figures['parked_in_s']}s; "
-              "restarting on the same data", flush=True)
+              f"{args.replies} answered while it is down; restarting on the same data",
+              flush=True)
         first.stop()
-        figures["restart"] = timed_start(first, settings, args.waits)
+        answered = keys[:: max(1, len(keys) // args.replies)][: args.replies]
+        answer(settings, answered)
+        parked = args.waits - len(answered)  # what every later start must count
+        watch = OutcomeWatch(settings)
+        decisions = FirstDecisions(watch, len(answered))
+        try:
+            watch.drain(1.0)  # assigned, and nothing decided while the worker was down
+            decisions.start()
+            figures["restart"] = timed_start(first, settings, parked)
+            figures["restart"].update(decisions.figures(first))
+        finally:
+            decisions.stopping.set()
+            decisions.join(5)
+            watch.close()
         first.stop()
         print("recovery_bench: starting a worker on an empty data folder", flush=True)
-        figures["failover"] = timed_start(fresh, settings, args.waits)
+        figures["failover"] = timed_start(fresh, settings, parked)
         print("recovery_bench: a second worker joins; then the first stops", flush=True)
         second.start(wait_owned=False)
         wait_for(lambda: bool((second.stats() or {}).get("ownedPartitions")), 600,
@@ -155,11 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         since = second.log_path.stat().st_size
         stopped = time.monotonic()
         fresh.stop()
-        taken = ready(second, settings, args.waits, stopped, "the takeover")
+        taken = ready(second, settings, parked, stopped, "the takeover")
         figures["standby_takeover"] = {**taken, "takeover": taken_over(second, since)}
     result = envelope(
         "recovery_bench", started, complete=not run.errors,
-        parameters={"waits": args.waits, "partitions": args.partitions,
+        parameters={"waits": args.waits, "partitions": args.partitions, "replies": args.replies,
                     "standby_settle_s": args.standby_settle,
                     "bootstrap": args.bootstrap, "topic_prefix": run.prefix},
         figures=figures, errors=run.errors,

@@ -27,3 +27,13 @@ def test_a_takeover_in_several_steps_counts_every_partition_and_its_restored_rec
 
     assert got == {"partitions": 8, "restored_records": 120, "seconds": 1.25, "lines": 2}
     assert recovery.taken_over(worker, since=worker.log_path.stat().st_size) is None
+
+
+def test_the_waits_answered_before_the_restart_are_some_of_those_parked() -> None:
+    import pytest
+
+    assert recovery.parse_args(["--waits", "500"]).replies == 100
+    for bad in (["--waits", "50", "--replies", "51"], ["--replies", "0"]):
+        with pytest.raises(SystemExit) as exited:
+            recovery.parse_args(bad)
+        assert exited.value.code == 2
