@@ -62,7 +62,7 @@ from streams.testing.compare.sampling import (
 from streams.testing.compare.workloads import (
     OPEN,
     PIPES,
-    XWAIT_PROCESSES,
+    PROCESSES_OF,
     XWAITS,
     applies,
     start_delay,
@@ -143,7 +143,7 @@ def xwait_settings(ctx: Context, plan: RunPlan) -> Settings:
 
 def xwait_command(ctx: Context, plan: RunPlan) -> tuple[int, tuple[str, ...]]:
     """How many worker processes a run of this xwait system has, and the command that starts it."""
-    processes: int = XWAIT_PROCESSES.get(plan.system, ctx.args.xwait_processes)
+    processes: int = PROCESSES_OF.get(plan.system, ctx.args.xwait_processes)
     return processes, (str(XWAIT), "worker",
                        *(("--processes", str(processes)) if processes > 1 else ()))
 

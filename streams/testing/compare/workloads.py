@@ -13,7 +13,7 @@ SYSTEMS = ("xwait", "xwait-python", "xwait-2p", "rawpipe", "faustpipe", "pypeer"
 DEFAULT_SYSTEMS = ("xwait", "rawpipe", "faustpipe", "pypeer", "kstreams")
 XWAITS = {"xwait": "0", "xwait-python": "1", "xwait-2p": "0"}
 """The xwait systems, and the XWAIT_PURE_PYTHON each runs with."""
-XWAIT_PROCESSES = {"xwait-2p": 2}
+PROCESSES_OF = {"xwait-2p": 2}
 """The xwait systems with a fixed number of worker processes (the others: --xwait-processes)."""
 # Systems that only move preloaded records (records/s, no outcomes): the floors.
 PIPES = ("rawpipe", "faustpipe")
@@ -84,5 +84,5 @@ def start_delay(workload: Workload) -> float:
 
 
 __all__ = ["BY_NAME", "DEFAULT_SYSTEMS", "DRAIN", "LABELS", "OPEN", "PIPES", "RATIO_FIGURES",
-           "STORM", "SYSTEMS", "WORKLOADS", "XWAITS", "XWAIT_PROCESSES", "Workload", "applies",
+           "STORM", "SYSTEMS", "WORKLOADS", "XWAITS", "PROCESSES_OF", "Workload", "applies",
            "schedule", "start_delay"]
