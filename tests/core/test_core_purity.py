@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import streams.core
 
 FORBIDDEN = ("faust", "aiokafka", "confluent_kafka", "rocksdict", "fastavro", "aiohttp")
@@ -73,3 +75,23 @@ def test_the_sdk_and_cli_load_neither_the_decisions_nor_jsonschema() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=CORE.parent.parent)
     assert result.stdout.strip() == ""
+
+
+def test_a_light_name_asked_of_the_core_loads_neither_the_decisions_nor_jsonschema() -> None:
+    """`streams.lazy` looks a name up in the package's modules, lightest first: asking
+    for a duration parser, a definition or a slot must not import the rules."""
+    code = (
+        "import sys\n"
+        "from streams.core import WaitDefinition, decode_slot, format_span_ms\n"
+        "print(','.join(m for m in ('streams.core.rules', 'jsonschema') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, cwd=CORE.parent.parent)
+    assert result.stdout.strip() == ""
+
+
+def test_a_name_the_core_does_not_export_is_an_attribute_error() -> None:
+    """`emitted_trace` is public in `streams.core.rules`, not in the package."""
+    assert "emitted_trace" not in dir(streams.core)
+    with pytest.raises(AttributeError, match="has no attribute 'emitted_trace'"):
+        _ = streams.core.emitted_trace
