@@ -44,6 +44,9 @@ from streams.definitions import load_definitions
 from streams.processor.collector import GcWatch
 from streams.processor.latency import Latencies
 from streams.processor.records import RecordHandler
+
+# The workload names path_bench.py imports too (duplicates lists the pair),
+# deliberately: both benches run the workloads of that one module.
 from streams.testing.harness.record_path import (
     BATCH,
     PARTITIONS,

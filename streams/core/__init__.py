@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from streams.core.state import *
     from streams.core.state_codec import *
 
+# The package's public names, listed and tested (house style 9); alike with the
+# modules' own __all__ (duplicates lists the pair with effects.py's), deliberately.
 __all__ = [
     "DEFAULT_EARLY_REPLY_TTL_MS",
     "DEFAULT_RETENTION_MS",

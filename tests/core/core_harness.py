@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+# Names alike with transitions.py's imports and the tests' (duplicates lists the
+# pairs), deliberately: each module imports what it uses.
 from streams.core import (
     ActionKind,
     ActionResult,
