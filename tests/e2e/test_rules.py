@@ -13,9 +13,6 @@ from confluent_kafka import Producer
 from streams import codec
 from streams.config import Settings
 from streams.partitioning import partition_for
-
-# Alike in shape with tests/core/test_core_single_channel.py's imports and marks
-# (duplicates lists the pair), deliberately: an import list.
 from tests.e2e.harness import (
     Client,
     Watcher,
