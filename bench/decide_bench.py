@@ -44,15 +44,7 @@ from streams.definitions import load_definitions
 from streams.processor.collector import GcWatch
 from streams.processor.latency import Latencies
 from streams.processor.records import RecordHandler
-from streams.testing.harness.record_path import (
-    BATCH,
-    PARTITIONS,
-    Item,
-    Rows,
-    decide,
-    drain_records,
-    storm_records,
-)
+from streams.testing.harness import record_path
 from streams.testing.harness.results import default_out, envelope, write_json
 from streams.testing.harness.topology import BENCH_WAITS
 
@@ -72,12 +64,12 @@ class Flush:
         json.dumps(self.other)
 
 
-def run_once(handler: RecordHandler, records: Sequence[Item],
-             threshold: int, batch_size: int = BATCH, flush: Flush | None = None) -> dict[str, Any]:
+def run_once(handler: RecordHandler, records: Sequence[record_path.Item], threshold: int,
+             batch_size: int = record_path.BATCH, flush: Flush | None = None) -> dict[str, Any]:
     """Decide every record in batches; the rate, the outcomes, the collector's passes.
 
     Only the batches are timed, not the flush between them."""
-    rows: Rows = {}
+    rows: record_path.Rows = {}
     pauses = Latencies()
     watch = GcWatch(pauses)  # the worker's own timing of the collector's passes
     saved = gc.get_threshold()
@@ -92,7 +84,8 @@ def run_once(handler: RecordHandler, records: Sequence[Item],
             if flush is not None:
                 flush()
             begin, begin_cpu = time.perf_counter(), time.thread_time()
-            counters.update(decide(handler, list(records[i:i + batch_size]), rows).counters)
+            batch = list(records[i:i + batch_size])
+            counters.update(record_path.decide(handler, batch, rows).counters)
             seconds += time.perf_counter() - begin
             cpu += time.thread_time() - begin_cpu
     finally:
@@ -118,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="drain: requests, replies, reviews; storm: silent requests, then "
                         "the due timer of each, every deadline long past")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--batch", type=int, default=BATCH, help="records a batch (the worker's "
-                   "most is 500; under live traffic 3-50)")
+    p.add_argument("--batch", type=int, default=record_path.BATCH,
+                   help="records a batch (the worker's most is 500; under live traffic 3-50)")
     p.add_argument("--flush-mib", type=int, default=0,
                    help="MiB of memory touched between batches, to decide on cold caches")
     p.add_argument("--out", type=Path, help="JSON (default bench/results/decide-<ts>.json)")
@@ -129,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--batch must be 1 or more and --flush-mib 0 or more")
     flush = Flush(args.flush_mib) if args.flush_mib else None
     started = datetime.now(UTC)
-    handler = RecordHandler(load_definitions(BENCH_WAITS), PARTITIONS)
-    records = (storm_records(handler, args.waits, args.seed) if args.workload == "storm"
-               else drain_records(args.waits, args.seed))
+    handler = RecordHandler(load_definitions(BENCH_WAITS), record_path.PARTITIONS)
+    records = (record_path.storm_records(handler, args.waits, args.seed) if args.workload == "storm"
+               else record_path.drain_records(args.waits, args.seed))
     runs = []
     for round_ in range(1, args.rounds + 1):
         for threshold in thresholds:

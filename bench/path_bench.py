@@ -35,37 +35,32 @@ from typing import Any
 
 from streams.definitions import load_definitions
 from streams.processor.records import RecordHandler
-from streams.testing.harness.record_path import (
-    BATCH,
-    PARTITIONS,
-    Item,
-    Rows,
-    decide,
-    drain_records,
-    storm_records,
-)
+from streams.testing.harness import record_path
 from streams.testing.harness.topology import BENCH_WAITS
 
 
-def run(handler: RecordHandler, items: list[Item]) -> Counter[str]:
+def run(handler: RecordHandler, items: list[record_path.Item]) -> Counter[str]:
     """Every item decided in batches of 500, rows in a dict; the batches' counters."""
-    rows: Rows = {}
+    rows: record_path.Rows = {}
     counters: Counter[str] = Counter()
 
     def one(_: None, start: int) -> None:
-        counters.update(decide(handler, items[start:start + BATCH], rows).counters)
+        batch = items[start:start + record_path.BATCH]
+        counters.update(record_path.decide(handler, batch, rows).counters)
 
     # callgrind --toggle-collect counts only inside this C function: the batches alone.
-    functools.reduce(one, range(0, len(items), BATCH), None)
+    functools.reduce(one, range(0, len(items), record_path.BATCH), None)
     return counters
 
 
 def measure(impl: str, workload: str, waits: int, seed: int) -> dict[str, Any]:
-    handler = RecordHandler(load_definitions(BENCH_WAITS), PARTITIONS, pure_python=impl == "python")
+    handler = RecordHandler(load_definitions(BENCH_WAITS), record_path.PARTITIONS,
+                            pure_python=impl == "python")
     if impl == "native" and handler.native() is None:
         raise SystemExit("path_bench: the native extension is not built (make venv)")
-    items: list[Item] = (list(drain_records(waits, seed)) if workload == "drain"
-                         else storm_records(handler, waits, seed))
+    items: list[record_path.Item] = (list(record_path.drain_records(waits, seed))
+                                     if workload == "drain"
+                                     else record_path.storm_records(handler, waits, seed))
     begin = time.thread_time()
     counters = run(handler, items)
     cpu = time.thread_time() - begin

@@ -59,7 +59,7 @@ def test_the_wheel_carries_schemas_example_topology_console_page_and_py_typed(wh
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in [*(REPO / "streams" / "schemas").rglob("*.avsc"),
                  *(REPO / "streams" / "topology").rglob("*.yaml"),
-                 *(REPO / "streams" / "console" / "static" / "bpmn-js").iterdir(),
+                 *(REPO / "streams" / "console" / "static" / "vendor" / "bpmn-js").iterdir(),
                  *(f for f in (REPO / "streams" / "console" / "static").iterdir() if f.is_file()),
                  REPO / "streams" / "py.typed"]:
         assert str(path.relative_to(REPO)) in names, f"{path.name} missing from the wheel"

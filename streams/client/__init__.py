@@ -18,74 +18,19 @@ else under ``streams.client`` may change.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from streams.lazy import exports
+
+# What mypy sees: each module's public names, of which `__all__` exports the
+# package's.  At run time each is imported on first use (below).
+# ruff: noqa: F403, F405 (those star imports, and the names of __all__ they give)
 if TYPE_CHECKING:
-    from streams.client.client import XwaitClient
-    from streams.client.consumer import XwaitConsumer
-    from streams.client.errors import (
-        ClientError,
-        DeliveryFailed,
-        InvalidRequest,
-        NoSuchWait,
-        ReceiptTimeout,
-        ResultTimeout,
-        TopicMissing,
-        UndecodableOutput,
-        UnknownChannel,
-        UnknownDefinition,
-        UnknownVersion,
-    )
-    from streams.client.records import (
-        Action,
-        ActionKind,
-        Outcome,
-        OutcomeKind,
-        Receipt,
-        Rejected,
-        TraceEntry,
-        Verdict,
-    )
-    from streams.client.waits import WaitKey, WaitSpec, new_correlation_key
-    from streams.errors import KafkaUnavailable
-
-# Each public name is imported from its module when first asked for (PEP 562):
-# the CLI's `status` reads only `streams.client._console` and must not pay
-# for confluent-kafka, fastavro and the decision core (0.3 s of imports).
-_HOME = {
-    "WaitKey": "waits", "WaitSpec": "waits", "XwaitClient": "client",
-    "new_correlation_key": "waits",
-    "XwaitConsumer": "consumer",
-    "ClientError": "errors", "DeliveryFailed": "errors", "InvalidRequest": "errors",
-    "NoSuchWait": "errors", "ReceiptTimeout": "errors", "ResultTimeout": "errors",
-    "TopicMissing": "errors",
-    "UndecodableOutput": "errors", "UnknownChannel": "errors", "UnknownDefinition": "errors",
-    "UnknownVersion": "errors",
-    "Action": "records", "ActionKind": "records", "Outcome": "records",
-    "OutcomeKind": "records", "Receipt": "records", "Rejected": "records",
-    "TraceEntry": "records", "Verdict": "records",
-}
-
-
-# Alike with streams/core/__init__.py's lazy attributes (duplicates lists the pair),
-# deliberately: each package resolves its own names; the core may import no SDK module.
-def __getattr__(name: str) -> Any:
-    if name == "KafkaUnavailable":
-        from streams.errors import KafkaUnavailable
-
-        return KafkaUnavailable
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"streams.client.{home}"), name)
-    globals()[name] = value  # asked once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
-
+    from streams.client.client import *
+    from streams.client.consumer import *
+    from streams.client.errors import *
+    from streams.client.records import *
+    from streams.client.waits import *
 
 __all__ = [
     "Action",
@@ -114,3 +59,9 @@ __all__ = [
     "XwaitConsumer",
     "new_correlation_key",
 ]
+
+# Each public name is imported from its module when first asked for (`streams.lazy`):
+# the CLI's `status` reads only `streams.client._console` and must not pay for
+# confluent-kafka, fastavro and the decision core (0.3 s of imports).  Lightest first.
+__getattr__, __dir__ = exports(__name__, ("errors", "waits", "records", "consumer", "client"),
+                               __all__)

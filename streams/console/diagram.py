@@ -51,7 +51,7 @@ from streams.core import OutcomeKind, OutcomeReason, WaitDefinition, WaitStatus
 __all__ = ["BPMN_JS_VERSION", "STATIC_PREFIX", "VIEWER", "exits", "node_counts",
            "register_diagram", "tone"]
 
-BPMN_JS_VERSION = "18.31.1"  # as in static/bpmn-js/VERSION; see static/README.md to update
+BPMN_JS_VERSION = "18.31.1"  # as in static/vendor/bpmn-js/VERSION; see vendor/README.md
 STATIC_PREFIX = f"/xwait/static/bpmn-js/{BPMN_JS_VERSION}"
 # The navigated viewer: the plain viewer plus zoom and pan (mouse, wheel, keyboard).
 VIEWER = "bpmn-navigated-viewer.production.min.js"
@@ -148,7 +148,7 @@ def _window(query: Any) -> Window | None:
 
 def register_diagram(host: ConsoleHost, console: Console) -> None:
     app = host.app
-    static = resources.files("streams.console.static").joinpath("bpmn-js")
+    static = resources.files("streams.console.static").joinpath("vendor", "bpmn-js")
     files = {name: (static.joinpath(name).read_bytes(), ctype)
              for name, ctype in _STATIC.items()}
 

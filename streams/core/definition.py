@@ -45,6 +45,8 @@ class Variant(StrEnum):
     CHAINED = "chained"
 
 
+# The enums and records here are alike in shape with events.py's and receipts.py's
+# (duplicates lists the pairs), deliberately: plain values, one per thing.
 class InvalidReplyRoute(StrEnum):
     """Where a reply that fails validation goes (rule 4)."""
 

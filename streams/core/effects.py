@@ -131,6 +131,8 @@ class DiscardReason(StrEnum):
     """A MIGRATE to the version the wait already follows."""
 
 
+# The records here are alike in shape with events.py's and state.py's (duplicates lists
+# the pairs), deliberately: plain frozen records, one per thing, no logic to share.
 @fast_init
 @dataclass(frozen=True, slots=True)
 class TraceEntry:
@@ -222,6 +224,8 @@ class DisarmTimer:
     generation: int
 
 
+# Alike in shape with BufferEarlyCommand (duplicates lists the pair), deliberately: one
+# effect per kind of record held (rule 7), as the native rules return them.
 @fast_init
 @dataclass(frozen=True, slots=True)
 class BufferEarlyReply:

@@ -77,6 +77,8 @@ class ResultStatus(StrEnum):
     FAILED = "failed"
 
 
+# The records here are alike in shape with effects.py's, state.py's and receipts.py's
+# (duplicates lists the pairs), deliberately: plain frozen records, one per thing.
 @fast_init
 @dataclass(frozen=True, slots=True)
 class StartWait:

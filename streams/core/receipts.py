@@ -119,6 +119,9 @@ _UNCHANGED = frozenset({DiscardReason.ALREADY_SUSPENDED, DiscardReason.NOT_SUSPE
 _BOOKKEEPING = (ArmTimer, DisarmTimer, Purge)
 
 
+# Alike in shape with other records (definition.py's Stage, events.py's Command; the
+# SDK's Receipt field for field; duplicates lists the pairs), deliberately: the SDK
+# reads the contract's record, this is what the worker decides it from.
 @dataclass(frozen=True, slots=True)
 class Receipt:
     """One input record's verdict, and the times and facts that decided it."""
@@ -218,6 +221,8 @@ def _reply(reply: Reply, own: tuple[Effect, ...], met: Wait | None, after: Wait 
     return Receipt(Verdict.RECORDED, now_ms, detail=_last_trace(after))
 
 
+# Alike in shape with _reply (duplicates lists the pair), deliberately: each kind of
+# input its own verdicts; only being held before its request reads the same.
 def _command(cmd: Command, own: tuple[Effect, ...], met: Wait | None, after: Wait | None,
              now_ms: int) -> Receipt:
     for e in own:

@@ -104,6 +104,8 @@ class HeldReply:
     reason: str | None = None
 
 
+# HeldResult, HeldReply and HeldCommand are alike in shape (duplicates lists the
+# pairs), deliberately: one held record per kind of input, each its own slot field.
 @fast_init
 @dataclass(frozen=True, slots=True)
 class HeldResult:

@@ -55,6 +55,8 @@ class Applier:
                  stores: StateStores, committer: Committer, book: PartitionBook,
                  index: DueTimers, clock: StreamClock | None) -> None:
         """`clock`: asked to probe when released records wait for proof (None: never)."""
+        # Alike in shape with intake.py's, stream_clock.py's and takeover.py's (duplicates lists
+        # the pairs), deliberately: each part keeps the collaborators it is given.
         self.ctx = ctx
         self.tuning = ctx.tuning
         self.handler = handler

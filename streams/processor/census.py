@@ -36,6 +36,17 @@ def split_definition(key: str) -> tuple[str, str | None]:
     return name, (version if sep else None)
 
 
+def recount(counts: Counter[CensusKey], old: CensusKey | None, new: CensusKey | None) -> None:
+    """One wait counted under `old` now counts under `new` (None: not counted); a key
+    whose count falls to zero goes, as the stored summary leaves it out."""
+    if old is not None:
+        counts[old] -= 1
+        if counts[old] <= 0:
+            del counts[old]
+    if new is not None:
+        counts[new] += 1
+
+
 class Census:
     def __init__(self) -> None:
         self._parts: dict[int, Counter[CensusKey]] = {}
@@ -45,13 +56,7 @@ class Census:
         old, new = census_key(before), census_key(after)
         if old == new:
             return
-        counts = self._parts.setdefault(partition, Counter())
-        if old is not None:
-            counts[old] -= 1
-            if counts[old] <= 0:
-                del counts[old]
-        if new is not None:
-            counts[new] += 1
+        recount(self._parts.setdefault(partition, Counter()), old, new)
 
     def replace_partition(self, partition: int, counts: Counter[CensusKey]) -> None:
         """Forget what the partition had and take `counts` (a rebuild)."""

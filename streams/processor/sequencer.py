@@ -108,6 +108,8 @@ class Sequencer:
     # -- input ---------------------------------------------------------------------
     def add(self, rec: InputRecord, wall_ms: int) -> None:
         """A record taken in offset order (`streams.processor.inputs`)."""
+        # Alike in shape with unrelease's loop (duplicates lists the pair), deliberately: this
+        # appends a record taken, that one puts a record released back in front.
         part = self._parts.get(rec.partition)
         if part is None:
             return

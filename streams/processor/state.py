@@ -40,7 +40,7 @@ from typing import Any
 import rocksdict
 
 from streams.core import WaitStatus
-from streams.processor.census import CensusKey, census_key
+from streams.processor.census import CensusKey, census_key, recount
 from streams.processor.envelope import NO_FACTS, RawFacts, RowDecodeError, raw_facts, read_head
 from streams.processor.model import NO_WAIT, RowHead
 from streams.processor.positions import (
@@ -119,12 +119,7 @@ def summary_move(summary: Summary, before: RowHead, after: RowHead, deletes: int
     """Account one row's change from `before` to `after` in the partition's summary."""
     old, new = census_key(before), census_key(after)
     if old != new:
-        if old is not None:
-            summary.waits[old] -= 1
-            if summary.waits[old] <= 0:
-                del summary.waits[old]
-        if new is not None:
-            summary.waits[new] += 1
+        recount(summary.waits, old, new)
     summary.armed += puts - deletes
     for t in after.timers:
         if t.due_at < summary.low:
@@ -264,13 +259,7 @@ class PartitionState:
                                 low = due
                     summary.armed -= len(gone)
                 if before[:2] != after[:2]:
-                    old_key, new_key = _census(before), _census(after)
-                    if old_key is not None:
-                        waits[old_key] -= 1
-                        if waits[old_key] <= 0:
-                            del waits[old_key]
-                    if new_key is not None:
-                        waits[new_key] += 1
+                    recount(waits, _census(before), _census(after))
             if value is None:
                 wb.delete(key)
             else:

@@ -66,6 +66,8 @@ class StreamClock:
                  reader: InputReader, end_offsets: EndOffsets,
                  active: Callable[[], set[int]]) -> None:
         settings = ctx.settings
+        # Alike in shape with applier.py's and intake.py's (duplicates lists the pairs),
+        # deliberately: each part keeps the collaborators it is given.
         self.ctx = ctx
         self.tuning = ctx.tuning
         self.settings = settings

@@ -176,6 +176,8 @@ def test_a_worker_taking_a_partition_over_after_its_leader_froze_stops_asking_th
         kafka_cluster.wait_whole()
 
 
+# Begins alike in shape with the test above (duplicates lists the pair), deliberately:
+# each scenario its own cluster settings (1 partition there, 4 here).
 def test_a_worker_expelled_while_its_coordinator_froze_takes_its_partitions_back_at_the_thaw(
     kafka_cluster: KafkaCluster, tmp_path: Path,
 ) -> None:

@@ -10,6 +10,10 @@ what the Python rules decide (`NativeDeclined`): a gap between the two is a
 failing test, never a silent fallback.  Without the extension (not built,
 or ``XWAIT_PURE_PYTHON=1``) the native runs are skipped, each saying why.
 
+The swap replaces the name ``decide`` (``catch_up``) in each module, which is why
+the modules here import those two by name and the rest of the core as a module
+(``from streams import core``, then ``core.TimerKind``).
+
 With ``XWAIT_RECORD_TRANSITIONS`` set to a folder, the Python runs record
 every decision they make there (`tests.core.transitions`, for the corpus).
 """

@@ -5,26 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from streams.core import (
-    ActionKind,
-    ActionResult,
-    Command,
-    CommandKind,
-    Effect,
-    EmitAction,
-    EmitOutcome,
-    Event,
-    Reject,
-    Reply,
-    ResultStatus,
-    Slot,
-    StartWait,
-    TimerFired,
-    TimerKind,
-    Wait,
-    WaitDefinition,
-    decide,
-)
+from streams import core
+from streams.core import decide
 from streams.definitions import load_definitions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,18 +23,18 @@ APPROVED = '{"decision": "approved", "by": "sam"}'
 
 
 class Run:
-    def __init__(self, definitions: Mapping[str, WaitDefinition] = DEFINITIONS) -> None:
+    def __init__(self, definitions: Mapping[str, core.WaitDefinition] = DEFINITIONS) -> None:
         self.definitions = definitions
-        self.slot: Slot | None = None
+        self.slot: core.Slot | None = None
         self.now = T0
-        self.history: list[tuple[Effect, ...]] = []
+        self.history: list[tuple[core.Effect, ...]] = []
 
     @property
-    def wait(self) -> Wait:
+    def wait(self) -> core.Wait:
         assert self.slot is not None and self.slot.wait is not None
         return self.slot.wait
 
-    def send(self, event: Event) -> tuple[Effect, ...]:
+    def send(self, event: core.Event) -> tuple[core.Effect, ...]:
         decision = decide(self.slot, event, self.now, self.definitions)
         self.slot = decision.slot
         self.history.append(decision.effects)
@@ -62,74 +44,51 @@ class Run:
         self.now += ms
         return self
 
-    def start(self, definition: str = "expense-approval", **kw: object) -> tuple[Effect, ...]:
+    def start(self, definition: str = "expense-approval", **kw: object) -> tuple[core.Effect, ...]:
         return self.send(self.start_event(definition, **kw))
 
-    def start_event(self, definition: str = "expense-approval", **kw: object) -> StartWait:
+    def start_event(self, definition: str = "expense-approval", **kw: object) -> core.StartWait:
         fields: dict[str, object] = {"correlation_key": KEY, "definition": definition,
                                      "requested_at": self.now, "tenant": "acme"}
         fields.update(kw)
-        return StartWait(**fields)  # type: ignore[arg-type]
+        return core.StartWait(**fields)  # type: ignore[arg-type]
 
-    def reply(self, data: str = APPROVED, **kw: object) -> tuple[Effect, ...]:
+    def reply(self, data: str = APPROVED, **kw: object) -> tuple[core.Effect, ...]:
         fields: dict[str, object] = {"correlation_key": KEY, "response_data": data,
                                      "tenant": "acme", "channel": "portal"}
         fields.update(kw)
-        return self.send(Reply(**fields))  # type: ignore[arg-type]
+        return self.send(core.Reply(**fields))  # type: ignore[arg-type]
 
-    def result(self, action: EmitAction | str, status: ResultStatus = ResultStatus.DELIVERED,
-               *, error: str | None = None, permanent: bool = False,
-               key: str | None = None) -> tuple[Effect, ...]:
+    def result(self, action: core.EmitAction | str,
+               status: core.ResultStatus = core.ResultStatus.DELIVERED, *,
+               error: str | None = None, permanent: bool = False,
+               key: str | None = None) -> tuple[core.Effect, ...]:
         """A channel adapter reports what became of `action` (rule 12)."""
-        if isinstance(action, EmitAction):
+        if isinstance(action, core.EmitAction):
             action_id, correlation_key = action.action_id, action.correlation_key
         else:
             action_id, correlation_key = action, KEY
-        return self.send(ActionResult(key or correlation_key, action_id, status, error=error,
-                                      permanent=permanent))
+        return self.send(core.ActionResult(key or correlation_key, action_id, status, error=error,
+                                           permanent=permanent))
 
-    def failed(self, action: EmitAction | str, error: str = "503 Service Unavailable", *,
-               permanent: bool = False) -> tuple[Effect, ...]:
-        return self.result(action, ResultStatus.FAILED, error=error, permanent=permanent)
+    def failed(self, action: core.EmitAction | str, error: str = "503 Service Unavailable", *,
+               permanent: bool = False) -> tuple[core.Effect, ...]:
+        return self.result(action, core.ResultStatus.FAILED, error=error, permanent=permanent)
 
-    def command(self, kind: CommandKind, **kw: object) -> tuple[Effect, ...]:
-        return self.send(Command(correlation_key=KEY, command=kind, operator="olga",
-                                 **kw))  # type: ignore[arg-type]
+    def command(self, kind: core.CommandKind, **kw: object) -> tuple[core.Effect, ...]:
+        return self.send(core.Command(correlation_key=KEY, command=kind, operator="olga",
+                                      **kw))  # type: ignore[arg-type]
 
-    def due(self, kind: TimerKind) -> int:
+    def due(self, kind: core.TimerKind) -> int:
         assert self.slot is not None
         matches = [t for t in self.slot.armed_timers() if t.kind is kind]
         assert len(matches) == 1, f"expected one armed {kind}, got {matches}"
         return matches[0].due_at
 
-    def fire(self, kind: TimerKind) -> tuple[Effect, ...]:
+    def fire(self, kind: core.TimerKind) -> tuple[core.Effect, ...]:
         """Move the clock to the armed timer of ``kind`` and fire it, as the punctuator would."""
         assert self.slot is not None
         (timer,) = [t for t in self.slot.armed_timers() if t.kind is kind]
         self.now = max(self.now, timer.due_at)
-        return self.send(TimerFired(KEY, timer.kind, timer.due_at, timer.generation))
+        return self.send(core.TimerFired(KEY, timer.kind, timer.due_at, timer.generation))
 
-
-def outcomes(effects: tuple[Effect, ...]) -> list[EmitOutcome]:
-    return [e for e in effects if isinstance(e, EmitOutcome)]
-
-
-def the_outcome(effects: tuple[Effect, ...]) -> EmitOutcome:
-    (outcome,) = outcomes(effects)
-    return outcome
-
-
-def actions(effects: tuple[Effect, ...], kind: ActionKind | None = None) -> list[EmitAction]:
-    return [e for e in effects
-            if isinstance(e, EmitAction) and (kind is None or e.action is kind)]
-
-
-def rejects(effects: tuple[Effect, ...]) -> list[Reject]:
-    return [e for e in effects if isinstance(e, Reject)]
-
-
-def the_reject(effects: tuple[Effect, ...]) -> Reject:
-    (reject,) = rejects(effects)
-    assert reject.detail.startswith("Expected "), reject.detail
-    assert ", but " in reject.detail, reject.detail
-    return reject

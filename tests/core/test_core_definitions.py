@@ -7,16 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.core import (
-    DefinitionError,
-    EscalationLevel,
-    InvalidReplyRoute,
-    ReminderPolicy,
-    SendFailurePolicy,
-    SendFailureRoute,
-    Variant,
-    XwaitError,
-)
+from streams import core
 from streams.definitions import load_definitions
 from tests.core.core_harness import DAY, DEFINITIONS, HOUR, MINUTE
 
@@ -36,15 +27,15 @@ def test_shipped_examples_load_with_the_durations_of_the_issue() -> None:
                                 "two-stage-approval", "demo-approval"}
     expense = DEFINITIONS["expense-approval"]
     (stage,) = expense.stages
-    assert expense.variant is Variant.SINGLE_CHANNEL
-    assert stage.reminder == ReminderPolicy(interval_ms=DAY, limit=2)
+    assert expense.variant is core.Variant.SINGLE_CHANNEL
+    assert stage.reminder == core.ReminderPolicy(interval_ms=DAY, limit=2)
     assert stage.deadline_ms == 3 * DAY
-    assert stage.escalation == (EscalationLevel(target="director", deadline_ms=12 * HOUR),)
+    assert stage.escalation == (core.EscalationLevel(target="director", deadline_ms=12 * HOUR),)
     assert DEFINITIONS["vendor-quote"].channels == ("email", "webhook", "portal")
-    assert DEFINITIONS["vendor-quote"].stages[0].reminder == ReminderPolicy(8 * HOUR, 3)
+    assert DEFINITIONS["vendor-quote"].stages[0].reminder == core.ReminderPolicy(8 * HOUR, 3)
     assert len(DEFINITIONS["first-valid"].parties) == 3
     assert DEFINITIONS["probe"].poll_interval_ms == 5 * MINUTE
-    assert DEFINITIONS["probe"].invalid_reply is InvalidReplyRoute.ESCALATE
+    assert DEFINITIONS["probe"].invalid_reply is core.InvalidReplyRoute.ESCALATE
     assert [s.name for s in DEFINITIONS["two-stage-approval"].stages] == ["manager", "finance"]
 
 
@@ -95,10 +86,10 @@ def test_definitions_are_frozen() -> None:
 def test_wrong_definition_is_refused_naming_file_field_and_expectation(
     tmp_path: Path, text: str, field: str, expected: str
 ) -> None:
-    with pytest.raises(DefinitionError) as caught:
+    with pytest.raises(core.DefinitionError) as caught:
         _load(tmp_path, text)
     error = caught.value
-    assert isinstance(error, XwaitError)
+    assert isinstance(error, core.XwaitError)
     assert error.file.endswith("w.yaml") and error.field == field
     assert expected in error.expected
     assert str(error).startswith(f"{error.file}: field '{field}': Expected ")
@@ -108,7 +99,7 @@ def test_wrong_definition_is_refused_naming_file_field_and_expectation(
 def test_two_files_defining_the_same_name_are_refused(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(BASE + "name: same\n")
     (tmp_path / "b.yaml").write_text(BASE + "name: same\n")
-    with pytest.raises(DefinitionError, match="also defined in"):
+    with pytest.raises(core.DefinitionError, match="also defined in"):
         load_definitions(tmp_path)
 
 
@@ -116,15 +107,15 @@ def test_name_defaults_to_the_file_name_and_cycle_reminders_are_accepted(tmp_pat
     (tmp_path / "nudge.yaml").write_text(BASE + "reminder: R3/PT1H\n")
     (definition,) = load_definitions(tmp_path).values()
     assert definition.name == "nudge"
-    assert definition.stages[0].reminder == ReminderPolicy(interval_ms=HOUR, limit=3)
+    assert definition.stages[0].reminder == core.ReminderPolicy(interval_ms=HOUR, limit=3)
 
 
 def test_missing_folder_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(DefinitionError, match="does not exist"):
+    with pytest.raises(core.DefinitionError, match="does not exist"):
         load_definitions(tmp_path / "nope")
 
 
 def test_a_send_failure_policy_loads_with_a_default_backoff(tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text(BASE + "on_send_failure: {retries: 3, then: review}\n")
     (d,) = load_definitions(tmp_path).values()
-    assert d.on_send_failure == SendFailurePolicy(3, MINUTE, SendFailureRoute.REVIEW)
+    assert d.on_send_failure == core.SendFailurePolicy(3, MINUTE, core.SendFailureRoute.REVIEW)

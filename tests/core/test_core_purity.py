@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import streams.core
 
 FORBIDDEN = ("faust", "aiokafka", "confluent_kafka", "rocksdict", "fastavro", "aiohttp")
@@ -31,14 +33,18 @@ def test_no_core_module_imports_a_kafka_faust_rocksdb_avro_or_web_library() -> N
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+def _fresh_python(code: str) -> str:
+    """What `code` prints in a new interpreter (one that has imported nothing yet)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=CORE.parent.parent).stdout
+
+
 def test_importing_the_core_loads_none_of_them_even_indirectly() -> None:
     code = (
         "import sys, streams.core, streams.definitions\n"
         f"print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, cwd=CORE.parent.parent)
-    assert result.stdout.strip() == ""
+    assert _fresh_python(code).strip() == ""
 
 
 def test_public_names_are_listed_and_all_exist() -> None:
@@ -59,17 +65,26 @@ def test_decide_is_the_function_whichever_of_its_imports_comes_first() -> None:
         "import streams.core\n"
         "print(callable(decide), callable(streams.core.decide))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, cwd=CORE.parent.parent)
-    assert result.stdout.split() == ["True", "True"]
+    assert _fresh_python(code).split() == ["True", "True"]
 
 
-def test_the_sdk_and_cli_load_neither_the_decisions_nor_jsonschema() -> None:
-    """What `xwait reply` imports: 0.1-0.2 s less start-up (issue 31)."""
+@pytest.mark.parametrize("imports", [
+    # What `xwait reply` and `xwait status` import: 0.1-0.2 s less start-up (issue 31).
+    "import streams.cli.reply, streams.cli.status",
+    # `streams.lazy` looks a name up in the package's modules, lightest first: a
+    # duration parser, a definition or a slot must not import the rules.
+    "from streams.core import WaitDefinition, decode_slot, format_span_ms",
+], ids=["the sdk and cli", "a light name asked of the core"])
+def test_loads_neither_the_decisions_nor_jsonschema(imports: str) -> None:
     code = (
-        "import sys, streams.cli.reply, streams.cli.status\n"
+        f"import sys\n{imports}\n"
         "print(','.join(m for m in ('streams.core.rules', 'jsonschema') if m in sys.modules))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, cwd=CORE.parent.parent)
-    assert result.stdout.strip() == ""
+    assert _fresh_python(code).strip() == ""
+
+
+def test_a_name_the_core_does_not_export_is_an_attribute_error() -> None:
+    """`emitted_trace` is public in `streams.core.rules`, not in the package."""
+    assert "emitted_trace" not in dir(streams.core)
+    with pytest.raises(AttributeError, match="has no attribute 'emitted_trace'"):
+        _ = streams.core.emitted_trace

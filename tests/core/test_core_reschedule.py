@@ -4,55 +4,42 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core import (
-    ActionKind,
-    ArmTimer,
-    Command,
-    CommandKind,
-    DisarmTimer,
-    Effect,
-    EmitAction,
-    EmitOutcome,
-    RejectReason,
-    TimerKind,
-    WaitStatus,
-    decode_slot,
-    encode_slot,
-)
-from tests.core.core_harness import DAY, HOUR, KEY, MINUTE, T0, Run, actions, the_reject
+from streams import core
+from tests.core.core_harness import DAY, HOUR, KEY, MINUTE, T0, Run
+from tests.core.picking import actions, the_reject
 
 pytestmark = [pytest.mark.rule11]
 
 
 def reschedule(run: Run, *, deadline: str | None = None, move_by: str | None = None,
                reason: str | None = "customer asked for more time",
-               operator: str | None = "olga") -> tuple[Effect, ...]:
-    return run.send(Command(KEY, CommandKind.RESCHEDULE, reason=reason, operator=operator,
-                            deadline=deadline, move_by=move_by))
+               operator: str | None = "olga") -> tuple[core.Effect, ...]:
+    return run.send(core.Command(KEY, core.CommandKind.RESCHEDULE, reason=reason, operator=operator,
+                                 deadline=deadline, move_by=move_by))
 
 
 def test_a_new_deadline_counts_from_the_commands_time_and_rearms_only_the_deadline() -> None:
     run = Run()
     run.start()  # expense-approval: deadline P3D, a reminder every 24 h
-    reminder = run.due(TimerKind.REMINDER)
+    reminder = run.due(core.TimerKind.REMINDER)
     run.advance(5 * HOUR)
     effects = reschedule(run, deadline="PT2H")
-    assert run.due(TimerKind.DEADLINE) == T0 + 5 * HOUR + 2 * HOUR
-    assert run.due(TimerKind.REMINDER) == reminder
-    assert [e.kind for e in effects if isinstance(e, DisarmTimer)] == [TimerKind.DEADLINE]
-    assert [e.kind for e in effects if isinstance(e, ArmTimer)] == [TimerKind.DEADLINE]
-    assert not [e for e in effects if isinstance(e, EmitAction | EmitOutcome)]
-    assert run.wait.status is WaitStatus.PARKED
+    assert run.due(core.TimerKind.DEADLINE) == T0 + 5 * HOUR + 2 * HOUR
+    assert run.due(core.TimerKind.REMINDER) == reminder
+    assert [e.kind for e in effects if isinstance(e, core.DisarmTimer)] == [core.TimerKind.DEADLINE]
+    assert [e.kind for e in effects if isinstance(e, core.ArmTimer)] == [core.TimerKind.DEADLINE]
+    assert not [e for e in effects if isinstance(e, core.EmitAction | core.EmitOutcome)]
+    assert run.wait.status is core.WaitStatus.PARKED
 
 
 def test_move_by_shifts_the_current_deadline_later_or_earlier() -> None:
     run = Run()
     run.start()
-    first = run.due(TimerKind.DEADLINE)
+    first = run.due(core.TimerKind.DEADLINE)
     reschedule(run, move_by="PT30M")
-    assert run.due(TimerKind.DEADLINE) == first + 30 * MINUTE
+    assert run.due(core.TimerKind.DEADLINE) == first + 30 * MINUTE
     reschedule(run, move_by="-PT2H")
-    assert run.due(TimerKind.DEADLINE) == first + 30 * MINUTE - 2 * HOUR
+    assert run.due(core.TimerKind.DEADLINE) == first + 30 * MINUTE - 2 * HOUR
 
 
 def test_the_trace_says_who_moved_the_deadline_from_when_to_when_and_why() -> None:
@@ -70,10 +57,10 @@ def test_the_moved_deadline_is_the_one_that_escalates() -> None:
     run = Run()
     run.start()
     reschedule(run, deadline="PT1H")
-    run.fire(TimerKind.DEADLINE)
+    run.fire(core.TimerKind.DEADLINE)
     assert run.now == T0 + HOUR
     assert run.wait.level == 1
-    assert actions(run.history[-1], ActionKind.RUN_ESCALATION)
+    assert actions(run.history[-1], core.ActionKind.RUN_ESCALATION)
 
 
 def test_rescheduling_acts_on_the_wait_as_it_is_at_the_commands_time() -> None:
@@ -83,25 +70,25 @@ def test_rescheduling_acts_on_the_wait_as_it_is_at_the_commands_time() -> None:
     run.start()
     run.advance(3 * DAY + HOUR)
     effects = reschedule(run, move_by="PT1H")
-    assert actions(effects, ActionKind.RUN_ESCALATION)
+    assert actions(effects, core.ActionKind.RUN_ESCALATION)
     assert run.wait.level == 1
-    assert run.due(TimerKind.DEADLINE) == T0 + 3 * DAY + 12 * HOUR + HOUR
+    assert run.due(core.TimerKind.DEADLINE) == T0 + 3 * DAY + 12 * HOUR + HOUR
 
 
 def test_a_suspended_wait_gets_the_new_time_left_when_it_resumes() -> None:
     run = Run()
     run.start()
     run.advance(DAY)
-    run.command(CommandKind.SUSPEND, reason="audit")
+    run.command(core.CommandKind.SUSPEND, reason="audit")
     run.advance(10 * DAY)
     effects = reschedule(run, deadline="PT4H")
-    assert not [e for e in effects if isinstance(e, ArmTimer | EmitAction)]
-    assert run.wait.status is WaitStatus.SUSPENDED
+    assert not [e for e in effects if isinstance(e, core.ArmTimer | core.EmitAction)]
+    assert run.wait.status is core.WaitStatus.SUSPENDED
     assert run.wait.trace[-1].event == "rescheduled"
     reschedule(run, move_by="PT1H")
     run.advance(HOUR)
-    run.command(CommandKind.RESUME)
-    assert run.due(TimerKind.DEADLINE) == run.now + 5 * HOUR
+    run.command(core.CommandKind.RESUME)
+    assert run.due(core.TimerKind.DEADLINE) == run.now + 5 * HOUR
 
 
 def test_a_done_wait_is_refused_late_and_keeps_its_state() -> None:
@@ -110,7 +97,7 @@ def test_a_done_wait_is_refused_late_and_keeps_its_state() -> None:
     run.reply()
     before = run.slot
     reject = the_reject(reschedule(run, deadline="PT2H"))
-    assert reject.reason is RejectReason.LATE
+    assert reject.reason is core.RejectReason.LATE
     assert run.slot == before
 
 
@@ -120,10 +107,10 @@ def test_a_deadline_moved_into_the_past_is_refused_deadline_passed(suspended: bo
     run.start()
     run.advance(20 * HOUR)  # before the first reminder: nothing fires on the way
     if suspended:
-        run.command(CommandKind.SUSPEND)
+        run.command(core.CommandKind.SUSPEND)
     before = run.slot
     reject = the_reject(reschedule(run, move_by="-P3D"))
-    assert reject.reason is RejectReason.DEADLINE_PASSED
+    assert reject.reason is core.RejectReason.DEADLINE_PASSED
     assert run.slot == before
 
 
@@ -140,7 +127,7 @@ def test_a_malformed_reschedule_is_an_invalid_command_that_changes_nothing(
     run.start()
     before = run.slot
     reject = the_reject(reschedule(run, deadline=deadline, move_by=move_by))
-    assert reject.reason is RejectReason.INVALID_COMMAND
+    assert reject.reason is core.RejectReason.INVALID_COMMAND
     assert found in reject.detail
     assert run.slot == before
 
@@ -150,7 +137,7 @@ def test_a_wait_in_review_has_no_deadline_to_move() -> None:
     run.start()
     run.reply('{"decision": "maybe"}')
     reject = the_reject(reschedule(run, deadline="PT2H"))
-    assert reject.reason is RejectReason.INVALID_COMMAND
+    assert reject.reason is core.RejectReason.INVALID_COMMAND
     assert "in review" in reject.detail
 
 
@@ -160,7 +147,7 @@ def test_a_reschedule_that_overtook_its_request_is_applied_when_the_wait_parks()
     assert run.slot is not None and run.slot.wait is None
     run.advance(MINUTE)
     run.start()
-    assert run.due(TimerKind.DEADLINE) == T0 + MINUTE + 6 * HOUR
+    assert run.due(core.TimerKind.DEADLINE) == T0 + MINUTE + 6 * HOUR
     assert run.wait.trace[-1].event == "rescheduled"
 
 
@@ -168,7 +155,7 @@ def test_a_held_reschedule_survives_the_stored_form() -> None:
     run = Run()
     reschedule(run, move_by="-PT5M", reason="r", operator="o")
     assert run.slot is not None
-    assert decode_slot(encode_slot(run.slot)) == run.slot
+    assert core.decode_slot(core.encode_slot(run.slot)) == run.slot
     (held,) = run.slot.early_commands
     assert (held.command.deadline, held.command.move_by) == (None, "-PT5M")
 
@@ -179,6 +166,6 @@ def test_a_chained_waits_current_stage_deadline_is_the_one_moved() -> None:
     run.reply('{"decision": "approved"}', channel="portal")
     assert run.wait.stage == 1
     reschedule(run, deadline="PT3H")
-    assert run.due(TimerKind.DEADLINE) == run.now + 3 * HOUR
-    run.fire(TimerKind.DEADLINE)
-    assert (run.wait.stage, run.wait.level, run.wait.status) == (1, 1, WaitStatus.PARKED)
+    assert run.due(core.TimerKind.DEADLINE) == run.now + 3 * HOUR
+    run.fire(core.TimerKind.DEADLINE)
+    assert (run.wait.stage, run.wait.level, run.wait.status) == (1, 1, core.WaitStatus.PARKED)

@@ -10,18 +10,7 @@ from dataclasses import FrozenInstanceError
 import orjson
 import pytest
 
-from streams.core import (
-    Command,
-    CommandKind,
-    Origin,
-    Reply,
-    Slot,
-    StateDecodeError,
-    TimerKind,
-    Wait,
-    decode_slot,
-    encode_slot,
-)
+from streams import core
 from tests.core.core_harness import DEFINITIONS, HOUR, KEY, Run
 
 PAYLOAD = '{"expenseId":"EXP-2024-00042","amount":129.90,"currency":"EUR","submitter":"sam"}'
@@ -36,17 +25,17 @@ def _parked() -> Run:
 def test_parked_wait_round_trips_and_carries_a_version() -> None:
     run = _parked()
     assert run.slot is not None
-    data = encode_slot(run.slot)
+    data = core.encode_slot(run.slot)
     assert json.loads(data)["v"] == 1
-    assert decode_slot(data) == run.slot
+    assert core.decode_slot(data) == run.slot
 
 
 def test_a_wait_read_back_is_a_frozen_wait() -> None:
     """Read through the Wait's twin (`frozen.twin`): what comes out is a Wait like any other."""
     run = _parked()
     assert run.slot is not None and run.slot.wait is not None
-    read = decode_slot(encode_slot(run.slot)).wait
-    assert type(read) is Wait
+    read = core.decode_slot(core.encode_slot(run.slot)).wait
+    assert type(read) is core.Wait
     assert read == run.slot.wait and hash(read) == hash(run.slot.wait)
     with pytest.raises(FrozenInstanceError):
         read.level = 2  # type: ignore[misc]
@@ -54,37 +43,37 @@ def test_a_wait_read_back_is_a_frozen_wait() -> None:
 
 def test_every_shape_of_slot_round_trips() -> None:
     run = _parked()
-    run.fire(TimerKind.REMINDER)
+    run.fire(core.TimerKind.REMINDER)
     run.reply("{broken", reply_id="r1")
-    run.command(CommandKind.SUSPEND, reason="maintenance")
-    run.command(CommandKind.DELIVER, response_data='{"decision":"approved"}')
+    run.command(core.CommandKind.SUSPEND, reason="maintenance")
+    run.command(core.CommandKind.DELIVER, response_data='{"decision":"approved"}')
     early = Run()
     early.reply(reply_id="e1", sent_at=5)
     for slot in (run.slot, early.slot):
         assert slot is not None
-        assert decode_slot(encode_slot(slot)) == slot
+        assert core.decode_slot(core.encode_slot(slot)) == slot
 
 
 def test_typical_parked_expense_approval_wait_is_well_under_a_kilobyte() -> None:
     run = _parked()
     assert run.slot is not None
-    parked = len(encode_slot(run.slot))
+    parked = len(core.encode_slot(run.slot))
     run.advance(HOUR)
-    run.fire(TimerKind.REMINDER)
-    run.command(CommandKind.SUSPEND, reason="downstream maintenance")
-    run.command(CommandKind.RESUME)
-    run.fire(TimerKind.REMINDER)
+    run.fire(core.TimerKind.REMINDER)
+    run.command(core.CommandKind.SUSPEND, reason="downstream maintenance")
+    run.command(core.CommandKind.RESUME)
+    run.fire(core.TimerKind.REMINDER)
     assert run.slot is not None
-    with_trace = len(encode_slot(run.slot))
+    with_trace = len(core.encode_slot(run.slot))
     print(f"encoded parked={parked} B, with 6 trace entries={with_trace} B")
     assert parked < 500 and with_trace < 900
 
 
 def test_bytes_from_an_unknown_version_are_refused_not_guessed() -> None:
-    with pytest.raises(StateDecodeError, match="version 2"):
-        decode_slot(b'{"v":2,"g":1}')
-    with pytest.raises(StateDecodeError):
-        decode_slot(b"not json")
+    with pytest.raises(core.StateDecodeError, match="version 2"):
+        core.decode_slot(b'{"v":2,"g":1}')
+    with pytest.raises(core.StateDecodeError):
+        core.decode_slot(b"not json")
 
 
 # Written by the encoder before it was generated (a loop over the field table):
@@ -121,32 +110,32 @@ def test_stored_rows_read_the_same_and_are_written_back_byte_for_byte() -> None:
     unversioned = {name: dataclasses.replace(d, version="") for name, d in DEFINITIONS.items()}
     parked = Run(unversioned)
     parked.start(payload=PAYLOAD)
-    parked.fire(TimerKind.REMINDER)
+    parked.fire(core.TimerKind.REMINDER)
     reviewed = Run(unversioned)
     reviewed.start(payload=PAYLOAD)
-    reviewed.fire(TimerKind.REMINDER)
+    reviewed.fire(core.TimerKind.REMINDER)
     reviewed.reply("{broken", reply_id="r1")
-    reviewed.command(CommandKind.SUSPEND, reason="maintenance")
-    reviewed.command(CommandKind.DELIVER, response_data='{"decision":"approved"}')
+    reviewed.command(core.CommandKind.SUSPEND, reason="maintenance")
+    reviewed.command(core.CommandKind.DELIVER, response_data='{"decision":"approved"}')
     for stored, run in ((STORED_PARKED, parked), (STORED_REVIEWED, reviewed)):
         assert run.slot is not None and run.slot.wait is not None
         assert run.slot.wait.definition_version is None
-        assert decode_slot(stored) == run.slot
-        assert encode_slot(run.slot) == stored
+        assert core.decode_slot(stored) == run.slot
+        assert core.encode_slot(run.slot) == stored
 
 
 def test_a_wait_with_a_field_this_version_does_not_know_is_refused() -> None:
-    with pytest.raises(StateDecodeError):
-        decode_slot(STORED_PARKED.replace(b'"sr":1', b'"zz":1'))
-    with pytest.raises(StateDecodeError):  # a required field missing
-        decode_slot(STORED_PARKED.replace(b'"d":"expense-approval",', b""))
+    with pytest.raises(core.StateDecodeError):
+        core.decode_slot(STORED_PARKED.replace(b'"sr":1', b'"zz":1'))
+    with pytest.raises(core.StateDecodeError):  # a required field missing
+        core.decode_slot(STORED_PARKED.replace(b'"d":"expense-approval",', b""))
 
 
-def _held(value: bytes, data: str) -> Slot:
+def _held(value: bytes, data: str) -> core.Slot:
     """The slot of a reply held before its request, read from `value` at offset 7."""
     run = Run()
-    run.send(Reply(KEY, data, channel="portal",
-                   origin=Origin("xwait.replies", 3, 7, value)))
+    run.send(core.Reply(KEY, data, channel="portal",
+                        origin=core.Origin("xwait.replies", 3, 7, value)))
     assert run.slot is not None and run.slot.early_replies
     return run.slot
 
@@ -166,11 +155,11 @@ def test_a_held_reply_is_stored_once_and_gives_back_its_bytes_exactly(shape: str
     }[shape]
     # when it is held for its request and stored
     slot = _held(value, data)
-    stored = encode_slot(slot)
+    stored = core.encode_slot(slot)
     # then the stored row gives back the record byte for byte
-    [held] = decode_slot(stored).early_replies
+    [held] = core.decode_slot(stored).early_replies
     assert held.reply.origin is not None and held.reply.origin.value == value
-    assert decode_slot(stored) == slot
+    assert core.decode_slot(stored) == slot
     # and holds the answer once, not again inside base64 of the record (issue 31: a
     # 390 KB reply made a 910 KB row and was refused too_large)
     if shape != "json escaped otherwise":  # a form not recognised is kept whole
@@ -182,17 +171,17 @@ def test_a_row_written_before_the_split_origin_is_still_read() -> None:
     old = {"v": 1, "g": 1, "e": [[{"c": KEY, "r": "{}", "h": "portal",
                                    "og": ["xwait.replies", 3, 7,
                                           base64.b64encode(value).decode()]}, 5]]}
-    [held] = decode_slot(json.dumps(old).encode()).early_replies
-    assert held.reply.origin == Origin("xwait.replies", 3, 7, value)
+    [held] = core.decode_slot(json.dumps(old).encode()).early_replies
+    assert held.reply.origin == core.Origin("xwait.replies", 3, 7, value)
 
 
 def test_a_held_command_is_stored_once_too() -> None:
     data = json.dumps({"decision": "approved", "note": "y" * 200_000})
     value = orjson.dumps({"correlationKey": KEY, "command": "DELIVER", "responseData": data})
     run = Run()
-    run.send(Command(KEY, CommandKind.DELIVER, response_data=data,
-                     origin=Origin("xwait.commands", 1, 2, value)))
+    run.send(core.Command(KEY, core.CommandKind.DELIVER, response_data=data,
+                          origin=core.Origin("xwait.commands", 1, 2, value)))
     assert run.slot is not None and run.slot.early_commands
-    stored = encode_slot(run.slot)
-    assert decode_slot(stored) == run.slot
+    stored = core.encode_slot(run.slot)
+    assert core.decode_slot(stored) == run.slot
     assert len(stored) < len(data) + 1_000

@@ -34,46 +34,22 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from streams.core import (
-    ActionResult,
-    Command,
-    CommandKind,
-    Event,
-    Reply,
-    ResultStatus,
-    Slot,
-    StartWait,
-    TimerFired,
-    TimerKind,
-    WaitDefinition,
-    decode_slot,
-    encode_slot,
-)
-from streams.core.definition import (
-    DefinitionSet,
-    EscalationLevel,
-    InvalidReplyRoute,
-    ReminderPolicy,
-    SendFailurePolicy,
-    SendFailureRoute,
-    Stage,
-    Variant,
-)
-from streams.core.events import Origin
-from streams.core.rules import Decision
+from streams import core
 
 CORPUS = Path(__file__).parent / "corpus" / "transitions.jsonl.gz"
 RECORD_ENV = "XWAIT_RECORD_TRANSITIONS"
 """A folder: while set, the recording hooks append what they see to files in it."""
 
-_EVENTS: dict[str, type] = {cls.__name__: cls for cls in
-                            (StartWait, Reply, Command, ActionResult, TimerFired)}
-_ENUMS: dict[str, type] = {"command": CommandKind, "status": ResultStatus, "kind": TimerKind}
+_EVENTS: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (core.StartWait, core.Reply, core.Command, core.ActionResult, core.TimerFired)}
+_ENUMS: dict[str, type] = {
+    "command": core.CommandKind, "status": core.ResultStatus, "kind": core.TimerKind}
 
 
 # ----------------------------------------------------------------- definitions
 
-def _definition(d: WaitDefinition) -> dict[str, Any]:
+def _definition(d: core.WaitDefinition) -> dict[str, Any]:
     policy = d.on_send_failure
     return {
         "name": d.name, "variant": d.variant.value,
@@ -92,67 +68,68 @@ def _definition(d: WaitDefinition) -> dict[str, Any]:
     }
 
 
-def _read_definition(raw: dict[str, Any]) -> WaitDefinition:
+def _read_definition(raw: dict[str, Any]) -> core.WaitDefinition:
     policy = raw["on_send_failure"]
-    return WaitDefinition(
-        name=raw["name"], variant=Variant(raw["variant"]),
-        stages=tuple(Stage(s["name"], s["deadline_ms"], s["party"],
-                           None if s["reminder"] is None else ReminderPolicy(*s["reminder"]),
-                           tuple(EscalationLevel(*e) for e in s["escalation"]))
+    return core.WaitDefinition(
+        name=raw["name"], variant=core.Variant(raw["variant"]),
+        stages=tuple(core.Stage(s["name"], s["deadline_ms"], s["party"],
+                                None if s["reminder"] is None
+                                else core.ReminderPolicy(*s["reminder"]),
+                                tuple(core.EscalationLevel(*e) for e in s["escalation"]))
                      for s in raw["stages"]),
         channels=tuple(raw["channels"]), parties=tuple(raw["parties"]),
         response_schema=raw["response_schema"],
-        invalid_reply=InvalidReplyRoute(raw["invalid_reply"]),
+        invalid_reply=core.InvalidReplyRoute(raw["invalid_reply"]),
         early_reply_ttl_ms=raw["early_reply_ttl_ms"], retention_ms=raw["retention_ms"],
         poll_interval_ms=raw["poll_interval_ms"], source=raw["source"],
         on_send_failure=None if policy is None
-        else SendFailurePolicy(policy[0], policy[1], SendFailureRoute(policy[2])),
+        else core.SendFailurePolicy(policy[0], policy[1], core.SendFailureRoute(policy[2])),
         version=raw["version"])
 
 
-def definitions_document(definitions: Mapping[str, WaitDefinition]) -> dict[str, Any]:
+def definitions_document(definitions: Mapping[str, core.WaitDefinition]) -> dict[str, Any]:
     """The definitions as a corpus line, keyed by a hash of what they hold."""
     doc: dict[str, Any] = {"newest": [_definition(d) for d in definitions.values()]}
-    if isinstance(definitions, DefinitionSet):
+    if isinstance(definitions, core.DefinitionSet):
         doc["kept"] = [_definition(d) for d in definitions.kept()]
     text = json.dumps(doc, sort_keys=True)
     return {"defs": hashlib.sha1(text.encode()).hexdigest()[:16], **doc}  # noqa: S324 - a name
 
 
-def read_definitions(doc: dict[str, Any]) -> Mapping[str, WaitDefinition]:
+def read_definitions(doc: dict[str, Any]) -> Mapping[str, core.WaitDefinition]:
     newest = {d.name: d for d in map(_read_definition, doc["newest"])}
     if "kept" not in doc:
         return newest
-    return DefinitionSet(newest, [_read_definition(d) for d in doc["kept"]])
+    return core.DefinitionSet(newest, [_read_definition(d) for d in doc["kept"]])
 
 
 # ----------------------------------------------------------------- events
 
 def _value(v: Any) -> Any:
-    if isinstance(v, Origin):
+    if isinstance(v, core.Origin):
         return [v.topic, v.partition, v.offset, base64.b64encode(v.value).decode()]
     if isinstance(v, tuple):
         return list(v)
     return getattr(v, "value", v)  # an enum member: its value
 
 
-def event_document(event: Event) -> list[Any]:
+def event_document(event: core.Event) -> list[Any]:
     return [type(event).__name__, {f.name: _value(getattr(event, f.name))
                                    for f in fields(event)}]
 
 
-def read_event(doc: list[Any]) -> Event:
+def read_event(doc: list[Any]) -> core.Event:
     name, raw = doc
     values: dict[str, Any] = {}
     for key, v in raw.items():
         if key == "origin" and v is not None:
-            v = Origin(v[0], v[1], v[2], base64.b64decode(v[3]))
+            v = core.Origin(v[0], v[1], v[2], base64.b64decode(v[3]))
         elif key in _ENUMS and v is not None:
             v = _ENUMS[key](v)
         elif isinstance(v, list):
             v = tuple(v)
         values[key] = v
-    event: Event = _EVENTS[name](**values)
+    event: core.Event = _EVENTS[name](**values)
     return event
 
 
@@ -161,22 +138,22 @@ def read_event(doc: list[Any]) -> Event:
 @dataclass(frozen=True)
 class Transition:
     op: str
-    definitions: Mapping[str, WaitDefinition]
-    slot: Slot | None
-    event: Event | None
+    definitions: Mapping[str, core.WaitDefinition]
+    slot: core.Slot | None
+    event: core.Event | None
     now: int
     source: str
 
 
 def read_corpus(path: Path = CORPUS) -> Iterator[Transition]:
-    defs: dict[str, Mapping[str, WaitDefinition]] = {}
+    defs: dict[str, Mapping[str, core.WaitDefinition]] = {}
     with gzip.open(path, "rt", encoding="utf-8") as lines:
         for line in lines:
             doc = json.loads(line)
             if "op" not in doc:
                 defs[doc["defs"]] = read_definitions(doc)
                 continue
-            slot = None if doc["slot"] is None else decode_slot(doc["slot"].encode())
+            slot = None if doc["slot"] is None else core.decode_slot(doc["slot"].encode())
             event = None if doc["event"] is None else read_event(doc["event"])
             yield Transition(doc["op"], defs[doc["defs"]], slot, event, doc["now"],
                              doc["source"])
@@ -191,7 +168,7 @@ class Recorder:
         self._written: dict[int, tuple[tuple[str, int], ...]] = {}
         self._names: dict[int, str] = {}
 
-    def _defs(self, definitions: Mapping[str, WaitDefinition], out: Any) -> str:
+    def _defs(self, definitions: Mapping[str, core.WaitDefinition], out: Any) -> str:
         """The id of `definitions`, written to the file first if they are new to it."""
         shape = tuple((name, id(d)) for name, d in definitions.items())
         if self._written.get(id(definitions)) != shape:
@@ -201,32 +178,33 @@ class Recorder:
             self._names[id(definitions)] = doc["defs"]
         return self._names[id(definitions)]
 
-    def record(self, op: str, definitions: Mapping[str, WaitDefinition], slot: Slot | None,
-               event: Event | None, now: int) -> None:
+    def record(self, op: str, definitions: Mapping[str, core.WaitDefinition],
+               slot: core.Slot | None, event: core.Event | None, now: int) -> None:
         with self.path.open("a", encoding="utf-8") as out:
             defs = self._defs(definitions, out)
             out.write(json.dumps({
                 "op": op, "defs": defs,
-                "slot": None if slot is None else encode_slot(slot).decode(),
+                "slot": None if slot is None else core.encode_slot(slot).decode(),
                 "event": None if event is None else event_document(event), "now": now,
                 "source": self.source}) + "\n")
 
 
-Decide = Callable[[Slot | None, Event, int, Mapping[str, WaitDefinition]], Decision]
-CatchUp = Callable[[Slot | None, int, Mapping[str, WaitDefinition]], Decision]
+Decide = Callable[[core.Slot | None, core.Event, int, Mapping[str, core.WaitDefinition]],
+                  core.Decision]
+CatchUp = Callable[[core.Slot | None, int, Mapping[str, core.WaitDefinition]], core.Decision]
 
 
 def recording_decide(decide: Decide, recorder: Recorder) -> Decide:
-    def recorded(slot: Slot | None, event: Event, now_ms: int,
-                 definitions: Mapping[str, WaitDefinition]) -> Decision:
+    def recorded(slot: core.Slot | None, event: core.Event, now_ms: int,
+                 definitions: Mapping[str, core.WaitDefinition]) -> core.Decision:
         recorder.record("decide", definitions, slot, event, now_ms)
         return decide(slot, event, now_ms, definitions)
     return recorded
 
 
 def recording_catch_up(catch_up: CatchUp, recorder: Recorder) -> CatchUp:
-    def recorded(slot: Slot | None, now_ms: int,
-                 definitions: Mapping[str, WaitDefinition]) -> Decision:
+    def recorded(slot: core.Slot | None, now_ms: int,
+                 definitions: Mapping[str, core.WaitDefinition]) -> core.Decision:
         recorder.record("catch_up", definitions, slot, None, now_ms)
         return catch_up(slot, now_ms, definitions)
     return recorded

@@ -13,9 +13,6 @@ from confluent_kafka import Producer
 from streams import codec
 from streams.config import Settings
 from streams.partitioning import partition_for
-
-# Alike in shape with tests/core/test_core_single_channel.py's imports and marks
-# (duplicates lists the pair), deliberately: an import list.
 from tests.e2e.harness import (
     Client,
     Watcher,
@@ -167,6 +164,8 @@ def test_undecodable_input_is_published_with_its_reason_and_original_bytes(
     assert (worker.stats() or {}).get("counters", {}).get("rejected.undecodable", 0) >= 2
 
 
+# Begins alike in shape with test_variants.py's scenarios (duplicates lists the pairs),
+# deliberately: each test reads whole from its top.
 def test_an_invalid_reply_goes_to_review_and_an_accept_ends_the_wait(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:

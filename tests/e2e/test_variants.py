@@ -45,6 +45,8 @@ def test_single_channel_reply_is_received_with_its_data(
     assert [a["action"] for a in seen.for_key("actions", key)] == ["SEND_REQUEST"]
 
 
+# Alike in shape, these scenarios and test_rules.py's (duplicates lists the pairs),
+# deliberately: fixtures, a new key, a start; each test reads whole from its top.
 def test_silence_sends_two_reminders_then_escalates_and_ends_escalated(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:

@@ -262,6 +262,8 @@ def far_ahead(w: World) -> None:
     w.sequencer.probed(now_ms() + 30 * DAY_MS, [(role, PART, 0) for role in INPUT_ROLES])
 
 
+# The tests here begin alike in shape, with each other and test_tracing.py's (duplicates
+# lists the pairs), deliberately: each scenario runs its own World in asyncio.run.
 def test_a_due_timer_is_decided_in_a_batch_of_its_own_and_moves_no_input_position(
     tmp_path: Path
 ) -> None:

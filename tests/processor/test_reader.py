@@ -141,6 +141,8 @@ def test_aborted_records_are_not_input(kafka_bootstrap: str, topic: str) -> None
     _run(kafka_bootstrap, topic, body)
 
 
+# Begins alike in shape with the test above (duplicates lists the pair), deliberately:
+# each test produces, then drives its own reader through `_run`.
 def test_started_again_after_a_stop_it_reads_its_last_assignment(
         kafka_bootstrap: str, topic: str) -> None:
     """faust restarts an agent that crashed; its reader must not stay stopped."""

@@ -37,6 +37,13 @@ def _row(due: int) -> bytes:
     return encode_row(Row(b"{}", {}, (), head))
 
 
+def _write_rows(producer: Producer, topic: str, waits: range) -> None:
+    """A row ``k<i>`` due at ``i`` for each i of `waits`, to partition 0, flushed."""
+    for i in waits:
+        producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
+    producer.flush(30)
+
+
 def _topic(bootstrap: str, partitions: int = 1) -> str:
     name = f"{unique_prefix('r')}-waits-changelog"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -106,9 +113,7 @@ def test_a_database_reads_only_what_the_changelog_gained_since(
 ) -> None:
     topic = _topic(kafka_bootstrap)
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    for i in range(50):
-        producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
-    producer.flush(30)
+    _write_rows(producer, topic, range(50))
     stores = StateStores(tmp_path)
     [first] = _restore(kafka_bootstrap, topic, stores, [0])
     assert first.records == 50
@@ -205,17 +210,13 @@ def test_a_standby_follows_its_partition_and_a_restore_then_reads_only_the_rest(
         reader = ChangelogReader(conf, topic, stores)
         try:
             reader.follow(0)
-            for i in range(20):
-                producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
-            producer.flush(30)
+            _write_rows(producer, topic, range(20))
             deadline = time.monotonic() + 30
             while reader.applied < 20:  # the standby keeps up as records come
                 assert time.monotonic() < deadline, f"standby applied {reader.applied} of 20"
                 await asyncio.sleep(0.05)
             assert reader.standbys() == {0}
-            for i in range(20, 25):
-                producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
-            producer.flush(30)
+            _write_rows(producer, topic, range(20, 25))
             end = EndOffsets(conf).get([(topic, 0)])[(topic, 0)]
             return await asyncio.wait_for(reader.restore(0, end), 30)
         finally:
@@ -248,9 +249,7 @@ def test_a_restore_asks_its_watermarks_again_while_the_partition_is_unknown_and_
 ) -> None:
     topic = _topic(kafka_bootstrap)
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    for i in range(3):
-        producer.produce(topic, key=f"k{i}".encode(), value=_row(i), partition=0)
-    producer.flush(30)
+    _write_rows(producer, topic, range(3))
     monkeypatch.setattr(restore, "Consumer", _ThawedConsumer)
     conf = {"bootstrap.servers": kafka_bootstrap, "group.id": f"{topic}-test"}
     counters: Counter[str] = Counter()

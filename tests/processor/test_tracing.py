@@ -84,6 +84,8 @@ def test_each_batch_has_a_decide_and_a_commit_span_linked_to_its_waits_traces(
     asyncio.run(scenario())
 
 
+# Begins alike in shape with test_applier.py's scenarios (duplicates lists the pair),
+# deliberately: each scenario runs its own world in asyncio.run.
 def test_an_untraced_batch_links_nothing_and_a_failed_commit_is_an_error(
     tmp_path: Path
 ) -> None:

@@ -56,6 +56,8 @@ from streams.core.state import (
 from streams.core.validation import parse_json, schema_issue
 
 
+# Alike in shape with replies.py's and results.py's entries (duplicates lists the pairs),
+# deliberately: each kind of record its own rule, as native/src/rules/ mirrors them.
 def _on_command(slot: Slot | None, cmd: Command, ctx: _Ctx) -> Slot | None:
     if slot is None or slot.wait is None:
         return _buffer_early_command(slot, cmd, ctx)

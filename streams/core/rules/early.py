@@ -65,6 +65,8 @@ def _buffer_early(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
             f"Expected a new reply id, but {reply.reply_id!r} is already held for this key",
         )
         return slot
+    # Alike with the commands' overflow below (duplicates lists the pair), deliberately:
+    # each its own rejection text, which the native rules repeat word for word.
     if len(early) >= MAX_HELD_REPLIES:
         ctx.reject(
             RejectReason.OVERFLOW,

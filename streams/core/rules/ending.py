@@ -41,6 +41,9 @@ def _end(
     """Rule 5 and 10: one outcome with its reason, then the finished wait kept for retention."""
     w = _trace(w, ctx.now, "ended", f"{kind.value} ({reason.value})")
     operator, operator_reason = ctx.by if ctx.by is not None else (None, None)
+    # The outcome and the finished wait below copy the same fields of `w` (duplicates
+    # lists the pair), deliberately: each names what it carries, so a field added to Wait
+    # is carried by neither until someone decides it should be.
     ctx.effects.append(EmitOutcome(
         outcome_id=outcome_id(w.key, w.parked_at),
         correlation_key=w.key,

@@ -43,6 +43,8 @@ from streams.core.state import (
 from streams.core.validation import parse_json, text_issue
 
 
+# Alike in shape with commands.py's and results.py's entries (duplicates lists the pairs),
+# deliberately: each kind of record its own rule, as native/src/rules/ mirrors them.
 def _on_reply_record(slot: Slot | None, reply: Reply, ctx: _Ctx) -> Slot | None:
     if slot is None or slot.wait is None:
         return _buffer_early(slot, reply, ctx)
