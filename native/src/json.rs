@@ -146,20 +146,14 @@ impl<'a> Parser<'a> {
         match d.get(self.pos)? {
             b'0' => self.pos += 1,
             b'1'..=b'9' => {
-                while self.pos < d.len() && d[self.pos].is_ascii_digit() {
-                    self.pos += 1;
-                }
+                self.digits();
             }
             _ => return None,
         }
         let mut float = false;
         if d.get(self.pos) == Some(&b'.') {
             self.pos += 1;
-            let digits = self.pos;
-            while self.pos < d.len() && d[self.pos].is_ascii_digit() {
-                self.pos += 1;
-            }
-            if self.pos == digits {
+            if self.digits() == 0 {
                 return None;
             }
             float = true;
@@ -169,11 +163,7 @@ impl<'a> Parser<'a> {
             if matches!(d.get(self.pos), Some(b'+') | Some(b'-')) {
                 self.pos += 1;
             }
-            let digits = self.pos;
-            while self.pos < d.len() && d[self.pos].is_ascii_digit() {
-                self.pos += 1;
-            }
-            if self.pos == digits {
+            if self.digits() == 0 {
                 return None;
             }
             float = true;
@@ -183,6 +173,15 @@ impl<'a> Parser<'a> {
         }
         let text = std::str::from_utf8(&d[start..self.pos]).ok()?;
         text.parse::<i64>().ok().map(J::Int) // beyond 64 bits: not ours to guess
+    }
+
+    /// Skips a run of ASCII digits; how many there were.
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while self.pos < self.data.len() && self.data[self.pos].is_ascii_digit() {
+            self.pos += 1;
+        }
+        self.pos - start
     }
 
     fn hex4(&mut self) -> Option<u32> {
