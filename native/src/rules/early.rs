@@ -47,6 +47,8 @@ pub(super) fn buffer_early(slot: S, reply: &Rc<Reply>, ctx: &mut Ctx) -> R<S> {
             return Ok(slot);
         }
     }
+    // Alike with the commands' overflow below (duplicates lists the pair), deliberately:
+    // each its own rejection text, word for word the Python rule's, which marks it too.
     if early.len() >= MAX_HELD_REPLIES {
         let detail = format!("Expected at most {} early replies for key {}, but {} are already held",
                              MAX_HELD_REPLIES, ctx.repr(&reply.correlation_key)?, early.len());
