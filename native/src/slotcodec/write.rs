@@ -1,5 +1,7 @@
 //! Writing a slot as orjson writes `encode_slot`'s dict, byte for byte.
 
+use std::io::Write;
+
 use crate::json::orjson_str;
 use crate::model::*;
 use crate::oracle::R;
@@ -13,14 +15,17 @@ struct Out {
 }
 
 impl Out {
+    #[inline]
     fn open(&mut self, c: u8) {
         self.b.push(c);
         self.first.push(true);
     }
+    #[inline]
     fn close(&mut self, c: u8) {
         self.b.push(c);
         self.first.pop();
     }
+    #[inline]
     fn sep(&mut self) {
         let f = self.first.last_mut().unwrap();
         if !*f {
@@ -28,48 +33,59 @@ impl Out {
         }
         *f = false;
     }
+    #[inline]
     fn key(&mut self, k: &str) {
         self.sep();
         orjson_str(&mut self.b, k);
         self.b.push(b':');
     }
+    #[inline]
     fn str(&mut self, s: &str) {
         orjson_str(&mut self.b, s);
     }
+    #[inline]
     fn int(&mut self, n: i64) {
-        self.b.extend_from_slice(n.to_string().as_bytes());
+        // Straight into the buffer: no String per number (writing to a Vec cannot fail).
+        write!(self.b, "{n}").expect("writing to a Vec");
     }
+    #[inline]
     fn opt_str(&mut self, s: Option<&str>) {
         match s {
             None => self.b.extend_from_slice(b"null"),
             Some(s) => self.str(s),
         }
     }
+    #[inline]
     fn opt_int(&mut self, n: Option<i64>) {
         match n {
             None => self.b.extend_from_slice(b"null"),
             Some(n) => self.int(n),
         }
     }
+    #[inline]
     fn item_str(&mut self, s: &str) {
         self.sep();
         self.str(s);
     }
+    #[inline]
     fn item_int(&mut self, n: i64) {
         self.sep();
         self.int(n);
     }
     /// `"k":"s"`.
+    #[inline]
     fn key_str(&mut self, k: &str, s: &str) {
         self.key(k);
         self.str(s);
     }
     /// `"k":n`.
+    #[inline]
     fn key_int(&mut self, k: &str, n: i64) {
         self.key(k);
         self.int(n);
     }
     /// `"k":"s"` where there is a text; no key where there is none (the reader's default).
+    #[inline]
     fn some_str(&mut self, k: &str, s: &Option<String>) {
         if let Some(s) = s {
             self.key_str(k, s);
