@@ -47,7 +47,9 @@ pub struct Field {
     pub default_value: Option<DV>,
 }
 
-/// A decoded value.
+/// A decoded value.  Alike in shape with json.rs's `J` and its `get` (duplicates lists
+/// the pair), deliberately: a JSON text and an Avro value are told apart (`from_json`
+/// turns one into the other against the schema), so each has its own type.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DV {
     Null,

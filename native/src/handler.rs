@@ -49,6 +49,8 @@ pub enum RowWrite {
     Write(Vec<u8>),
 }
 
+/// Alike in shape with model.rs's Wait (duplicates lists the pair), deliberately: the
+/// Python `Handled`, field for field; a declaration, no logic shared.
 pub struct Handled {
     pub row: RowWrite,
     pub timers_before: Vec<ArmedTimer>,

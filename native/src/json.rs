@@ -80,49 +80,39 @@ impl<'a> Parser<'a> {
     }
 
     fn object(&mut self) -> Option<J> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return None;
-        }
-        self.pos += 1;
-        let mut entries: Vec<(String, J)> = Vec::new();
-        self.ws();
-        if self.data.get(self.pos) == Some(&b'}') {
-            self.pos += 1;
-            self.depth -= 1;
-            return Some(J::Obj(entries));
-        }
-        loop {
-            self.ws();
-            if self.data.get(self.pos) != Some(&b'"') {
+        let entries = self.members(b'}', |p, entries: &mut Vec<(String, J)>| {
+            if p.data.get(p.pos) != Some(&b'"') {
                 return None;
             }
-            let key = self.string()?;
+            let key = p.string()?;
             if entries.iter().any(|(k, _)| *k == key) {
                 return None; // a repeated key: the readers differ on it
             }
-            self.ws();
-            if self.data.get(self.pos) != Some(&b':') {
+            p.ws();
+            if p.data.get(p.pos) != Some(&b':') {
                 return None;
             }
-            self.pos += 1;
-            self.ws();
-            let value = self.value()?;
+            p.pos += 1;
+            p.ws();
+            let value = p.value()?;
             entries.push((key, value));
-            self.ws();
-            match self.data.get(self.pos)? {
-                b',' => self.pos += 1,
-                b'}' => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Some(J::Obj(entries));
-                }
-                _ => return None,
-            }
-        }
+            Some(())
+        })?;
+        Some(J::Obj(entries))
     }
 
     fn array(&mut self) -> Option<J> {
+        let items = self.members(b']', |p, items: &mut Vec<J>| {
+            items.push(p.value()?);
+            Some(())
+        })?;
+        Some(J::Arr(items))
+    }
+
+    /// An object's or an array's members, from its opening bracket to `close`: each read
+    /// and pushed by `member`, at the next non-blank byte.  One loop for both, so that
+    /// separators, nesting depth and the empty case cannot differ between them.
+    fn members<T>(&mut self, close: u8, mut member: impl FnMut(&mut Self, &mut Vec<T>) -> Option<()>) -> Option<Vec<T>> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return None;
@@ -130,25 +120,21 @@ impl<'a> Parser<'a> {
         self.pos += 1;
         let mut items = Vec::new();
         self.ws();
-        if self.data.get(self.pos) == Some(&b']') {
-            self.pos += 1;
-            self.depth -= 1;
-            return Some(J::Arr(items));
-        }
-        loop {
-            self.ws();
-            items.push(self.value()?);
-            self.ws();
-            match self.data.get(self.pos)? {
-                b',' => self.pos += 1,
-                b']' => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Some(J::Arr(items));
+        if self.data.get(self.pos) != Some(&close) {
+            loop {
+                self.ws();
+                member(self, &mut items)?;
+                self.ws();
+                match *self.data.get(self.pos)? {
+                    b',' => self.pos += 1,
+                    c if c == close => break,
+                    _ => return None,
                 }
-                _ => return None,
             }
         }
+        self.pos += 1;
+        self.depth -= 1;
+        Some(items)
     }
 
     fn number(&mut self) -> Option<J> {
@@ -160,20 +146,14 @@ impl<'a> Parser<'a> {
         match d.get(self.pos)? {
             b'0' => self.pos += 1,
             b'1'..=b'9' => {
-                while self.pos < d.len() && d[self.pos].is_ascii_digit() {
-                    self.pos += 1;
-                }
+                self.digits();
             }
             _ => return None,
         }
         let mut float = false;
         if d.get(self.pos) == Some(&b'.') {
             self.pos += 1;
-            let digits = self.pos;
-            while self.pos < d.len() && d[self.pos].is_ascii_digit() {
-                self.pos += 1;
-            }
-            if self.pos == digits {
+            if self.digits() == 0 {
                 return None;
             }
             float = true;
@@ -183,11 +163,7 @@ impl<'a> Parser<'a> {
             if matches!(d.get(self.pos), Some(b'+') | Some(b'-')) {
                 self.pos += 1;
             }
-            let digits = self.pos;
-            while self.pos < d.len() && d[self.pos].is_ascii_digit() {
-                self.pos += 1;
-            }
-            if self.pos == digits {
+            if self.digits() == 0 {
                 return None;
             }
             float = true;
@@ -197,6 +173,15 @@ impl<'a> Parser<'a> {
         }
         let text = std::str::from_utf8(&d[start..self.pos]).ok()?;
         text.parse::<i64>().ok().map(J::Int) // beyond 64 bits: not ours to guess
+    }
+
+    /// Skips a run of ASCII digits; how many there were.
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while self.pos < self.data.len() && self.data[self.pos].is_ascii_digit() {
+            self.pos += 1;
+        }
+        self.pos - start
     }
 
     fn hex4(&mut self) -> Option<u32> {

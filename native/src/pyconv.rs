@@ -115,6 +115,26 @@ impl Types {
     }
 }
 
+/// `$ty { field: obj.field, ... }`: the fields before `;` read from the attributes of the
+/// same names (`opt`), those after it as given.  The Python records and these share their
+/// field names; the macro says so once instead of spelling each name twice.
+macro_rules! from_attrs {
+    ($obj:expr, $ty:ident { $($field:ident),* ; $($name:ident: $value:expr),* $(,)? }) => {
+        $ty { $($field: opt($obj, stringify!($field))?,)* $($name: $value,)* }
+    };
+}
+
+/// A dict of `rec`'s fields before `;` under their own names, then the given items (the
+/// equality harness builds the Python records from it by keyword).
+macro_rules! dict_of {
+    ($py:expr, $rec:expr; $($field:ident),* ; $($name:literal: $value:expr),* $(,)?) => {{
+        let d = PyDict::new($py);
+        $(d.set_item(stringify!($field), &$rec.$field)?;)*
+        $(d.set_item($name, $value)?;)*
+        d.into_any()
+    }};
+}
+
 pub(crate) fn opt<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<T> {
     obj.getattr(name)?.extract().map_err(Into::into)
 }
@@ -136,68 +156,38 @@ pub(crate) fn bad(what: &str) -> PyErr {
 }
 
 pub(crate) fn reply_from_py(r: &Bound<'_, PyAny>) -> PyResult<Reply> {
-    Ok(Reply {
-        correlation_key: opt(r, "correlation_key")?,
-        response_data: opt(r, "response_data")?,
-        tenant: opt(r, "tenant")?,
-        channel: opt(r, "channel")?,
-        reply_id: opt(r, "reply_id")?,
-        sent_at: opt(r, "sent_at")?,
-        origin: origin_from_py(&r.getattr("origin")?)?,
-    })
+    Ok(from_attrs!(r, Reply { correlation_key, response_data, tenant, channel, reply_id, sent_at;
+                              origin: origin_from_py(&r.getattr("origin")?)? }))
 }
 
 pub(crate) fn command_from_py(c: &Bound<'_, PyAny>) -> PyResult<Command> {
-    Ok(Command {
-        correlation_key: opt(c, "correlation_key")?,
+    Ok(from_attrs!(c, Command {
+        correlation_key, reason, review_outcome, review_note, response_data, operator, deadline, move_by, version,
+        operation_id;
         command: CommandKind::parse(&enum_text(c, "command")?).ok_or_else(|| bad("command"))?,
-        reason: opt(c, "reason")?,
-        review_outcome: opt(c, "review_outcome")?,
-        review_note: opt(c, "review_note")?,
-        response_data: opt(c, "response_data")?,
-        operator: opt(c, "operator")?,
         origin: origin_from_py(&c.getattr("origin")?)?,
-        deadline: opt(c, "deadline")?,
-        move_by: opt(c, "move_by")?,
-        version: opt(c, "version")?,
-        operation_id: opt(c, "operation_id")?,
-    })
+    }))
 }
 
 pub(crate) fn result_from_py(r: &Bound<'_, PyAny>) -> PyResult<ActionResult> {
-    Ok(ActionResult {
-        correlation_key: opt(r, "correlation_key")?,
-        action_id: opt(r, "action_id")?,
+    Ok(from_attrs!(r, ActionResult { correlation_key, action_id, error, permanent, at;
         status: ResultStatus::parse(&enum_text(r, "status")?).ok_or_else(|| bad("status"))?,
-        error: opt(r, "error")?,
-        permanent: opt(r, "permanent")?,
-        at: opt(r, "at")?,
         origin: origin_from_py(&r.getattr("origin")?)?,
-    })
+    }))
 }
 
 pub(crate) fn event_from_py(e: &Bound<'_, PyAny>) -> PyResult<Event> {
     let name: String = e.get_type().name()?.extract()?;
     Ok(match name.as_str() {
-        "StartWait" => Event::Start(StartWait {
-            correlation_key: opt(e, "correlation_key")?,
-            definition: opt(e, "definition")?,
-            requested_at: opt(e, "requested_at")?,
-            tenant: opt(e, "tenant")?,
-            payload: opt(e, "payload")?,
-            parties: opt(e, "parties")?,
-            deadline: opt(e, "deadline")?,
-            traceparent: opt(e, "traceparent")?,
-        }),
+        "StartWait" => Event::Start(from_attrs!(e, StartWait {
+            correlation_key, definition, requested_at, tenant, payload, parties, deadline, traceparent;
+        })),
         "Reply" => Event::Reply(Rc::new(reply_from_py(e)?)),
         "Command" => Event::Command(Rc::new(command_from_py(e)?)),
         "ActionResult" => Event::Result(Rc::new(result_from_py(e)?)),
-        "TimerFired" => Event::Timer(TimerFired {
-            wait_key: opt(e, "wait_key")?,
+        "TimerFired" => Event::Timer(from_attrs!(e, TimerFired { wait_key, due_at, generation;
             kind: TimerKind::parse(&enum_text(e, "kind")?).ok_or_else(|| bad("kind"))?,
-            due_at: opt(e, "due_at")?,
-            generation: opt(e, "generation")?,
-        }),
+        })),
         _ => return Err(bad("not an event")),
     })
 }
@@ -217,44 +207,19 @@ pub(crate) fn origin_to_py<'py>(py: Python<'py>, o: &Option<Origin>) -> PyResult
 }
 
 pub(crate) fn reply_to_py<'py>(py: Python<'py>, r: &Reply) -> PyResult<Bound<'py, PyAny>> {
-    let d = PyDict::new(py);
-    d.set_item("correlation_key", &r.correlation_key)?;
-    d.set_item("response_data", &r.response_data)?;
-    d.set_item("tenant", &r.tenant)?;
-    d.set_item("channel", &r.channel)?;
-    d.set_item("reply_id", &r.reply_id)?;
-    d.set_item("sent_at", r.sent_at)?;
-    d.set_item("origin", origin_to_py(py, &r.origin)?)?;
-    Ok(d.into_any())
+    Ok(dict_of!(py, r; correlation_key, response_data, tenant, channel, reply_id, sent_at;
+                "origin": origin_to_py(py, &r.origin)?))
 }
 
 pub(crate) fn command_to_py<'py>(py: Python<'py>, c: &Command) -> PyResult<Bound<'py, PyAny>> {
-    let d = PyDict::new(py);
-    d.set_item("correlation_key", &c.correlation_key)?;
-    d.set_item("command", c.command.value())?;
-    d.set_item("reason", &c.reason)?;
-    d.set_item("review_outcome", &c.review_outcome)?;
-    d.set_item("review_note", &c.review_note)?;
-    d.set_item("response_data", &c.response_data)?;
-    d.set_item("operator", &c.operator)?;
-    d.set_item("origin", origin_to_py(py, &c.origin)?)?;
-    d.set_item("deadline", &c.deadline)?;
-    d.set_item("move_by", &c.move_by)?;
-    d.set_item("version", &c.version)?;
-    d.set_item("operation_id", &c.operation_id)?;
-    Ok(d.into_any())
+    Ok(dict_of!(py, c; correlation_key, reason, review_outcome, review_note, response_data, operator, deadline,
+                move_by, version, operation_id;
+                "command": c.command.value(), "origin": origin_to_py(py, &c.origin)?))
 }
 
 pub(crate) fn result_to_py<'py>(py: Python<'py>, r: &ActionResult) -> PyResult<Bound<'py, PyAny>> {
-    let d = PyDict::new(py);
-    d.set_item("correlation_key", &r.correlation_key)?;
-    d.set_item("action_id", &r.action_id)?;
-    d.set_item("status", r.status.value())?;
-    d.set_item("error", &r.error)?;
-    d.set_item("permanent", r.permanent)?;
-    d.set_item("at", r.at)?;
-    d.set_item("origin", origin_to_py(py, &r.origin)?)?;
-    Ok(d.into_any())
+    Ok(dict_of!(py, r; correlation_key, action_id, error, permanent, at;
+                "status": r.status.value(), "origin": origin_to_py(py, &r.origin)?))
 }
 
 pub(crate) fn trace_to_py<'py>(py: Python<'py>, trace: &[TraceEntry]) -> PyResult<Bound<'py, PyAny>> {
@@ -315,22 +280,8 @@ pub(crate) fn effect_to_py<'py>(py: Python<'py>, e: &Effect) -> PyResult<Bound<'
     let none = || py.None().into_bound(py);
     let items: Vec<Bound<'py, PyAny>> = match e {
         Effect::Outcome(o) => vec![s("outcome")?, as_dict(py, outcome_fields(py, o, trace_to_py(py, &o.trace)?, s(o.outcome.value())?, s(o.reason.value())?)?)?.into_any()],
-        Effect::Action(a) => {
-            let d = PyDict::new(py);
-            d.set_item("action_id", &a.action_id)?;
-            d.set_item("correlation_key", &a.correlation_key)?;
-            d.set_item("definition", &a.definition)?;
-            d.set_item("tenant", &a.tenant)?;
-            d.set_item("action", a.action.value())?;
-            d.set_item("party", &a.party)?;
-            d.set_item("level", a.level)?;
-            d.set_item("attempt", a.attempt)?;
-            d.set_item("payload", &a.payload)?;
-            d.set_item("at", a.at)?;
-            d.set_item("idempotency_key", &a.idempotency_key)?;
-            d.set_item("send_attempt", a.send_attempt)?;
-            vec![s("action")?, d.into_any()]
-        }
+        Effect::Action(a) => vec![s("action")?, dict_of!(py, a; action_id, correlation_key, definition, tenant, party,
+            level, attempt, payload, at, idempotency_key, send_attempt; "action": a.action.value())],
         Effect::Arm(t) => vec![s("arm")?, timer_tuple(py, t)?.into_any()],
         Effect::Disarm(t) => vec![s("disarm")?, timer_tuple(py, t)?.into_any()],
         Effect::BufferReply { reply, received_at, expires_at } => vec![s("buffer_reply")?, reply_to_py(py, reply)?,

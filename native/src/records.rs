@@ -125,56 +125,85 @@ pub fn partition_for(key: &[u8], partitions: i64) -> i64 {
     ((h & 0x7fff_ffff) as i64) % partitions
 }
 
-fn s(v: &DV, name: &str) -> R<String> {
-    match v.field(name) {
-        Some(DV::Str(s)) => Ok(s.clone()),
-        _ => decline("field"),
+/// A record field as read from a decoded Avro value (`to_event`): its Rust type decides
+/// what it must be (a text, an optional one, a long, an enum's symbol, ...) and whether
+/// it may be missing.
+trait FromDv: Sized {
+    fn from_dv(v: Option<&DV>) -> R<Self>;
+}
+
+impl FromDv for String {
+    fn from_dv(v: Option<&DV>) -> R<String> {
+        match v {
+            Some(DV::Str(s)) => Ok(s.clone()),
+            _ => decline("field"),
+        }
     }
 }
 
-fn os(v: &DV, name: &str) -> R<Option<String>> {
-    match v.field(name) {
-        Some(DV::Str(s)) => Ok(Some(s.clone())),
-        Some(DV::Null) | None => Ok(None),
-        _ => decline("field"),
+impl FromDv for Option<String> {
+    fn from_dv(v: Option<&DV>) -> R<Option<String>> {
+        match v {
+            Some(DV::Str(s)) => Ok(Some(s.clone())),
+            Some(DV::Null) | None => Ok(None),
+            _ => decline("field"),
+        }
     }
 }
 
-fn ol(v: &DV, name: &str) -> R<Option<i64>> {
-    match v.field(name) {
-        Some(DV::Long(n)) => Ok(Some(*n)),
-        Some(DV::Null) | None => Ok(None),
-        _ => decline("field"),
+impl FromDv for Option<i64> {
+    fn from_dv(v: Option<&DV>) -> R<Option<i64>> {
+        match v {
+            Some(DV::Long(n)) => Ok(Some(*n)),
+            Some(DV::Null) | None => Ok(None),
+            _ => decline("field"),
+        }
     }
+}
+
+macro_rules! enums_from_dv {
+    ($($kind:ident: $why:literal),*) => {$(
+        impl FromDv for $kind {
+            fn from_dv(v: Option<&DV>) -> R<$kind> {
+                match v {
+                    Some(DV::Str(s)) => $kind::parse(s).ok_or(Stop::Decline($why)),
+                    _ => decline("field"),
+                }
+            }
+        }
+    )*};
+}
+
+enums_from_dv!(CommandKind: "command kind", ResultStatus: "status");
+
+/// `$ty { field: v["avroName"], ... }` (`FromDv`), then the fields after `;` as given.
+macro_rules! from_dv {
+    ($v:expr, $ty:ident { $($field:ident: $name:literal),* ; $($other:ident $(: $value:expr)?),* $(,)? }) => {
+        $ty { $($field: FromDv::from_dv($v.field($name))?,)* $($other $(: $value)?,)* }
+    };
 }
 
 /// `to_event`.
 pub fn to_event(role: usize, rt: RT, v: &DV, origin: Option<Origin>) -> R<Event> {
     if rt == RT::ActionResult {
-        return Ok(Event::Result(Rc::new(ActionResult {
-            correlation_key: s(v, "correlationKey")?,
-            action_id: s(v, "actionId")?,
-            status: ResultStatus::parse(&s(v, "status")?).ok_or(Stop::Decline("status"))?,
-            error: os(v, "error")?,
+        return Ok(Event::Result(Rc::new(from_dv!(v, ActionResult {
+            correlation_key: "correlationKey", action_id: "actionId", status: "status", error: "error", at: "at";
             permanent: match v.field("permanent") {
                 Some(DV::Bool(b)) => *b,
                 None | Some(DV::Null) => false,
                 _ => return decline("permanent"),
             },
-            at: ol(v, "at")?,
             origin,
-        })));
+        }))));
     }
     match role {
-        ROLE_REQUESTS => Ok(Event::Start(StartWait {
-            correlation_key: s(v, "correlationKey")?,
-            definition: s(v, "definition")?,
+        ROLE_REQUESTS => Ok(Event::Start(from_dv!(v, StartWait {
+            correlation_key: "correlationKey", definition: "definition", tenant: "tenant", payload: "payload",
+            deadline: "deadline";
             requested_at: match v.field("requestedAt") {
                 Some(DV::Long(n)) => *n,
                 _ => return decline("requestedAt"),
             },
-            tenant: os(v, "tenant")?,
-            payload: os(v, "payload")?,
             parties: match v.field("parties") {
                 Some(DV::Arr(items)) => items.iter().map(|i| match i {
                     DV::Str(s) => Ok(s.clone()),
@@ -183,114 +212,112 @@ pub fn to_event(role: usize, rt: RT, v: &DV, origin: Option<Origin>) -> R<Event>
                 Some(DV::Null) | None => vec![],
                 _ => return decline("parties"),
             },
-            deadline: os(v, "deadline")?,
             traceparent: None,
-        })),
-        ROLE_REPLIES => Ok(Event::Reply(Rc::new(Reply {
-            correlation_key: s(v, "correlationKey")?,
-            response_data: s(v, "responseData")?,
-            tenant: os(v, "tenant")?,
-            channel: s(v, "channel")?,
-            reply_id: os(v, "replyId")?,
-            sent_at: ol(v, "sentAt")?,
-            origin,
         }))),
-        ROLE_COMMANDS => Ok(Event::Command(Rc::new(Command {
-            correlation_key: s(v, "correlationKey")?,
-            command: CommandKind::parse(&s(v, "command")?).ok_or(Stop::Decline("command kind"))?,
-            reason: os(v, "reason")?,
-            review_outcome: os(v, "reviewOutcome")?,
-            review_note: os(v, "reviewNote")?,
-            response_data: os(v, "responseData")?,
-            operator: os(v, "operator")?,
+        ROLE_REPLIES => Ok(Event::Reply(Rc::new(from_dv!(v, Reply {
+            correlation_key: "correlationKey", response_data: "responseData", tenant: "tenant", channel: "channel",
+            reply_id: "replyId", sent_at: "sentAt";
             origin,
-            deadline: os(v, "deadline")?,
-            move_by: os(v, "moveBy")?,
-            version: os(v, "version")?,
-            operation_id: os(v, "operationId")?,
-        }))),
+        })))),
+        ROLE_COMMANDS => Ok(Event::Command(Rc::new(from_dv!(v, Command {
+            correlation_key: "correlationKey", command: "command", reason: "reason", review_outcome: "reviewOutcome",
+            review_note: "reviewNote", response_data: "responseData", operator: "operator", deadline: "deadline",
+            move_by: "moveBy", version: "version", operation_id: "operationId";
+            origin,
+        })))),
         _ => decline("a timer record"),
     }
 }
 
+/// A record field as the Avro value it is written as: its Rust type decides (a text, an
+/// optional one, a long, an enum's symbol, ...), so the `*_av` lists below only name them.
+trait ToAv {
+    fn av(&self) -> AV<'_>;
+}
+
+/// `AV::Rec` of `rec`'s fields, each under its Avro name (`ToAv`).
+macro_rules! av_rec {
+    ($rec:expr; $($name:literal: $field:ident),* $(,)?) => {
+        AV::Rec(vec![$(($name, $rec.$field.av())),*])
+    };
+}
+impl ToAv for String {
+    fn av(&self) -> AV<'_> {
+        AV::Str(self)
+    }
+}
+
+impl ToAv for Option<String> {
+    fn av(&self) -> AV<'_> {
+        AV::opt_str(self.as_deref())
+    }
+}
+
+impl ToAv for i64 {
+    fn av(&self) -> AV<'_> {
+        AV::Long(*self)
+    }
+}
+
+impl ToAv for Option<i64> {
+    fn av(&self) -> AV<'_> {
+        AV::opt_long(*self)
+    }
+}
+
+impl ToAv for bool {
+    fn av(&self) -> AV<'_> {
+        AV::Bool(*self)
+    }
+}
+
+macro_rules! enums_to_av {
+    ($($kind:ty),*) => {$(
+        impl ToAv for $kind {
+            fn av(&self) -> AV<'_> {
+                AV::Str(self.value())
+            }
+        }
+    )*};
+}
+
+enums_to_av!(CommandKind, ResultStatus, OutcomeKind, OutcomeReason, ActionKind);
+
+impl ToAv for Vec<TraceEntry> {
+    fn av(&self) -> AV<'_> {
+        AV::Arr(self.iter().map(|t| av_rec!(t; "at": at, "event": event, "detail": detail)).collect())
+    }
+}
+
 pub fn reply_av(r: &Reply) -> AV<'_> {
-    AV::Rec(vec![
-        ("correlationKey", AV::Str(&r.correlation_key)),
-        ("tenant", AV::opt_str(r.tenant.as_deref())),
-        ("channel", AV::Str(&r.channel)),
-        ("responseData", AV::Str(&r.response_data)),
-        ("replyId", AV::opt_str(r.reply_id.as_deref())),
-        ("sentAt", AV::opt_long(r.sent_at)),
-    ])
+    av_rec!(r; "correlationKey": correlation_key, "tenant": tenant, "channel": channel,
+            "responseData": response_data, "replyId": reply_id, "sentAt": sent_at)
 }
 
 pub fn command_av(c: &Command) -> AV<'_> {
-    AV::Rec(vec![
-        ("correlationKey", AV::Str(&c.correlation_key)),
-        ("command", AV::Str(c.command.value())),
-        ("reason", AV::opt_str(c.reason.as_deref())),
-        ("reviewOutcome", AV::opt_str(c.review_outcome.as_deref())),
-        ("reviewNote", AV::opt_str(c.review_note.as_deref())),
-        ("responseData", AV::opt_str(c.response_data.as_deref())),
-        ("operator", AV::opt_str(c.operator.as_deref())),
-        ("deadline", AV::opt_str(c.deadline.as_deref())),
-        ("moveBy", AV::opt_str(c.move_by.as_deref())),
-        ("version", AV::opt_str(c.version.as_deref())),
-        ("operationId", AV::opt_str(c.operation_id.as_deref())),
-    ])
+    av_rec!(c; "correlationKey": correlation_key, "command": command, "reason": reason,
+            "reviewOutcome": review_outcome, "reviewNote": review_note, "responseData": response_data,
+            "operator": operator, "deadline": deadline, "moveBy": move_by, "version": version,
+            "operationId": operation_id)
 }
 
 pub fn result_av(r: &ActionResult) -> AV<'_> {
-    AV::Rec(vec![
-        ("correlationKey", AV::Str(&r.correlation_key)),
-        ("actionId", AV::Str(&r.action_id)),
-        ("status", AV::Str(r.status.value())),
-        ("error", AV::opt_str(r.error.as_deref())),
-        ("permanent", AV::Bool(r.permanent)),
-        ("at", AV::opt_long(r.at)),
-    ])
+    av_rec!(r; "correlationKey": correlation_key, "actionId": action_id, "status": status, "error": error,
+            "permanent": permanent, "at": at)
 }
 
 pub fn outcome_av(e: &EmitOutcome) -> AV<'_> {
-    AV::Rec(vec![
-        ("outcomeId", AV::Str(&e.outcome_id)),
-        ("correlationKey", AV::Str(&e.correlation_key)),
-        ("definition", AV::Str(&e.definition)),
-        ("tenant", AV::opt_str(e.tenant.as_deref())),
-        ("outcome", AV::Str(e.outcome.value())),
-        ("reason", AV::Str(e.reason.value())),
-        ("responseData", AV::opt_str(e.response_data.as_deref())),
-        ("responseValid", AV::Bool(e.response_valid)),
-        ("validationIssue", AV::opt_str(e.validation_issue.as_deref())),
-        ("reviewOutcome", AV::opt_str(e.review_outcome.as_deref())),
-        ("reviewNote", AV::opt_str(e.review_note.as_deref())),
-        ("remindersSent", AV::Long(e.reminders_sent)),
-        ("escalationLevel", AV::Long(e.escalation_level)),
-        ("parkedAt", AV::Long(e.parked_at)),
-        ("endedAt", AV::Long(e.ended_at)),
-        ("trace", AV::Arr(e.trace.iter().map(|t| AV::Rec(vec![
-            ("at", AV::Long(t.at)), ("event", AV::Str(&t.event)), ("detail", AV::Str(&t.detail)),
-        ])).collect())),
-        ("operator", AV::opt_str(e.operator.as_deref())),
-        ("operatorReason", AV::opt_str(e.operator_reason.as_deref())),
-        ("sendError", AV::opt_str(e.send_error.as_deref())),
-        ("definitionVersion", AV::opt_str(e.definition_version.as_deref())),
-    ])
+    av_rec!(e; "outcomeId": outcome_id, "correlationKey": correlation_key, "definition": definition,
+            "tenant": tenant, "outcome": outcome, "reason": reason, "responseData": response_data,
+            "responseValid": response_valid, "validationIssue": validation_issue,
+            "reviewOutcome": review_outcome, "reviewNote": review_note, "remindersSent": reminders_sent,
+            "escalationLevel": escalation_level, "parkedAt": parked_at, "endedAt": ended_at, "trace": trace,
+            "operator": operator, "operatorReason": operator_reason, "sendError": send_error,
+            "definitionVersion": definition_version)
 }
 
 pub fn action_av(e: &EmitAction) -> AV<'_> {
-    AV::Rec(vec![
-        ("actionId", AV::Str(&e.action_id)),
-        ("correlationKey", AV::Str(&e.correlation_key)),
-        ("definition", AV::Str(&e.definition)),
-        ("tenant", AV::opt_str(e.tenant.as_deref())),
-        ("action", AV::Str(e.action.value())),
-        ("party", AV::opt_str(e.party.as_deref())),
-        ("level", AV::Long(e.level)),
-        ("attempt", AV::Long(e.attempt)),
-        ("payload", AV::opt_str(e.payload.as_deref())),
-        ("at", AV::Long(e.at)),
-        ("sendAttempt", AV::Long(e.send_attempt)),
-        ("idempotencyKey", AV::Str(&e.idempotency_key)),
-    ])
+    av_rec!(e; "actionId": action_id, "correlationKey": correlation_key, "definition": definition,
+            "tenant": tenant, "action": action, "party": party, "level": level, "attempt": attempt,
+            "payload": payload, "at": at, "sendAttempt": send_attempt, "idempotencyKey": idempotency_key)
 }

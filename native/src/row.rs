@@ -9,6 +9,8 @@ pub const MAGIC: &[u8] = b"XR\x02";
 const NONE32: u32 = 0xFFFF_FFFF;
 pub const VERSION_SEPARATOR: char = '\u{1f}';
 
+/// Alike in shape with model.rs's Wait (duplicates lists the pair), deliberately: the
+/// envelope's head, field for field, declared apart from the wait it is taken from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Head {
     pub state: Option<WaitStatus>,

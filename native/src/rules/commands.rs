@@ -1,30 +1,14 @@
 //! streams/core/rules/commands.py, function for function (see `super` for how to read it).
 
-use std::rc::Rc;
-
-#[allow(unused_imports)]
-use crate::json::{pyjson, PyJ};
-use crate::model::*;
-#[allow(unused_imports)]
-use crate::oracle::{add, decline, sub, Stop, R};
-#[allow(unused_imports)]
-use crate::text::{action_id, format_span_ms, format_utc_ms, outcome_id};
-
 use super::*;
 
 // _on_command
 pub(super) fn on_command(slot: S, cmd: &Rc<Command>, ctx: &mut Ctx) -> R<S> {
-    let s = match &slot {
-        Some(s) if s.wait.is_some() => s.clone(),
-        _ => return buffer_early_command(slot, cmd, ctx),
+    let Some((s, w)) = parked(&slot) else {
+        return buffer_early_command(slot, cmd, ctx);
     };
-    let w = s.wait.clone().unwrap();
     let new = command_on_wait(&w, cmd, ctx)?;
-    if Rc::ptr_eq(&new, &w) {
-        Ok(slot)
-    } else {
-        Ok(Some(with_slot(&s, |x| x.wait = Some(new))))
-    }
+    Ok(with_wait(slot, &s, &w, new))
 }
 
 // _command_on_wait
@@ -215,9 +199,7 @@ pub(super) fn deliver(w: &W, d: &Definition, ctx: &mut Ctx, cmd: &Command) -> R<
     let reply = Rc::new(Reply { correlation_key: w.key.clone(), response_data: data.clone(), tenant: w.tenant.clone(),
                                 channel: OPERATOR_CHANNEL.into(), reply_id: None, sent_at: None, origin: None });
     if w.status == WaitStatus::Suspended {
-        if w.held.len() >= MAX_HELD_REPLIES {
-            let detail = format!("Expected at most {} replies recorded while suspended, but {} are already recorded", MAX_HELD_REPLIES, w.held.len());
-            ctx.reject(RejectReason::Overflow, detail, None);
+        if ctx.full_while_suspended("replies", w.held.len(), None) {
             return Ok(w.clone());
         }
         let now = ctx.now;

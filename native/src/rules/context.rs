@@ -1,13 +1,5 @@
 //! streams/core/rules/context.py, function for function (see `super` for how to read it).
 
-#[allow(unused_imports)]
-use crate::json::{pyjson, PyJ};
-use crate::model::*;
-#[allow(unused_imports)]
-use crate::oracle::{add, decline, sub, Stop, R};
-#[allow(unused_imports)]
-use crate::text::{action_id, format_span_ms, format_utc_ms, outcome_id};
-
 use super::*;
 
 // _act

@@ -1,15 +1,5 @@
 //! streams/core/rules/early.py, function for function (see `super` for how to read it).
 
-use std::rc::Rc;
-
-#[allow(unused_imports)]
-use crate::json::{pyjson, PyJ};
-use crate::model::*;
-#[allow(unused_imports)]
-use crate::oracle::{add, decline, sub, Stop, R};
-#[allow(unused_imports)]
-use crate::text::{action_id, format_span_ms, format_utc_ms, outcome_id};
-
 use super::*;
 
 pub(super) enum Held {
@@ -57,6 +47,8 @@ pub(super) fn buffer_early(slot: S, reply: &Rc<Reply>, ctx: &mut Ctx) -> R<S> {
             return Ok(slot);
         }
     }
+    // Alike with the commands' overflow below (duplicates lists the pair), deliberately:
+    // each its own rejection text, word for word the Python rule's, which marks it too.
     if early.len() >= MAX_HELD_REPLIES {
         let detail = format!("Expected at most {} early replies for key {}, but {} are already held",
                              MAX_HELD_REPLIES, ctx.repr(&reply.correlation_key)?, early.len());
@@ -67,14 +59,7 @@ pub(super) fn buffer_early(slot: S, reply: &Rc<Reply>, ctx: &mut Ctx) -> R<S> {
     ctx.effects.push(Effect::BufferReply { reply: reply.clone(), received_at: ctx.now, expires_at });
     let seq = ctx.stamp();
     let held = HeldReply { reply: reply.clone(), received_at: ctx.now, by_operator: false, seq, operator: None, reason: None };
-    let timer = early_timer(&slot, expires_at, ctx);
-    let g = ctx.generation;
-    let base = slot.map(|s| (*s).clone()).unwrap_or_else(Slot::empty);
-    Ok(Some(with_slot(&base, |s| {
-        s.early_replies.push(held);
-        s.early_timer = Some(timer);
-        s.next_generation = g;
-    })))
+    Ok(Some(holding(slot, expires_at, ctx, |s| s.early_replies.push(held))))
 }
 
 // _buffer_early_command
@@ -90,14 +75,20 @@ pub(super) fn buffer_early_command(slot: S, cmd: &Rc<Command>, ctx: &mut Ctx) ->
     ctx.effects.push(Effect::BufferCommand { command: cmd.clone(), received_at: ctx.now, expires_at });
     let seq = ctx.stamp();
     let h = HeldCommand { command: cmd.clone(), received_at: ctx.now, seq };
+    Ok(Some(holding(slot, expires_at, ctx, |s| s.early_commands.push(h))))
+}
+
+/// The `replace(slot or Slot(), ..., early_timer=_early_timer(...), next_generation=ctx.generation)`
+/// both `_buffer_early*` end with: the slot (or a new one) with the item `hold` adds.
+fn holding(slot: S, expires_at: i64, ctx: &mut Ctx, hold: impl FnOnce(&mut Slot)) -> Rc<Slot> {
     let timer = early_timer(&slot, expires_at, ctx);
     let g = ctx.generation;
     let base = slot.map(|s| (*s).clone()).unwrap_or_else(Slot::empty);
-    Ok(Some(with_slot(&base, |s| {
-        s.early_commands.push(h);
+    with_slot(&base, |s| {
+        hold(s);
         s.early_timer = Some(timer);
         s.next_generation = g;
-    })))
+    })
 }
 
 // _early_timer

@@ -4,8 +4,11 @@
 
 use std::rc::Rc;
 
+// What every rules module uses, imported once: each takes it with `use super::*`.
+use crate::json::{pyjson, PyJ};
 use crate::model::*;
-use crate::oracle::{Oracle, R};
+use crate::oracle::{add, decline, sub, Oracle, Stop, R};
+use crate::text::{action_id, format_span_ms, format_utc_ms, outcome_id};
 
 mod context;
 mod sends;
@@ -68,6 +71,21 @@ fn with_slot(s: &Slot, f: impl FnOnce(&mut Slot)) -> Rc<Slot> {
     Rc::new(new)
 }
 
+/// `slot.wait`, with its slot, where `slot is not None and slot.wait is not None`.
+fn parked(slot: &S) -> Option<(Rc<Slot>, W)> {
+    let s = slot.as_ref()?;
+    Some((s.clone(), s.wait.clone()?))
+}
+
+/// `slot if new is w else replace(slot, wait=new)`, where `w` is the wait `s` holds.
+fn with_wait(slot: S, s: &Slot, w: &W, new: W) -> S {
+    if Rc::ptr_eq(&new, w) {
+        slot
+    } else {
+        Some(with_slot(s, |x| x.wait = Some(new)))
+    }
+}
+
 pub fn split_correlation_key(key: &str) -> (&str, Option<&str>) {
     match key.find(PARTY_SEPARATOR) {
         Some(i) => (&key[..i], Some(&key[i + 1..])),
@@ -95,6 +113,19 @@ impl<'a, 'py> Ctx<'a, 'py> {
             (None, None)
         };
         self.effects.push(Effect::Reject { reason, detail, reply, command, result });
+    }
+
+    /// Rule 9's limit on what a suspended wait records: with `held` of them (`what`:
+    /// "replies", "results") already recorded, true when there is no room, the record
+    /// then rejected as an overflow.
+    fn full_while_suspended(&mut self, what: &str, held: usize, about: Option<Rc<Reply>>) -> bool {
+        if held < MAX_HELD_REPLIES {
+            return false;
+        }
+        let detail = format!("Expected at most {} {} recorded while suspended, but {} are already recorded",
+                             MAX_HELD_REPLIES, what, held);
+        self.reject(RejectReason::Overflow, detail, about);
+        true
     }
 
     fn definition_of(&self, w: &Wait) -> R<Option<Rc<Definition>>> {

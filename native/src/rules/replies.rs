@@ -1,24 +1,12 @@
 //! streams/core/rules/replies.py, function for function (see `super` for how to read it).
 
-use std::rc::Rc;
-
-#[allow(unused_imports)]
-use crate::json::{pyjson, PyJ};
-use crate::model::*;
-#[allow(unused_imports)]
-use crate::oracle::{add, decline, sub, Stop, R};
-#[allow(unused_imports)]
-use crate::text::{action_id, format_span_ms, format_utc_ms, outcome_id};
-
 use super::*;
 
 // _on_reply_record
 pub(super) fn on_reply_record(slot: S, reply: &Rc<Reply>, ctx: &mut Ctx) -> R<S> {
-    let s = match &slot {
-        Some(s) if s.wait.is_some() => s.clone(),
-        _ => return buffer_early(slot, reply, ctx),
+    let Some((s, w)) = parked(&slot) else {
+        return buffer_early(slot, reply, ctx);
     };
-    let w = s.wait.clone().unwrap();
     let d = match ctx.definition_of(&w)? {
         Some(d) => d,
         None => {
@@ -28,11 +16,7 @@ pub(super) fn on_reply_record(slot: S, reply: &Rc<Reply>, ctx: &mut Ctx) -> R<S>
         }
     };
     let new = on_reply(&w, reply, &d, ctx, false)?;
-    if Rc::ptr_eq(&new, &w) {
-        Ok(slot)
-    } else {
-        Ok(Some(with_slot(&s, |x| x.wait = Some(new))))
-    }
+    Ok(with_wait(slot, &s, &w, new))
 }
 
 // _on_reply
@@ -77,9 +61,7 @@ pub(super) fn on_reply(w: &W, reply: &Rc<Reply>, d: &Definition, ctx: &mut Ctx, 
         return Ok(w.clone());
     }
     if w.status == WaitStatus::Suspended {
-        if w.held.len() >= MAX_HELD_REPLIES {
-            let detail = format!("Expected at most {} replies recorded while suspended, but {} are already recorded", MAX_HELD_REPLIES, w.held.len());
-            ctx.reject(RejectReason::Overflow, detail, about);
+        if ctx.full_while_suspended("replies", w.held.len(), about) {
             return Ok(w.clone());
         }
         let w = remember_reply_id(w, reply);

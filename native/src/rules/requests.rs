@@ -1,15 +1,5 @@
 //! streams/core/rules/requests.py, function for function (see `super` for how to read it).
 
-use std::rc::Rc;
-
-#[allow(unused_imports)]
-use crate::json::{pyjson, PyJ};
-use crate::model::*;
-#[allow(unused_imports)]
-use crate::oracle::{add, decline, sub, Stop, R};
-#[allow(unused_imports)]
-use crate::text::{action_id, format_span_ms, format_utc_ms, outcome_id};
-
 use super::*;
 
 // _on_start
@@ -108,16 +98,12 @@ pub(super) fn apply_early(wait: &W, d: &Definition, held_by: &Slot, ctx: &mut Ct
         let at = held.received_at().max(wait.parked_at);
         slot = catch_up_slot(slot, at, ctx)?;
         ctx.now = at;
-        let current = match &slot {
-            Some(s) if s.wait.is_some() => s.clone(),
-            _ => {
-                let detail = format!("Expected the wait {} to be kept when the {} was appended, but it had ended and its retention had passed",
-                                     ctx.repr(&wait.key)?, held.what());
-                refuse_held(held, ctx, detail, true);
-                continue;
-            }
+        let Some((current, w)) = parked(&slot) else {
+            let detail = format!("Expected the wait {} to be kept when the {} was appended, but it had ended and its retention had passed",
+                                 ctx.repr(&wait.key)?, held.what());
+            refuse_held(held, ctx, detail, true);
+            continue;
         };
-        let w = current.wait.clone().unwrap();
         let decided = match held {
             Held::Reply(h) => on_reply(&w, &h.reply, d, ctx, true)?,
             Held::Command(h) => {

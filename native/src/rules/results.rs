@@ -1,36 +1,18 @@
 //! streams/core/rules/results.py, function for function (see `super` for how to read it).
 
-use std::rc::Rc;
-
-#[allow(unused_imports)]
-use crate::json::{pyjson, PyJ};
-use crate::model::*;
-#[allow(unused_imports)]
-use crate::oracle::{add, decline, sub, Stop, R};
-#[allow(unused_imports)]
-use crate::text::{action_id, format_span_ms, format_utc_ms, outcome_id};
-
 use super::*;
 
 // _on_result_record
 pub(super) fn on_result_record(slot: S, res: &Rc<ActionResult>, ctx: &mut Ctx) -> R<S> {
-    let s = match &slot {
-        Some(s) if s.wait.is_some() => s.clone(),
-        _ => {
-            let key = split_correlation_key(&res.correlation_key).0.to_string();
-            let detail = format!("Expected a wait under key {} for the result of action {}, but there is none",
-                                 ctx.repr(&key)?, ctx.repr(&res.action_id)?);
-            ctx.reject(RejectReason::Unmatched, detail, None);
-            return Ok(slot);
-        }
+    let Some((s, w)) = parked(&slot) else {
+        let key = split_correlation_key(&res.correlation_key).0.to_string();
+        let detail = format!("Expected a wait under key {} for the result of action {}, but there is none",
+                             ctx.repr(&key)?, ctx.repr(&res.action_id)?);
+        ctx.reject(RejectReason::Unmatched, detail, None);
+        return Ok(slot);
     };
-    let w = s.wait.clone().unwrap();
     let new = on_result(&w, res, ctx)?;
-    if Rc::ptr_eq(&new, &w) {
-        Ok(slot)
-    } else {
-        Ok(Some(with_slot(&s, |x| x.wait = Some(new))))
-    }
+    Ok(with_wait(slot, &s, &w, new))
 }
 
 // _on_result
@@ -42,9 +24,7 @@ pub(super) fn on_result(w: &W, res: &Rc<ActionResult>, ctx: &mut Ctx) -> R<W> {
         return Ok(w.clone());
     }
     if w.status == WaitStatus::Suspended {
-        if w.held_results.len() >= MAX_HELD_REPLIES {
-            let detail = format!("Expected at most {} results recorded while suspended, but {} are already recorded", MAX_HELD_REPLIES, w.held_results.len());
-            ctx.reject(RejectReason::Overflow, detail, None);
+        if ctx.full_while_suspended("results", w.held_results.len(), None) {
             return Ok(w.clone());
         }
         let now = ctx.now;

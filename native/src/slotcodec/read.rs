@@ -45,6 +45,25 @@ fn arr(j: &J) -> R<&Vec<J>> {
     }
 }
 
+/// An array of at least `min` items (a stored tuple whose trailing defaults may be left
+/// out); `what` is the decline where it is shorter.
+fn at_least<'j>(j: &'j J, min: usize, what: &'static str) -> R<&'j [J]> {
+    let a = arr(j)?;
+    if a.len() < min {
+        return decline(what);
+    }
+    Ok(a)
+}
+
+/// An array of exactly `len` items; `what` is the decline where it is not.
+fn exactly<'j>(j: &'j J, len: usize, what: &'static str) -> R<&'j [J]> {
+    let a = arr(j)?;
+    if a.len() != len {
+        return decline(what);
+    }
+    Ok(a)
+}
+
 fn strings(j: &J) -> R<Vec<String>> {
     arr(j)?.iter().map(string).collect()
 }
@@ -57,10 +76,7 @@ fn boolean(j: &J) -> R<bool> {
 }
 
 fn dec_timer(j: &J) -> R<ArmedTimer> {
-    let a = arr(j)?;
-    if a.len() < 3 {
-        return decline("timer");
-    }
+    let a = at_least(j, 3, "timer")?;
     Ok(ArmedTimer { kind: kind_back(&string(&a[0])?)?, due_at: int(&a[1])?, generation: int(&a[2])? })
 }
 
@@ -86,10 +102,7 @@ pub(super) fn render_form(form: i64, text: &str) -> R<Vec<u8>> {
 
 fn get_origin(raw: &J, data: Option<&str>) -> R<Option<Origin>> {
     if let Some(os) = raw.get("os") {
-        let a = arr(os)?;
-        if a.len() != 6 {
-            return decline("origin");
-        }
+        let a = exactly(os, 6, "origin")?;
         let before = b64decode(&string(&a[3])?).ok_or(crate::oracle::Stop::Decline("b64"))?;
         let after = b64decode(&string(&a[4])?).ok_or(crate::oracle::Stop::Decline("b64"))?;
         let mut value = before;
@@ -98,10 +111,7 @@ fn get_origin(raw: &J, data: Option<&str>) -> R<Option<Origin>> {
         return Ok(Some(Origin { topic: string(&a[0])?, partition: int(&a[1])?, offset: int(&a[2])?, value: value.into() }));
     }
     if let Some(og) = raw.get("og") {
-        let a = arr(og)?;
-        if a.len() != 4 {
-            return decline("origin");
-        }
+        let a = exactly(og, 4, "origin")?;
         let value = b64decode(&string(&a[3])?).ok_or(crate::oracle::Stop::Decline("b64"))?;
         return Ok(Some(Origin { topic: string(&a[0])?, partition: int(&a[1])?, offset: int(&a[2])?, value: value.into() }));
     }
@@ -167,10 +177,7 @@ fn dec_result(raw: &J) -> R<ActionResult> {
 }
 
 fn dec_held(j: &J) -> R<HeldReply> {
-    let a = arr(j)?;
-    if a.len() < 2 {
-        return decline("held");
-    }
+    let a = at_least(j, 2, "held")?;
     let empty = J::Obj(vec![]);
     let who = if a.len() > 4 { &a[4] } else { &empty };
     if !matches!(who, J::Obj(_)) {
@@ -191,11 +198,8 @@ fn dec_held(j: &J) -> R<HeldReply> {
 }
 
 fn dec_send(j: &J) -> R<Send> {
-    let a = arr(j)?;
+    let a = at_least(j, 4, "send")?;
     let n = a.len();
-    if n < 4 {
-        return decline("send");
-    }
     Ok(Send {
         kind: send_kind_back(&string(&a[0])?)?,
         stage: int(&a[1])?,
@@ -212,10 +216,7 @@ fn dec_send(j: &J) -> R<Send> {
 fn dec_suspension(raw: &J) -> R<Suspension> {
     let mut remaining = Vec::new();
     for item in arr(raw.get("m").ok_or(crate::oracle::Stop::Decline("suspension"))?)? {
-        let pair = arr(item)?;
-        if pair.len() != 2 {
-            return decline("remaining");
-        }
+        let pair = exactly(item, 2, "remaining")?;
         remaining.push((kind_back(&string(&pair[0])?)?, int(&pair[1])?));
     }
     Ok(Suspension {
@@ -225,6 +226,25 @@ fn dec_suspension(raw: &J) -> R<Suspension> {
             .ok_or(crate::oracle::Stop::Decline("resume_to"))?,
         remaining,
         operator: opt_string(raw.get("o"))?,
+    })
+}
+
+fn dec_trace_entry(j: &J) -> R<TraceEntry> {
+    let e = exactly(j, 3, "trace entry")?;
+    Ok(TraceEntry { at: int(&e[0])?, event: string(&e[1])?, detail: string(&e[2])? })
+}
+
+fn dec_held_result(j: &J) -> R<HeldResult> {
+    let h = exactly(j, 2, "held result")?;
+    Ok(HeldResult { result: Rc::new(dec_result(&h[0])?), received_at: int(&h[1])? })
+}
+
+fn dec_held_command(j: &J) -> R<HeldCommand> {
+    let h = at_least(j, 2, "held command")?;
+    Ok(HeldCommand {
+        command: Rc::new(dec_command(&h[0])?),
+        received_at: int(&h[1])?,
+        seq: if h.len() > 2 { int(&h[2])? } else { 0 },
     })
 }
 
@@ -275,33 +295,13 @@ fn dec_wait(raw: &J) -> R<Wait> {
             },
             "ea" => w.ended_at = opt_int(Some(v))?,
             "ri" => w.reply_ids = strings(v)?,
-            "tr" => {
-                let mut trace = Vec::new();
-                for e in arr(v)? {
-                    let e = arr(e)?;
-                    if e.len() != 3 {
-                        return decline("trace entry");
-                    }
-                    trace.push(TraceEntry { at: int(&e[0])?, event: string(&e[1])?, detail: string(&e[2])? });
-                }
-                w.trace = trace;
-            }
+            "tr" => w.trace = arr(v)?.iter().map(dec_trace_entry).collect::<R<_>>()?,
             "td" => w.trace_dropped = int(v)?,
             "op" => w.operator = opt_string(Some(v))?,
             "or" => w.operator_reason = opt_string(Some(v))?,
             "pd" => w.payload_dropped = boolean(v)?,
             "sd" => w.sends = arr(v)?.iter().map(dec_send).collect::<R<_>>()?,
-            "hr" => {
-                let mut held = Vec::new();
-                for h in arr(v)? {
-                    let h = arr(h)?;
-                    if h.len() != 2 {
-                        return decline("held result");
-                    }
-                    held.push(HeldResult { result: Rc::new(dec_result(&h[0])?), received_at: int(&h[1])? });
-                }
-                w.held_results = held;
-            }
+            "hr" => w.held_results = arr(v)?.iter().map(dec_held_result).collect::<R<_>>()?,
             "se" => w.send_error = opt_string(Some(v))?,
             "dv" => w.definition_version = opt_string(Some(v))?,
             _ => return decline("unknown wait key"),
@@ -334,17 +334,7 @@ pub fn decode_slot(data: &[u8]) -> R<Slot> {
         s.traceparent = Some(tp.clone());
     }
     if let Some(ec) = raw.get("ec") {
-        for h in arr(ec)? {
-            let h = arr(h)?;
-            if h.len() < 2 {
-                return decline("held command");
-            }
-            s.early_commands.push(HeldCommand {
-                command: Rc::new(dec_command(&h[0])?),
-                received_at: int(&h[1])?,
-                seq: if h.len() > 2 { int(&h[2])? } else { 0 },
-            });
-        }
+        s.early_commands = arr(ec)?.iter().map(dec_held_command).collect::<R<_>>()?;
     }
     Ok(s)
 }
