@@ -40,8 +40,7 @@ from typing import Any
 from streams.core.definition import WaitDefinition, definition_for
 from streams.core.durations import parse_duration_ms, parse_signed_duration_ms
 
-# Every effect, as receipts.py imports them too (duplicates lists the pair),
-# deliberately: _effect below builds each kind the native rules return.
+# Every effect: _effect below builds each kind the native rules return.
 from streams.core.effects import (
     ActionKind,
     ArmTimer,

@@ -28,23 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from streams.core import effects as fx
 from streams.core.definition import WaitDefinition
-from streams.core.effects import (
-    ActionKind,
-    ArmTimer,
-    BufferEarlyCommand,
-    BufferEarlyReply,
-    DisarmTimer,
-    Discard,
-    DiscardReason,
-    Effect,
-    EmitAction,
-    EmitOutcome,
-    OutcomeReason,
-    Purge,
-    Reject,
-    RejectReason,
-)
 from streams.core.events import (
     ActionResult,
     Command,
@@ -109,14 +94,14 @@ COMMAND_VERDICTS = frozenset({Verdict.APPLIED, Verdict.HELD, Verdict.UNCHANGED,
                               Verdict.REFUSED})
 
 _REJECTED_AS = {
-    RejectReason.LATE: Verdict.LATE,
-    RejectReason.DUPLICATE: Verdict.DUPLICATE,
-    RejectReason.TENANT_MISMATCH: Verdict.TENANT_MISMATCH,
+    fx.RejectReason.LATE: Verdict.LATE,
+    fx.RejectReason.DUPLICATE: Verdict.DUPLICATE,
+    fx.RejectReason.TENANT_MISMATCH: Verdict.TENANT_MISMATCH,
 }
-_UNCHANGED = frozenset({DiscardReason.ALREADY_SUSPENDED, DiscardReason.NOT_SUSPENDED,
-                        DiscardReason.SAME_VERSION, DiscardReason.DUPLICATE_RESULT,
-                        DiscardReason.STALE_RESULT})
-_BOOKKEEPING = (ArmTimer, DisarmTimer, Purge)
+_UNCHANGED = frozenset({fx.DiscardReason.ALREADY_SUSPENDED, fx.DiscardReason.NOT_SUSPENDED,
+                        fx.DiscardReason.SAME_VERSION, fx.DiscardReason.DUPLICATE_RESULT,
+                        fx.DiscardReason.STALE_RESULT})
+_BOOKKEEPING = (fx.ArmTimer, fx.DisarmTimer, fx.Purge)
 
 
 # Alike in shape with other records (definition.py's Stage, events.py's Command; the
@@ -147,7 +132,7 @@ class Receipt:
 
 def own_effects(slot: Slot | None, decision: Decision, now_ms: int,
                 definitions: Mapping[str, WaitDefinition]
-                ) -> tuple[tuple[Effect, ...], Wait | None]:
+                ) -> tuple[tuple[fx.Effect, ...], Wait | None]:
     """The effects of ``decision`` that are its input's own (see the module docstring),
     and the wait as the passing of time alone left it by ``now_ms`` (what the input met)."""
     plain = tuple(e for e in decision.effects if not isinstance(e, _BOOKKEEPING))
@@ -165,19 +150,19 @@ def receipt_for(slot: Slot | None, event: Reply | Command | StartWait | ActionRe
     (``decide(slot, event, now_ms, definitions)``)."""
     own, met = own_effects(slot, decision, now_ms, definitions)
     after = decision.slot.wait if decision.slot is not None else None
-    refused = next((e for e in own if isinstance(e, Reject) and e.reply is None
+    refused = next((e for e in own if isinstance(e, fx.Reject) and e.reply is None
                     and e.command is None and e.result is None), None)
     if refused is not None:
         verdict = (_REJECTED_AS.get(refused.reason, Verdict.REJECTED)
                    if isinstance(event, Reply) else Verdict.REFUSED)
-        ended = (met.ended_at if refused.reason is RejectReason.LATE and met is not None
+        ended = (met.ended_at if refused.reason is fx.RejectReason.LATE and met is not None
                  and met.status is WaitStatus.DONE else None)
         return Receipt(verdict, now_ms, refused.reason.value, refused.detail, ended_at=ended)
     if isinstance(event, Reply):
         return _reply(event, own, met, after, now_ms)
     if isinstance(event, Command):
         return _command(event, own, met, after, now_ms)
-    unchanged = next((e for e in own if isinstance(e, Discard) and e.reason in _UNCHANGED),
+    unchanged = next((e for e in own if isinstance(e, fx.Discard) and e.reason in _UNCHANGED),
                      None)
     if unchanged is not None:
         return Receipt(Verdict.UNCHANGED, now_ms, unchanged.reason.value, unchanged.detail)
@@ -190,26 +175,26 @@ def refusal(about_reply: bool, reason: str, detail: str, now_ms: int) -> Receipt
     return Receipt(Verdict.REJECTED if about_reply else Verdict.REFUSED, now_ms, reason, detail)
 
 
-def _reply(reply: Reply, own: tuple[Effect, ...], met: Wait | None, after: Wait | None,
+def _reply(reply: Reply, own: tuple[fx.Effect, ...], met: Wait | None, after: Wait | None,
            now_ms: int) -> Receipt:
     for e in own:
-        if isinstance(e, BufferEarlyReply):
+        if isinstance(e, fx.BufferEarlyReply):
             return Receipt(Verdict.HELD, now_ms, held_until=e.expires_at,
                            detail="Held until its request arrives: no wait has the key yet")
-    outcome = next((e for e in own if isinstance(e, EmitOutcome)), None)
+    outcome = next((e for e in own if isinstance(e, fx.EmitOutcome)), None)
     issue = after.validation_issue if after is not None else None
     if outcome is not None:
-        if outcome.reason is OutcomeReason.INVALID_REPLY_ESCALATED:
+        if outcome.reason is fx.OutcomeReason.INVALID_REPLY_ESCALATED:
             return _with_outcome(Receipt(Verdict.ESCALATED, now_ms, validation_issue=issue,
                                          detail=issue), outcome)
         return _with_outcome(Receipt(Verdict.WON, now_ms,
                                      party=split_correlation_key(reply.correlation_key)[1]),
                              outcome)
     for e in own:
-        if isinstance(e, EmitAction) and e.action is ActionKind.REVIEW_NEEDED:
+        if isinstance(e, fx.EmitAction) and e.action is fx.ActionKind.REVIEW_NEEDED:
             return Receipt(Verdict.IN_REVIEW, now_ms, validation_issue=issue, detail=issue,
                            action_id=e.action_id)
-        if isinstance(e, EmitAction) and e.action is ActionKind.RUN_ESCALATION:
+        if isinstance(e, fx.EmitAction) and e.action is fx.ActionKind.RUN_ESCALATION:
             return Receipt(Verdict.ESCALATED, now_ms, validation_issue=issue, detail=issue,
                            action_id=e.action_id)
     if met is not None and met.status is WaitStatus.SUSPENDED:
@@ -223,13 +208,13 @@ def _reply(reply: Reply, own: tuple[Effect, ...], met: Wait | None, after: Wait 
 
 # Alike in shape with _reply (duplicates lists the pair), deliberately: each kind of
 # input its own verdicts; only being held before its request reads the same.
-def _command(cmd: Command, own: tuple[Effect, ...], met: Wait | None, after: Wait | None,
+def _command(cmd: Command, own: tuple[fx.Effect, ...], met: Wait | None, after: Wait | None,
              now_ms: int) -> Receipt:
     for e in own:
-        if isinstance(e, BufferEarlyCommand):
+        if isinstance(e, fx.BufferEarlyCommand):
             return Receipt(Verdict.HELD, now_ms, held_until=e.expires_at,
                            detail="Held until its request arrives: no wait has the key yet")
-        if isinstance(e, Discard) and e.reason in _UNCHANGED:
+        if isinstance(e, fx.Discard) and e.reason in _UNCHANGED:
             return Receipt(Verdict.UNCHANGED, now_ms, e.reason.value, e.detail)
     if (cmd.command is CommandKind.DELIVER and met is not None
             and met.status is WaitStatus.SUSPENDED):
@@ -238,18 +223,18 @@ def _command(cmd: Command, own: tuple[Effect, ...], met: Wait | None, after: Wai
     return _applied(own, after, now_ms)
 
 
-def _applied(own: tuple[Effect, ...], after: Wait | None, now_ms: int) -> Receipt:
+def _applied(own: tuple[fx.Effect, ...], after: Wait | None, now_ms: int) -> Receipt:
     receipt = Receipt(Verdict.APPLIED, now_ms, detail=_last_trace(after))
     for e in own:
-        if isinstance(e, EmitAction) and e.action is ActionKind.REVIEW_NEEDED:
+        if isinstance(e, fx.EmitAction) and e.action is fx.ActionKind.REVIEW_NEEDED:
             issue = after.validation_issue if after is not None else None
             return Receipt(Verdict.APPLIED, now_ms, detail=_last_trace(after),
                            validation_issue=issue, action_id=e.action_id)
-    outcome = next((e for e in own if isinstance(e, EmitOutcome)), None)
+    outcome = next((e for e in own if isinstance(e, fx.EmitOutcome)), None)
     return receipt if outcome is None else _with_outcome(receipt, outcome)
 
 
-def _with_outcome(receipt: Receipt, outcome: EmitOutcome) -> Receipt:
+def _with_outcome(receipt: Receipt, outcome: fx.EmitOutcome) -> Receipt:
     return Receipt(receipt.verdict, receipt.decided_at, receipt.reason, receipt.detail,
                    receipt.held_until, outcome.outcome.value, outcome.reason.value,
                    outcome.outcome_id, receipt.party, outcome.ended_at,
