@@ -119,6 +119,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -165,6 +166,29 @@ class Committed:
 
 
 ProducerFactory = Callable[[dict[str, Any]], Any]
+
+
+def _await_a_broker(producer: Any, topic: str, timeout_s: float) -> None:
+    """Return once the producer is connected to a broker it learned of, or after `timeout_s`.
+
+    A librdkafka producer asked to `init_transactions` before it holds such a
+    connection (its first answer comes from the bootstrap address) finds no
+    coordinator and asks again 500 ms later: five of eight producers made
+    together for a takeover took 0.51 s to initialise, three 0.05 s (the
+    takeover's fence step, at every start).  A metadata answer that names its
+    broker (`orig_broker_id` 0 or above, where a bootstrap connection says -1)
+    shows the connection is up: waited for that way, all eight took 0.07 s.
+    Only a head start: a broker that does not answer is `init_transactions`'s
+    to wait for, as before.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if producer.list_topics(topic, timeout=timeout_s).orig_broker_id >= 0:
+                return
+        except KafkaException:
+            return
+        time.sleep(0.01)
 
 
 class _Transactions:
@@ -228,6 +252,7 @@ class _Transactions:
         self.steps.begin()
         try:
             producer = self._make_producer(conf)
+            _await_a_broker(producer, self._changelog, self.steps.tuning.metadata_timeout_s)
             producer.init_transactions(self.steps.tuning.transaction_timeout_s)
         except KafkaException as exc:
             raise CommitFailed(f"cannot start the transactional producer "

@@ -270,13 +270,17 @@ class ChangelogReader:
     def _apply_commands(self, consumer: Consumer, wait: float = 0.0) -> None:
         """Carry out the loop's commands in the order given; with `wait`, wait that long
         for the first (nothing is being read)."""
+        commands: list[tuple[str, int, Any]] = []
         while True:
             try:
-                what, p, arg = (self._commands.get(timeout=wait) if wait
+                commands.append(self._commands.get(timeout=wait) if wait
                                 else self._commands.get_nowait())
             except queue.Empty:
-                return
+                break
             wait = 0.0
+        marks = self._watermarks({p for what, p, _ in commands if what != "release"},
+                                 consumer)
+        for what, p, arg in commands:
             if what == "release":
                 _, future = arg
                 self._release(consumer, p, future)
@@ -285,18 +289,42 @@ class ChangelogReader:
                 self._release(consumer, p, None)
             target, future = arg if what == "restore" else (None, None)
             try:
-                self._assign(consumer, p, target, future)
+                self._assign(consumer, p, target, future, marks.get(p))
             except Exception as exc:  # noqa: BLE001 - the caller decides (the worker stops)
                 if future is None:
                     raise
                 self._resolve(future, RestoreFailed(f"{self.topic}[{p}]: {exc}"))
 
+    def _watermarks(self, partitions: set[int], consumer: Consumer
+                    ) -> dict[int, tuple[int, int] | RestoreFailed]:
+        """The watermarks of partitions about to be assigned, asked before any of them is.
+
+        Once the consumer fetches, a question waits at the broker behind the fetch
+        in flight on the same connection (up to its fetch.wait.max.ms): asked
+        partition by partition between assignments, eight partitions took 0.1 s
+        each, 0.8 s of every restart.  A failure is the partition's, raised by
+        `_assign` when its turn comes.
+        """
+        marks: dict[int, tuple[int, int] | RestoreFailed] = {}
+        for p in sorted(partitions):
+            try:
+                marks[p] = watermarks(consumer, TopicPartition(self.topic, p), self._tuning,
+                                      self._stop, self._retrying)
+            except RestoreFailed as exc:
+                marks[p] = exc
+        return marks
+
     def _assign(self, consumer: Consumer, p: int, target: int | None,
-                done: asyncio.Future[Restored] | None) -> None:
+                done: asyncio.Future[Restored] | None,
+                marks: tuple[int, int] | RestoreFailed | None = None) -> None:
+        """Start reading partition `p` (`marks`: its watermarks, or the failure to get
+        them, if already asked)."""
+        if isinstance(marks, RestoreFailed):
+            raise marks
         state = self.stores.open(p)
         last = state.changelog_offset()
-        low, high = watermarks(consumer, TopicPartition(self.topic, p), self._tuning,
-                               self._stop, self._retrying)
+        low, high = marks if marks is not None else watermarks(
+            consumer, TopicPartition(self.topic, p), self._tuning, self._stop, self._retrying)
         topic_id = self._changelog_id()
         known = state.get(CHANGELOG_ID_KEY)
         other = known is not None and topic_id is not None and known.decode() != topic_id

@@ -20,6 +20,7 @@ import asyncio
 import threading
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -43,6 +44,9 @@ class FakeProducer:
 
     def __init__(self, conf: dict[str, Any]) -> None:
         self.transactional_id = conf["transactional.id"]
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return SimpleNamespace(orig_broker_id=1)  # a connected producer's answer
 
     def init_transactions(self, timeout: float) -> None:
         FakeProducer.entered.append(self.transactional_id)
@@ -80,6 +84,39 @@ def test_a_revocation_waits_for_the_ids_a_cancelled_takeover_was_taking() -> Non
     asyncio.run(scenario())
 
 
+class _ConnectingProducer:
+    """A producer whose first metadata answers come from its bootstrap address (broker
+    id -1), as a librdkafka producer's do before it has connected to a broker it learned."""
+
+    calls: list[str] = []
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.bootstrap_answers = 2
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        _ConnectingProducer.calls.append("metadata")
+        broker = -1 if self.bootstrap_answers else 1
+        self.bootstrap_answers = max(0, self.bootstrap_answers - 1)
+        return SimpleNamespace(orig_broker_id=broker)
+
+    def init_transactions(self, timeout: float) -> None:
+        _ConnectingProducer.calls.append("init")
+
+
+def test_a_partitions_producer_takes_its_transactional_id_once_connected_to_a_broker() -> None:
+    """Asked before, librdkafka finds no coordinator and asks again 500 ms later: the
+    fence step of every takeover took 0.52 s instead of 0.07."""
+    _ConnectingProducer.calls = []
+
+    async def scenario() -> None:
+        committer = ExactlyOnce(_ctx(partitions=1), {}, make_producer=_ConnectingProducer)
+        await committer.assign([0])
+        await committer.close()
+
+    asyncio.run(scenario())
+    assert _ConnectingProducer.calls == ["metadata", "metadata", "metadata", "init"]
+
+
 class _Message:
     def __init__(self, topic: str, partition: int, offset: int) -> None:
         self._where = (topic, partition, offset)
@@ -112,6 +149,9 @@ class ScriptedProducer:
         self.aborts = 0
         self.offset = 0
         ScriptedProducer.made.append(self)
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return SimpleNamespace(orig_broker_id=1)  # a connected producer's answer
 
     def init_transactions(self, timeout: float) -> None:
         return None
