@@ -19,8 +19,12 @@ waits changelog (`<app id>-waits-changelog`) into the partitions' databases
   partition a standby on another worker) is followed for as long as it is
   one, so that taking it over restores only the last few records.
 
-A restore starts from the partition's watermarks, asked again while its
-leader moves (`watermarks`: right after a broker thawed, librdkafka answered
+A restore starts from the partition's watermarks, asked on a consumer of
+their own that never fetches (asked on the reading one, each question waited
+at the broker behind the fetch in flight on its connection, up to its
+fetch.wait.max.ms: eight partitions taken over took 0.1 s each, 0.8 s of
+every restart and standby takeover), and asked again while its leader
+moves (`watermarks`: right after a broker thawed, librdkafka answered
 "Unknown partition" for a moment).
 
 Records are applied in write batches of up to `Tuning.restore_batch` records without the
@@ -178,6 +182,7 @@ class ChangelogReader:
         self.stores = stores
         self._commands: queue.SimpleQueue[tuple[str, int, Any]] = queue.SimpleQueue()
         self._reading: dict[int, _Reading] = {}  # the thread's own
+        self._asker: Consumer | None = None  # the thread's own, for watermarks
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -236,6 +241,7 @@ class ChangelogReader:
     def _run(self) -> None:
         consumer: Consumer | None = None
         try:
+            self._asker = Consumer(self._conf)  # watermark questions only: never assigned
             consumer = Consumer(self._conf)
             while not self._stop.is_set():
                 self._apply_commands(consumer)
@@ -257,6 +263,8 @@ class ChangelogReader:
         finally:
             if consumer is not None:
                 consumer.close()
+            if self._asker is not None:
+                self._asker.close()
 
     def _fail_commands(self, exc: BaseException) -> None:
         while True:
@@ -270,17 +278,13 @@ class ChangelogReader:
     def _apply_commands(self, consumer: Consumer, wait: float = 0.0) -> None:
         """Carry out the loop's commands in the order given; with `wait`, wait that long
         for the first (nothing is being read)."""
-        commands: list[tuple[str, int, Any]] = []
         while True:
             try:
-                commands.append(self._commands.get(timeout=wait) if wait
+                what, p, arg = (self._commands.get(timeout=wait) if wait
                                 else self._commands.get_nowait())
             except queue.Empty:
-                break
+                return
             wait = 0.0
-        marks = self._watermarks({p for what, p, _ in commands if what != "release"},
-                                 consumer)
-        for what, p, arg in commands:
             if what == "release":
                 _, future = arg
                 self._release(consumer, p, future)
@@ -289,42 +293,19 @@ class ChangelogReader:
                 self._release(consumer, p, None)
             target, future = arg if what == "restore" else (None, None)
             try:
-                self._assign(consumer, p, target, future, marks.get(p))
+                self._assign(consumer, p, target, future)
             except Exception as exc:  # noqa: BLE001 - the caller decides (the worker stops)
                 if future is None:
                     raise
                 self._resolve(future, RestoreFailed(f"{self.topic}[{p}]: {exc}"))
 
-    def _watermarks(self, partitions: set[int], consumer: Consumer
-                    ) -> dict[int, tuple[int, int] | RestoreFailed]:
-        """The watermarks of partitions about to be assigned, asked before any of them is.
-
-        Once the consumer fetches, a question waits at the broker behind the fetch
-        in flight on the same connection (up to its fetch.wait.max.ms): asked
-        partition by partition between assignments, eight partitions took 0.1 s
-        each, 0.8 s of every restart.  A failure is the partition's, raised by
-        `_assign` when its turn comes.
-        """
-        marks: dict[int, tuple[int, int] | RestoreFailed] = {}
-        for p in sorted(partitions):
-            try:
-                marks[p] = watermarks(consumer, TopicPartition(self.topic, p), self._tuning,
-                                      self._stop, self._retrying)
-            except RestoreFailed as exc:
-                marks[p] = exc
-        return marks
-
     def _assign(self, consumer: Consumer, p: int, target: int | None,
-                done: asyncio.Future[Restored] | None,
-                marks: tuple[int, int] | RestoreFailed | None = None) -> None:
-        """Start reading partition `p` (`marks`: its watermarks, or the failure to get
-        them, if already asked)."""
-        if isinstance(marks, RestoreFailed):
-            raise marks
+                done: asyncio.Future[Restored] | None) -> None:
         state = self.stores.open(p)
         last = state.changelog_offset()
-        low, high = marks if marks is not None else watermarks(
-            consumer, TopicPartition(self.topic, p), self._tuning, self._stop, self._retrying)
+        assert self._asker is not None  # noqa: S101 - made first by _run
+        low, high = watermarks(self._asker, TopicPartition(self.topic, p), self._tuning,
+                               self._stop, self._retrying)
         topic_id = self._changelog_id()
         known = state.get(CHANGELOG_ID_KEY)
         other = known is not None and topic_id is not None and known.decode() != topic_id

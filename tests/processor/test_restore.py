@@ -11,7 +11,6 @@ partition (a broker just thawed).
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -277,31 +276,26 @@ def test_a_restore_asks_its_watermarks_again_while_the_partition_is_unknown_and_
 
 
 class _WatchedConsumer(Consumer):
-    """librdkafka's consumer, noting its watermark questions and assignments in order; it
-    starts only once `go` is set, so that a test's commands are all queued by then."""
+    """librdkafka's consumer, noting which of them is asked for watermarks and which is
+    assigned partitions."""
 
-    calls: list[tuple[str, int]] = []
-    go = threading.Event()
-
-    def __init__(self, conf: dict[str, object]) -> None:
-        assert _WatchedConsumer.go.wait(30), "the test never let the reader start"
-        super().__init__(conf)
+    calls: list[tuple[str, int, int]] = []  # (what, consumer, partition)
 
     def get_watermark_offsets(self, partition: TopicPartition, *args: Any,
                               **kwargs: Any) -> Any:
-        _WatchedConsumer.calls.append(("watermarks", partition.partition))
+        _WatchedConsumer.calls.append(("watermarks", id(self), partition.partition))
         return super().get_watermark_offsets(partition, *args, **kwargs)
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
-        _WatchedConsumer.calls.extend(("assign", tp.partition) for tp in partitions)
+        _WatchedConsumer.calls.extend(("assign", id(self), tp.partition) for tp in partitions)
         super().incremental_assign(partitions)
 
 
-def test_partitions_taken_over_together_have_their_watermarks_asked_before_any_is_read(
+def test_watermarks_are_asked_on_a_consumer_that_never_fetches(
     kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once the reader fetches, a watermark question waits at the broker behind the
-    fetch in flight: asked between assignments, a restart's eight took 0.1 s each."""
+    """On the consumer that reads, a watermark question waits at the broker behind the
+    fetch in flight: a restart's eight partitions took 0.1 s each."""
     topic = _topic(kafka_bootstrap, partitions=4)
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     for p in range(4):
@@ -310,23 +304,22 @@ def test_partitions_taken_over_together_have_their_watermarks_asked_before_any_i
     producer.flush(30)
     monkeypatch.setattr(restore, "Consumer", _WatchedConsumer)
     _WatchedConsumer.calls = []
-    _WatchedConsumer.go.clear()
     conf = {"bootstrap.servers": kafka_bootstrap, "group.id": f"{topic}-test"}
     stores = StateStores(tmp_path)
 
     async def run() -> list[Restored]:
         reader = ChangelogReader(conf, topic, stores)
         try:
-            pending = [reader.restore(p, 3) for p in range(4)]
-            _WatchedConsumer.go.set()
-            return list(await asyncio.wait_for(asyncio.gather(*pending), 30))
+            return list(await asyncio.wait_for(asyncio.gather(
+                *(reader.restore(p, 3) for p in range(4))), 30))
         finally:
             reader.stop()
 
     restored = asyncio.run(run())
 
     assert [r.records for r in restored] == [3, 3, 3, 3]
-    kinds = [kind for kind, _ in _WatchedConsumer.calls]
-    first_assign = kinds.index("assign")
-    assert sorted(p for kind, p in _WatchedConsumer.calls[:first_assign]
-                  if kind == "watermarks") == [0, 1, 2, 3], _WatchedConsumer.calls
+    asked = {c for what, c, _ in _WatchedConsumer.calls if what == "watermarks"}
+    reading = {c for what, c, _ in _WatchedConsumer.calls if what == "assign"}
+    assert sorted(p for what, _, p in _WatchedConsumer.calls if what == "watermarks") == [
+        0, 1, 2, 3]
+    assert asked and reading and not asked & reading, _WatchedConsumer.calls
