@@ -33,7 +33,7 @@ from streams.codec import RegistryUnavailable
 from streams.core import TimerKind
 from streams.processor.batch import Batch, decide_batch
 from streams.processor.commit import Committed, Committer
-from streams.processor.context import PartitionStart, WorkerContext
+from streams.processor.context import PartitionStart, Room, WorkerContext
 from streams.processor.model import InputRecord
 from streams.processor.partitions import PartitionBook
 from streams.processor.records import RecordHandler
@@ -48,17 +48,16 @@ from streams.timers.stored import Summary
 log = logging.getLogger(__name__)
 
 
-class Applier:
+class Applier(Room):
     """Stages released records, decides them in batches, commits the batches in order."""
 
     def __init__(self, ctx: WorkerContext, handler: RecordHandler, sequencer: Sequencer,
                  stores: StateStores, committer: Committer, book: PartitionBook,
                  index: DueTimers, clock: StreamClock | None) -> None:
         """`clock`: asked to probe when released records wait for proof (None: never)."""
-        # Alike in shape with intake.py's, stream_clock.py's and takeover.py's (duplicates lists
-        # the pairs), deliberately: each part keeps the collaborators it is given.
-        self.ctx = ctx
-        self.tuning = ctx.tuning
+        super().__init__(ctx)
+        # Alike in shape with takeover.py's (duplicates lists the pair), deliberately: each
+        # room keeps the collaborators it is given.
         self.handler = handler
         self.sequencer = sequencer
         self.stores = stores
@@ -68,7 +67,6 @@ class Applier:
         self.clock = clock
         # Makes each batch's spans (`streams.processor.tracing`); None: none are made.
         self.tracer = ctx.tracer
-        self.counters = ctx.counters
         self.latency = ctx.latency
         # Least seconds between two batches' starts (`run`): the batch linger.
         self.linger = ctx.settings.batch_linger

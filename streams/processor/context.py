@@ -13,6 +13,10 @@ escalations a room cannot handle itself, both set by the worker
 * `lose(partitions)`: another worker owns these partitions now (a commit of
   theirs was fenced, `streams.processor.commit` F5); ownership gives them up.
 
+The intake, the stream clock, the applier and ownership derive from `Room`,
+which keeps the context and the parts of it they read most (the tuning, the
+counters, the topic names by role and the roles by topic name).
+
 Rooms that hold per-partition state implement `Partitioned`: ownership hands
 each a partition it takes over and tells each which partitions it gives up.
 """
@@ -110,6 +114,18 @@ class PartitionStart:
         return self.summary.low
 
 
+class Room:
+    """A room of the worker: the shared context, and the parts of it that its loops read
+    often, kept as its own attributes."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
+        self.tuning = ctx.tuning
+        self.counters = ctx.counters
+        self.topics = dict(ctx.topics)  # role -> topic name
+        self.roles = {name: role for role, name in self.topics.items()}  # topic name -> role
+
+
 class Partitioned(Protocol):
     """A room that holds per-partition state (ownership iterates them)."""
 
@@ -120,5 +136,5 @@ class Partitioned(Protocol):
         """Everything held of these partitions goes (they were given up or lost)."""
 
 
-__all__ = ["Fail", "Failure", "Lose", "Observer", "PartitionStart", "Partitioned",
+__all__ = ["Fail", "Failure", "Lose", "Observer", "PartitionStart", "Partitioned", "Room",
            "WorkerContext", "wall_ms"]

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from streams.processor import flow
-from streams.processor.context import PartitionStart, WorkerContext
+from streams.processor.context import PartitionStart, Room, WorkerContext
 from streams.processor.gaps import GapReader
 from streams.processor.inputs import Gap, InputGate, Verdict
 from streams.processor.model import INPUT_ROLES, InputRecord, Role
@@ -56,20 +56,16 @@ class _GapRead:
     passed: list[tuple[int, int]] = field(default_factory=list)
 
 
-class Intake:
+class Intake(Room):
     """Offers what the reader fetched to the gate; reads gaps and stalls; steers the fetch."""
 
     def __init__(self, ctx: WorkerContext, reader: InputReader, gaps: GapReader,
                  gate: InputGate, sequencer: Sequencer) -> None:
-        self.ctx = ctx
-        self.tuning = ctx.tuning
+        super().__init__(ctx)
         self.reader = reader
         self.gaps = gaps
         self.gate = gate
         self.sequencer = sequencer
-        self.topics = dict(ctx.topics)
-        self.roles = {name: role for role, name in self.topics.items()}
-        self.counters = ctx.counters
         self.paused: set[TP] = set()  # input partitions paused (flow control)
         # Gaps being read, by topic-partition, with the records waiting behind them.
         self._gap_reads: dict[tuple[Role, int], _GapRead] = {}

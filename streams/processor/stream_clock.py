@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from confluent_kafka import KafkaException
 
 from streams.config import REPLICATED_COMMIT_GRACE
-from streams.processor.context import WorkerContext
+from streams.processor.context import Room, WorkerContext
 from streams.processor.gaps import EndOffsets
 from streams.processor.model import INPUT_ROLES
 from streams.processor.partitions import PartitionBook
@@ -59,25 +59,18 @@ def grace_for_replicas(replicas: int) -> int:
     return REPLICATED_GRACE_MS if replicas > 1 else 0
 
 
-class StreamClock:
+class StreamClock(Room):
     """Probes the inputs' end offsets: stream time for quiet partitions (module docstring)."""
 
     def __init__(self, ctx: WorkerContext, sequencer: Sequencer, book: PartitionBook,
                  reader: InputReader, end_offsets: EndOffsets,
                  active: Callable[[], set[int]]) -> None:
-        settings = ctx.settings
-        # Alike in shape with applier.py's and intake.py's (duplicates lists the pairs),
-        # deliberately: each part keeps the collaborators it is given.
-        self.ctx = ctx
-        self.tuning = ctx.tuning
-        self.settings = settings
+        super().__init__(ctx)
+        self.settings = settings = ctx.settings
         self.sequencer = sequencer
         self.book = book
         self.reader = reader
         self.end_offsets = end_offsets
-        self.topics = dict(ctx.topics)
-        self.roles = {name: role for role, name in self.topics.items()}
-        self.counters = ctx.counters
         self.active = active
         self.ends: dict[tuple[str, int], int] = {}  # input end offsets seen by the last probe
         self._probe_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-probe")

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 
 from streams.processor.applier import Applier
 from streams.processor.commit import Committer
-from streams.processor.context import Partitioned, PartitionStart, WorkerContext
+from streams.processor.context import Partitioned, PartitionStart, Room, WorkerContext
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.positions import Positions
 from streams.processor.restore import ChangelogReader, Restored, RestoreFailed
@@ -72,7 +72,7 @@ class _Laps:
         return " ".join(f"{step}:{secs:.2f}" for step, secs in self.seconds.items())
 
 
-class Ownership:
+class Ownership(Room):
     """Takes assigned partitions over (fence, restore, seek) and gives them up."""
 
     def __init__(self, ctx: WorkerContext, stores: StateStores, restorer: ChangelogReader,
@@ -81,16 +81,14 @@ class Ownership:
         """`rooms`: every room holding per-partition state, in the order a partition taken
         over is handed to them (the one that starts reading last); `clock` answers the end
         and earliest offsets a takeover asks."""
-        self.ctx = ctx
+        super().__init__(ctx)
         self.stores = stores
         self.restorer = restorer
         self.committer = committer
         self.applier = applier
         self.clock = clock
         self.rooms = list(rooms)
-        self.topics = dict(ctx.topics)
         self.changelog = ctx.changelog
-        self.counters = ctx.counters
         self.ready = asyncio.Event()  # set while every assigned partition decides
         self.active: set[int] = set()  # deciding
         self.assigned: set[int] = set()  # to decide: active, or being taken over
