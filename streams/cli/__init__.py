@@ -353,6 +353,12 @@ def emit(data: Any, as_json: bool, text: str) -> None:
     print(json.dumps(data, indent=2, sort_keys=True) if as_json else text)
 
 
+def fail_with(code: int, message: str) -> int:
+    """Say why on stderr; `code`, for the command to exit with."""
+    print(message, file=sys.stderr)
+    return code
+
+
 _IMPORTED = time.monotonic()
 
 EXIT_MARGIN_S = 0.4
@@ -469,14 +475,10 @@ def _main(argv: Sequence[str] | None) -> int:
             from streams.cli.status import run_list
 
             return run_list(args, settings)
-    # Alike in shape with cli/bpmn.py's run_import (duplicates lists the pair), deliberately:
-    # each command's own errors, each with its message and exit code.
     except ConfigError as exc:
-        print(f"xwait: configuration error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail_with(EXIT_USAGE, f"xwait: configuration error: {exc}")
     except KafkaUnavailable as exc:
-        print(f"xwait: Kafka unreachable: {exc}", file=sys.stderr)
-        return EXIT_KAFKA
+        return fail_with(EXIT_KAFKA, f"xwait: Kafka unreachable: {exc}")
     except BrokenPipeError:
         # `xwait tail ... | head`: the reader has what it wanted and left.  Stop
         # quietly, as cat does, instead of a traceback (and another at exit,
@@ -488,11 +490,9 @@ def _main(argv: Sequence[str] | None) -> int:
         from streams.codec import RegistryUnavailable  # only on this path: fastavro and all
 
         if isinstance(exc, RegistryUnavailable):
-            print(f"xwait: Schema Registry unreachable: {exc}", file=sys.stderr)
-            return EXIT_KAFKA
+            return fail_with(EXIT_KAFKA, f"xwait: Schema Registry unreachable: {exc}")
         text = exc.explain("--force") if isinstance(exc, NoSuchWait) else str(exc)
-        print(f"xwait: {text}", file=sys.stderr)
-        return _exit_code(exc)
+        return fail_with(_exit_code(exc), f"xwait: {text}")
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE  # pragma: no cover - parser.error exits
 

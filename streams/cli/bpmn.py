@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from streams.bpmn import BpmnError, from_bpmn, to_bpmn
-from streams.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from streams.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail_with
 from streams.config import Settings
 from streams.core.definition import WaitDefinition
 from streams.core.errors import DefinitionError
@@ -47,14 +47,12 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     try:
         definition = _find(args.name, settings)
     except DefinitionError as exc:
-        print(f"xwait: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail_with(EXIT_USAGE, f"xwait: {exc}")
     try:
         text = to_bpmn(definition) if args.bpmn else definition_yaml(
             _mapping(definition), f"exported from {definition.source}")
     except BpmnError as exc:
-        print(f"xwait: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED, f"xwait: {exc}")
     _write(text, args.output)
     return EXIT_OK
 
@@ -64,18 +62,15 @@ def run_import(args: argparse.Namespace, settings: Settings) -> int:
     try:
         raw = from_bpmn(args.file.read_bytes(), source=source)
     except OSError as exc:
-        print(f"xwait: cannot read {source}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail_with(EXIT_USAGE, f"xwait: cannot read {source}: {exc}")
     except BpmnError as exc:
-        print(f"xwait: refused: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED, f"xwait: refused: {exc}")
     if args.name:
         raw["name"] = args.name
     try:
         definition_from_mapping(raw, file=source, default_name=args.file.stem)
     except DefinitionError as exc:
-        print(f"xwait: refused: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED, f"xwait: refused: {exc}")
     _write(definition_yaml(raw, f"imported from {args.file.name}"), args.output)
     return EXIT_OK
 

@@ -36,6 +36,7 @@ from streams.cli import (
     EXIT_KAFKA,
     EXIT_OK,
     EXIT_USAGE,
+    fail_with,
 )
 from streams.cli.status import read_token, waits_table
 from streams.client import UnknownVersion, XwaitClient
@@ -59,16 +60,15 @@ _SINGLE_ONLY = ("dry_run", "operation", "yes")  # flags that mean nothing for on
 
 def run_bulk(args: argparse.Namespace, settings: Settings) -> int:
     if args.key is not None:
-        print(f"xwait {args.command}: give a KEY or --where FILTER, not both", file=sys.stderr)
-        return EXIT_USAGE
+        return fail_with(EXIT_USAGE,
+                         f"xwait {args.command}: give a KEY or --where FILTER, not both")
     if args.where is None:
-        print(f"xwait {args.command}: give the KEY of one wait, or --where FILTER to command "
-              f"every wait it selects (xwait {args.command} --help)", file=sys.stderr)
-        return EXIT_USAGE
+        return fail_with(EXIT_USAGE, f"xwait {args.command}: give the KEY of one wait, or "
+                                     "--where FILTER to command every wait it selects "
+                                     f"(xwait {args.command} --help)")
     if args.force:
-        print(f"xwait {args.command}: --force is for one KEY; --where commands only waits "
-              "a worker listed", file=sys.stderr)
-        return EXIT_USAGE
+        return fail_with(EXIT_USAGE, f"xwait {args.command}: --force is for one KEY; --where "
+                                     "commands only waits a worker listed")
     where = Where.parse(args.where)
     command = BulkCommand(BulkKind(args.command), reason=args.reason, operator=args.operator,
                           version=getattr(args, "version", None),
@@ -83,8 +83,7 @@ def run_bulk(args: argparse.Namespace, settings: Settings) -> int:
             return _dry_run(op, args)
         return _apply(op, args, settings)
     except NotAnswered as exc:
-        print(f"xwait: {exc}", file=sys.stderr)
-        return EXIT_KAFKA
+        return fail_with(EXIT_KAFKA, f"xwait: {exc}")
 
 
 def _about(seconds: float) -> str:
@@ -122,8 +121,7 @@ def _apply(op: Operation, args: argparse.Namespace, settings: Settings) -> int:
     if selection and sys.stdin.isatty() and not args.yes:
         answer = input(f"{args.command} {len(selection)} wait(s)? [y/N] ").strip().lower()
         if answer not in ("y", "yes"):
-            print("xwait: nothing sent", file=sys.stderr)
-            return EXIT_USAGE
+            return fail_with(EXIT_USAGE, "xwait: nothing sent")
     from streams.cli.start import ProgressBar  # tqdm: only when commanding
 
     bar = ProgressBar(sys.stderr, len(selection), label=args.command,

@@ -4,9 +4,8 @@ KEY`, and `xwait report KEY ACTION_ID` for channel adapters."""
 from __future__ import annotations
 
 import argparse
-import sys
 
-from streams.cli import EXIT_OK, EXIT_USAGE, emit
+from streams.cli import EXIT_OK, EXIT_USAGE, emit, fail_with
 from streams.cli.receipt import sent_and_decided
 from streams.cli.reply import json_arg
 from streams.client import Receipt, XwaitClient
@@ -18,8 +17,7 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
 
     refused = refuse_bulk_flags(args)
     if refused is not None:
-        print(f"xwait {args.command}: {refused}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail_with(EXIT_USAGE, f"xwait {args.command}: {refused}")
     command = "REVIEW" if args.command == "review" else args.command.upper()
     topic = settings.topic("commands")
     sent = {"sent": "Command", "command": command, "correlationKey": args.key,
@@ -63,8 +61,7 @@ def _send(client: XwaitClient, args: argparse.Namespace) -> Receipt | None:
 
 def run_report(args: argparse.Namespace, settings: Settings) -> int:
     if args.permanent and args.failed is None:
-        print("xwait report: --permanent goes with --failed ERROR", file=sys.stderr)
-        return EXIT_USAGE
+        return fail_with(EXIT_USAGE, "xwait report: --permanent goes with --failed ERROR")
     with XwaitClient(settings) as client:
         if args.delivered:
             client.report_delivered(args.key, args.action_id)

@@ -14,13 +14,12 @@ workers park new waits on it (the newest of their files).
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import timedelta
 from typing import Any
 
 import isodate
 
-from streams.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_OK, emit
+from streams.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_OK, emit, fail_with
 from streams.client import _console
 from streams.config import Settings
 from streams.core.definition import ReminderPolicy, Stage, WaitDefinition
@@ -84,11 +83,9 @@ def run_definitions(args: argparse.Namespace, settings: Settings) -> int:
     try:
         found = load_definitions(folder)
     except DefinitionError as exc:
-        print(f"xwait: invalid wait definition: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED, f"xwait: invalid wait definition: {exc}")
     if not found:
-        print(f"xwait: no wait definitions (*.yaml) in {folder}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED, f"xwait: no wait definitions (*.yaml) in {folder}")
     rows = [found[name] for name in sorted(found)]
     lines = [f"{'NAME':<24} {'VERSION':<13} {'VARIANT':<15} {'CHANNELS':<22} DEADLINE"] + [
         f"{d.name:<24} {d.version:<13} {d.variant.value:<15} "
@@ -146,32 +143,30 @@ def run_remove(args: argparse.Namespace, settings: Settings) -> int:
     name = args.name
     in_use, note = _in_use(settings)
     if in_use is None:
-        print(f"xwait: cannot count the waits that follow {name!r}: {note}", file=sys.stderr)
-        return EXIT_KAFKA
+        return fail_with(EXIT_KAFKA,
+                         f"xwait: cannot count the waits that follow {name!r}: {note}")
     if not in_use.get("complete", False):
-        print(f"xwait: refused: not every worker answered ({note})", file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED, f"xwait: refused: not every worker answered ({note})")
     mine = [v for v in in_use.get("versions", []) if v["definition"] == name]
     following = {v["version"] or "(none)": v["following"] for v in mine if v["following"]}
     if following:
         total = sum(following.values())
         each = ", ".join(f"version {v}: {n}" for v, n in sorted(following.items()))
-        print(f"xwait: refused: {total} wait{'s' if total != 1 else ''} not yet done still "
-              f"follow {name!r} ({each}); let them end, cancel them, or migrate them "
-              "(`xwait migrate KEY --to VERSION`) to another definition's version first",
-              file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED,
+                         f"xwait: refused: {total} wait{'s' if total != 1 else ''} not yet done "
+                         f"still follow {name!r} ({each}); let them end, cancel them, or migrate "
+                         "them (`xwait migrate KEY --to VERSION`) to another definition's "
+                         "version first")
     loading = [w["worker"] for w in in_use.get("workers", []) if name in w.get("newest", {})]
     if loading:
-        print(f"xwait: refused: {', '.join(loading)} still load {name!r} from their files; "
-              "delete its file from their topology and restart them first", file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED, f"xwait: refused: {', '.join(loading)} still load "
+                                      f"{name!r} from their files; delete its file from their "
+                                      "topology and restart them first")
     store = DefinitionStore(settings)
     versions = sorted(found.version for found in store.read_all().values()
                       if found is not None and found.name == name)
     if not versions:
-        print(f"xwait: no stored version of {name!r} in {store.topic}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED, f"xwait: no stored version of {name!r} in {store.topic}")
     removed = store.remove(name, versions)
     emit({"removed": name, "versions": removed, "topic": store.topic}, args.json,
          f"removed {name}: versions {', '.join(removed)} from {store.topic}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ from streams.cli import (
     EXIT_TENANT_MISMATCH,
     EXIT_UNCHANGED,
     emit,
+    fail_with,
 )
 from streams.client import Receipt, ReceiptTimeout, Verdict
 from streams.core.durations import format_utc_ms
@@ -47,8 +47,7 @@ def sent_and_decided(send: Callable[[], Receipt | None], sent: dict[str, Any], a
     try:
         receipt = send()
     except ReceiptTimeout as exc:
-        print(f"xwait: {exc}", file=sys.stderr)
-        return EXIT_NO_RESULT
+        return fail_with(EXIT_NO_RESULT, f"xwait: {exc}")
     if receipt is None:
         emit(sent, as_json, sent_line)
         return EXIT_OK

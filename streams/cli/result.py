@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from streams import codec
 from streams.cli import (
@@ -20,6 +19,7 @@ from streams.cli import (
     EXIT_NO_RESULT,
     EXIT_OK,
     emit,
+    fail_with,
 )
 from streams.cli.tail import readable
 from streams.client import OutcomeKind, ResultTimeout, XwaitClient
@@ -37,8 +37,7 @@ def run_result(args: argparse.Namespace, settings: Settings) -> int:
         try:
             outcome = client.result(args.key, timeout=args.timeout)
         except ResultTimeout as exc:
-            print(f"xwait: {exc}", file=sys.stderr)
-            return EXIT_NO_RESULT
+            return fail_with(EXIT_NO_RESULT, f"xwait: {exc}")
     record = outcome.to_record()
     emit(readable(codec.RecordType.OUTCOME, record), args.json,
          f"{outcome.outcome.value} ({outcome.reason})  key={outcome.correlation_key}  "

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from streams.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_NO_SUCH_WAIT, EXIT_OK, EXIT_USAGE
+from streams.cli import EXIT_FAILED, EXIT_KAFKA, EXIT_NO_SUCH_WAIT, EXIT_OK, EXIT_USAGE, fail_with
 from streams.client._console import ConsoleUnreachable, get, wait_path
 from streams.config import Settings
 from streams.core.keys import key_problem
@@ -176,8 +176,7 @@ def _show(settings: Settings, path: str, as_json: bool, text: Callable[[Any], st
     try:
         status, body = get(settings.console_url, path, token=read_token(settings))
     except ConsoleUnreachable as exc:
-        print(f"xwait: {exc}", file=sys.stderr)
-        return EXIT_KAFKA
+        return fail_with(EXIT_KAFKA, f"xwait: {exc}")
     if status != 200:
         return _fail(status, body, as_json)
     print(json.dumps(body, indent=2, sort_keys=True) if as_json else text(body))
@@ -187,8 +186,7 @@ def _show(settings: Settings, path: str, as_json: bool, text: Callable[[Any], st
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
     problem = key_problem(args.key.encode("utf-8", "surrogatepass"))
     if problem is not None:  # no wait can have it: no worker is asked
-        print(f"xwait: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail_with(EXIT_USAGE, f"xwait: {problem}")
     return _show(settings, wait_path(args.key), args.json, _status_text)
 
 

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streams import codec
-from streams.cli import EXIT_FAILED, EXIT_OK
+from streams.cli import EXIT_FAILED, EXIT_OK, fail_with
 from streams.client import UndecodableOutput, XwaitConsumer, _console
 from streams.client.results import RESULT_LOOKBACK_MS
 from streams.codec import RecordType, UndecodableRecord
@@ -146,6 +146,5 @@ def run_tail(args: argparse.Namespace, settings: Settings) -> int:
         consumer.close()
     if args.count is not None and seen < args.count:
         within = "" if args.timeout is None else f" within {args.timeout:g} s"
-        print(f"xwait: {seen} of {args.count} {args.kind} records{within}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail_with(EXIT_FAILED, f"xwait: {seen} of {args.count} {args.kind} records{within}")
     return EXIT_FAILED if undecodable else EXIT_OK
