@@ -102,6 +102,19 @@ def _outcomes(stats: dict[str, object], kind: str) -> int:
     return int(counters.get(f"outcomes.{kind}", 0)) if isinstance(counters, dict) else 0
 
 
+def _chaos_topics(cluster: KafkaCluster, folder: Path, partitions: int,
+                  session_timeout: float | None = None) -> tuple[Settings, str]:
+    """A chaos worker's settings on the cluster (three replicas, at least once; the chaos
+    session timeout unless given), its topics created; and its assignment topic."""
+    prefix = unique_prefix("z")
+    base = Settings(bootstrap=cluster.bootstrap, topic_prefix=prefix,
+                    app_id=f"{prefix}-processor", partitions=partitions, replication_factor=3)
+    settings = chaos_settings(base, folder, Guarantee.AT_LEAST_ONCE).with_overrides(
+        session_timeout=session_timeout)
+    topics.create(settings, topics.load_specs(settings))
+    return settings, assignment_topic(settings)
+
+
 def _decide_a_round(settings: Settings, worker: WorkerProcess, replied: int) -> None:
     """Start 2 x WAITS waits, reply to `replied` of them, and wait until each is decided:
     the replies at once, the others at their deadline (6 s)."""
@@ -138,15 +151,9 @@ def _decides_without_asking_the_former_leader(
 def test_a_worker_taking_a_partition_over_after_its_leader_froze_stops_asking_the_former_leader(
     kafka_cluster: KafkaCluster, tmp_path: Path,
 ) -> None:
-    prefix = unique_prefix("z")
-    base = Settings(bootstrap=kafka_cluster.bootstrap, topic_prefix=prefix,
-                    app_id=f"{prefix}-processor", partitions=1, replication_factor=3)
     # The default session timeout (20 s): the freeze below must not expel the members
     # even when the frozen node is also the group's coordinator.
-    settings = chaos_settings(base, tmp_path, Guarantee.AT_LEAST_ONCE).with_overrides(
-        session_timeout=20.0)
-    topics.create(settings, topics.load_specs(settings))
-    assignment = assignment_topic(settings)
+    settings, assignment = _chaos_topics(kafka_cluster, tmp_path, 1, session_timeout=20.0)
 
     w1 = WorkerProcess(settings, tmp_path, name="w1").start(timeout=120)
     w2 = WorkerProcess(settings, tmp_path, name="w2")
@@ -176,17 +183,10 @@ def test_a_worker_taking_a_partition_over_after_its_leader_froze_stops_asking_th
         kafka_cluster.wait_whole()
 
 
-# Begins alike in shape with the test above (duplicates lists the pair), deliberately:
-# each scenario its own cluster settings (1 partition there, 4 here).
 def test_a_worker_expelled_while_its_coordinator_froze_takes_its_partitions_back_at_the_thaw(
     kafka_cluster: KafkaCluster, tmp_path: Path,
 ) -> None:
-    prefix = unique_prefix("z")
-    base = Settings(bootstrap=kafka_cluster.bootstrap, topic_prefix=prefix,
-                    app_id=f"{prefix}-processor", partitions=4, replication_factor=3)
-    settings = chaos_settings(base, tmp_path, Guarantee.AT_LEAST_ONCE)
-    topics.create(settings, topics.load_specs(settings))
-    assignment = assignment_topic(settings)
+    settings, assignment = _chaos_topics(kafka_cluster, tmp_path, 4)
 
     worker = WorkerProcess(settings, tmp_path).start(timeout=120)
     try:
