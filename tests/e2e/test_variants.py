@@ -14,9 +14,9 @@ pytestmark = [
 ]
 
 
-# The tests here are alike in their first lines, with each other and with test_rules.py's
-# (duplicates lists the pairs), deliberately: each scenario states its own given (fixtures,
-# a fresh key, the start, the replies) where it is read.
+# The tests here are alike in their first lines with test_rules.py's (duplicates lists
+# the pair), deliberately: each scenario states its own given (fixtures, a fresh key, the
+# start, the replies) where it is read.
 def _one_outcome(seen: Seen, key: str) -> bool:
     return len(seen.for_key("outcomes", key)) >= 1
 
@@ -27,6 +27,18 @@ def _the_outcome(watcher: Watcher, key: str, what: str,
     seen = watcher.until(lambda s: _one_outcome(s, key), timeout, what)
     [outcome] = seen.for_key("outcomes", key)
     return seen, outcome
+
+
+def _unanswered(client: Client, watcher: Watcher,
+                definition: str) -> tuple[str, Seen, dict[str, Any]]:
+    """A wait started and never answered, once it ended: its key, everything seen then,
+    and its outcome (ESCALATED)."""
+    key = new_key()
+    client.start(key, definition)
+    client.flush()
+    seen, outcome = _the_outcome(watcher, key, "the escalated outcome")
+    assert outcome["outcome"] == "ESCALATED"
+    return key, seen, outcome
 
 
 def test_single_channel_reply_is_received_with_its_data(
@@ -45,16 +57,10 @@ def test_single_channel_reply_is_received_with_its_data(
     assert [a["action"] for a in seen.for_key("actions", key)] == ["SEND_REQUEST"]
 
 
-# Alike in shape, these scenarios and test_rules.py's (duplicates lists the pairs),
-# deliberately: fixtures, a new key, a start; each test reads whole from its top.
 def test_silence_sends_two_reminders_then_escalates_and_ends_escalated(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:
-    key = new_key()
-    client.start(key, "fast-approval")
-    client.flush()
-    seen, outcome = _the_outcome(watcher, key, "the escalated outcome")
-    assert outcome["outcome"] == "ESCALATED"
+    key, seen, outcome = _unanswered(client, watcher, "fast-approval")
     assert outcome["remindersSent"] == 2
     assert outcome["escalationLevel"] == 1
     actions = [a["action"] for a in seen.for_key("actions", key)]
@@ -119,11 +125,7 @@ def test_probe_polls_until_the_result_is_ready(
 def test_probe_without_a_result_is_stopped_by_its_deadline(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:
-    key = new_key()
-    client.start(key, "fast-probe")
-    client.flush()
-    seen, outcome = _the_outcome(watcher, key, "the escalated outcome")
-    assert outcome["outcome"] == "ESCALATED"
+    key, seen, outcome = _unanswered(client, watcher, "fast-probe")
     polls = [a for a in seen.for_key("actions", key) if a["action"] == "POLL"]
     assert 3 <= len(polls) <= 8  # every second for a six-second deadline
 
