@@ -120,6 +120,15 @@ class Client:
     def command(self, key: str, command: str, **fields: Any) -> None:
         self.send("commands", key, {"correlationKey": key, "command": command, **fields})
 
+    def start_answered(self, definition: str, data: dict[str, Any], **fields: Any) -> str:
+        """A new wait and a reply to it, sent together (`fields`, a tenant, with both): the
+        wait's key."""
+        key = new_key()
+        self.start(key, definition, **fields)
+        self.reply(key, data, **fields)
+        self.flush()
+        return key
+
     def flush(self) -> None:
         assert self.producer.flush(30) == 0
 
@@ -187,6 +196,15 @@ class Watcher:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def parked(client: Client, watcher: Watcher, definition: str) -> str:
+    """A new wait, once its request was processed (`Watcher.parked`): its key."""
+    key = new_key()
+    client.start(key, definition)
+    client.flush()
+    watcher.parked(key)
+    return key
 
 
 def e2e_settings(base: Settings, folder: Path,

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from streams.config import Settings
 from streams.processor.worker import EXIT_COMMIT_FAILED
-from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+from tests.e2e.harness import Client, Watcher, WorkerProcess, parked
 from tests.made_topics import limit_record_size
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -31,10 +31,7 @@ def test_an_outcome_kafka_refuses_stops_the_worker_and_its_reply_is_decided_afte
     e2e: Settings, workers: Callable[..., WorkerProcess], client: Client, watcher: Watcher
 ) -> None:
     worker = workers("w1")
-    key = new_key()
-    client.start(key, "slow-approval")
-    client.flush()
-    watcher.parked(key)
+    key = parked(client, watcher, "slow-approval")
     # The outcome's batch is about 280 bytes (61 of batch header, the 32-byte key, some
     # 180 of Avro with random ids), uncompressed (neither the worker's producer nor the
     # topic sets a compression): well over 100.

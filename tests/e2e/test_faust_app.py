@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from streams.config import Settings
-from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+from tests.e2e.harness import Client, Watcher, WorkerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -25,10 +25,7 @@ def test_faust_dash_a_streams_app_runs_a_worker_that_decides_waits(
                            command=(str(FAUST), "-A", "streams.app", "worker", "-l", "info"))
     worker.start()
     try:
-        key = new_key()
-        client.start(key, "slow-approval")
-        client.reply(key, {"decision": "approved"})
-        client.flush()
+        key = client.start_answered("slow-approval", {"decision": "approved"})
         outcome = watcher.outcome(key, timeout=60)
         assert (outcome["outcome"], outcome["reason"]) == ("RECEIVED", "reply_valid")
     finally:

@@ -15,7 +15,7 @@ import pytest
 
 from streams.config import Settings
 from streams.core import native
-from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
+from tests.e2e.harness import Client, Watcher, WorkerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -23,10 +23,7 @@ OFF = "deciding every record with the Python rules"
 
 
 def _a_wait_ends_with_its_reply(client: Client, watcher: Watcher) -> None:
-    key = new_key()
-    client.start(key, "slow-approval", tenant="acme")
-    client.reply(key, {"decision": "approved"}, tenant="acme")
-    client.flush()
+    key = client.start_answered("slow-approval", {"decision": "approved"}, tenant="acme")
     seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 60, "the outcome")
     [outcome] = seen.for_key("outcomes", key)
     assert (outcome["outcome"], outcome["reason"]) == ("RECEIVED", "reply_valid")

@@ -18,6 +18,7 @@ from tests.e2e.harness import (
     Watcher,
     WorkerProcess,
     new_key,
+    parked,
     until_status,
     until_time,
 )
@@ -164,15 +165,10 @@ def test_undecodable_input_is_published_with_its_reason_and_original_bytes(
     assert (worker.stats() or {}).get("counters", {}).get("rejected.undecodable", 0) >= 2
 
 
-# Begins alike in shape with test_variants.py's scenarios (duplicates lists the pairs),
-# deliberately: each test reads whole from its top.
 def test_an_invalid_reply_goes_to_review_and_an_accept_ends_the_wait(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:
-    key = new_key()
-    client.start(key, "slow-approval")
-    client.reply(key, {"decision": "maybe"})
-    client.flush()
+    key = client.start_answered("slow-approval", {"decision": "maybe"})
     seen = watcher.until(lambda s: any(a["action"] == "REVIEW_NEEDED"
                                        for a in s.for_key("actions", key)), 30, "review_needed")
     review = next(a for a in seen.for_key("actions", key) if a["action"] == "REVIEW_NEEDED")
@@ -217,10 +213,7 @@ def test_a_suspended_wait_does_not_time_out_and_resumes_with_its_remaining_time(
 def test_cancel_ends_a_parked_wait_as_cancelled(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:
-    key = new_key()
-    client.start(key, "slow-approval")
-    client.flush()
-    watcher.parked(key)
+    key = parked(client, watcher, "slow-approval")
     client.command(key, "CANCEL", reason="request withdrawn", operator="ops")
     client.flush()
     seen = watcher.until(lambda s: bool(s.for_key("outcomes", key)), 30, "the outcome")
@@ -230,10 +223,7 @@ def test_cancel_ends_a_parked_wait_as_cancelled(
 def test_a_forged_timer_record_does_not_end_a_wait_before_its_deadline(
     worker: WorkerProcess, e2e: Settings, client: Client, watcher: Watcher
 ) -> None:
-    key = new_key()
-    client.start(key, "slow-approval")  # a deadline an hour away
-    client.flush()
-    watcher.parked(key)
+    key = parked(client, watcher, "slow-approval")  # a deadline an hour away
     status = _status(worker, key)
     deadline = next(t for t in status["timers"] if t["kind"] == "deadline")
     forger = Producer(e2e.confluent(partitioner="murmur2_random"))

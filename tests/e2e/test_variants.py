@@ -14,9 +14,6 @@ pytestmark = [
 ]
 
 
-# The tests here are alike in their first lines with test_rules.py's (duplicates lists
-# the pair), deliberately: each scenario states its own given (fixtures, a fresh key, the
-# start, the replies) where it is read.
 def _one_outcome(seen: Seen, key: str) -> bool:
     return len(seen.for_key("outcomes", key)) >= 1
 
@@ -44,10 +41,7 @@ def _unanswered(client: Client, watcher: Watcher,
 def test_single_channel_reply_is_received_with_its_data(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:
-    key = new_key()
-    client.start(key, "slow-approval", tenant="acme")
-    client.reply(key, {"decision": "approved"}, tenant="acme")
-    client.flush()
+    key = client.start_answered("slow-approval", {"decision": "approved"}, tenant="acme")
     seen, outcome = _the_outcome(watcher, key, "the outcome")
     assert outcome["outcome"] == "RECEIVED"
     assert outcome["reason"] == "reply_valid"
@@ -133,10 +127,7 @@ def test_probe_without_a_result_is_stopped_by_its_deadline(
 def test_chained_stages_end_after_the_last_stage_with_both_answers(
     worker: WorkerProcess, client: Client, watcher: Watcher
 ) -> None:
-    key = new_key()
-    client.start(key, "fast-two-stage")
-    client.reply(key, {"decision": "approved"})
-    client.flush()
+    key = client.start_answered("fast-two-stage", {"decision": "approved"})
     watcher.until(lambda s: any(a["action"] == "SEND_REQUEST" and a["party"] == "finance"
                                 for a in s.for_key("actions", key)), 30, "the finance stage")
     assert not watcher.seen.for_key("outcomes", key)
