@@ -50,13 +50,17 @@ __all__ = ["build", "iso_duration", "process_id", "slugs"]
 
 _SAFE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
-# Alike in shape with client/records.py's ActionKind (duplicates lists the pair),
-# deliberately: the gateways' conditions, constants that only look like enum members.
-VALID = "=vars.responseValid == true"
-ACCEPTABLE = "=vars.replyAcceptable == true"
-READY = "=vars.resultReady == true"
-DEADLINE_PASSED = "=vars.deadlinePassed == true"
-REMINDER_DUE = "=vars.reminderDue == true"
+
+def _is_true(variable: str) -> str:
+    """A gateway flow's condition (FEEL): the process variable `variable` is true."""
+    return f"=vars.{variable} == true"
+
+
+VALID = _is_true("responseValid")
+ACCEPTABLE = _is_true("replyAcceptable")
+READY = _is_true("resultReady")
+DEADLINE_PASSED = _is_true("deadlinePassed")
+REMINDER_DUE = _is_true("reminderDue")
 
 
 def iso_duration(ms: int) -> str:

@@ -37,9 +37,9 @@ class OutcomeKind(StrEnum):
     UNKNOWN = "UNKNOWN"
 
 
-# Alike with streams/core/effects.py's ActionKind and bpmn/shape.py's conditions
-# (duplicates lists the pairs), deliberately: the SDK's own copy of the contract's
-# symbols, with UNKNOWN for those a newer schema adds; the conditions only look alike.
+# Alike with streams/core/effects.py's ActionKind (duplicates lists the pair),
+# deliberately: the SDK's own copy of the contract's symbols, with UNKNOWN for those a
+# newer schema adds.
 class ActionKind(StrEnum):
     """What the outside world must do. ``UNKNOWN``: a symbol a newer schema added."""
 
