@@ -304,18 +304,8 @@ def test_watermarks_are_asked_on_a_consumer_that_never_fetches(
     producer.flush(30)
     monkeypatch.setattr(restore, "Consumer", _WatchedConsumer)
     _WatchedConsumer.calls = []
-    conf = {"bootstrap.servers": kafka_bootstrap, "group.id": f"{topic}-test"}
-    stores = StateStores(tmp_path)
 
-    async def run() -> list[Restored]:
-        reader = ChangelogReader(conf, topic, stores)
-        try:
-            return list(await asyncio.wait_for(asyncio.gather(
-                *(reader.restore(p, 3) for p in range(4))), 30))
-        finally:
-            reader.stop()
-
-    restored = asyncio.run(run())
+    restored = _restore(kafka_bootstrap, topic, StateStores(tmp_path), list(range(4)))
 
     assert [r.records for r in restored] == [3, 3, 3, 3]
     asked = {c for what, c, _ in _WatchedConsumer.calls if what == "watermarks"}
