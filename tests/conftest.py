@@ -4,7 +4,7 @@ The broker comes from `scripts/kafka`, the same script a user runs: a broker
 already answering on XWAIT_KAFKA_PORT (default 9092) is reused, otherwise one
 is started for the run and stopped at its end.
 
-`make test` runs the suite on four processes (pytest-xdist): each process asks
+`make test` runs the suite on five processes (pytest-xdist): each process asks
 for the broker under a lock, the run's controller stops it at the very end if
 one of them launched it, and each test module (the console's package, the
 registry's two modules) stays on one process with its topics and workers.
