@@ -87,8 +87,11 @@ class Headers:
     def __init__(self, settings: Settings, key: str) -> None:
         self.key = key.encode()
         self.kinds = {settings.topic("actions"): "Action", settings.topic("outcomes"): "Outcome"}
+        # A group of its own: with a name shared by every run ("headers"), two suites on
+        # one broker (a developer's and CI's) joined one group, its rebalance sent this
+        # consumer back to the first record, and it counted the actions twice.
         self.consumer = Consumer(settings.confluent(**{
-            "group.id": "headers", "auto.offset.reset": "earliest",
+            "group.id": f"{settings.app_id}-headers", "auto.offset.reset": "earliest",
             "enable.auto.commit": False, "isolation.level": "read_committed"}))
         self.consumer.subscribe(list(self.kinds))
         self.seen: list[tuple[str, str | None]] = []  # (action or outcome, traceparent)
