@@ -28,12 +28,16 @@ from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 WAITS = 12_000
+# Long enough that the second worker, frozen while the load is produced, stays in the
+# group however slowly a busy machine produces it.
+SESSION_TIMEOUT_S = 90.0
 
 
 @pytest.fixture(scope="module")
 def e2e(kafka_bootstrap: str, e2e_folder: Path) -> Settings:
     return new_e2e(kafka_bootstrap, e2e_folder, "lv", partitions=4,
-                   guarantee=Guarantee.EXACTLY_ONCE)
+                   guarantee=Guarantee.EXACTLY_ONCE).with_overrides(
+                       session_timeout=SESSION_TIMEOUT_S)
 
 
 def _applied(stats: dict[str, Any]) -> int:
@@ -60,16 +64,21 @@ def test_a_worker_stopped_while_behind_leaves_no_duplicate_outcome(
     second = workers("w2", wait_owned=False)
     for w in (first, second):
         w.wait_until(lambda s: len(s["ownedPartitions"]) == 2, 120, "shares no partitions")
-    # The load comes once both share the partitions, much faster than they decide it:
-    # preloaded, the first worker (alone until the second joined) had drained it all
-    # before the second got its share, once the workers got faster.
+    # The load comes once both share the partitions, with the second worker frozen
+    # meanwhile: preloaded, the first worker (alone until the second joined) had drained
+    # it all before the second got its share; produced while both ran, on a busy machine
+    # the test's producer was the slower one and the second worker kept up (0 behind).
     keys = [new_key() for _ in range(WAITS)]
-    for key in keys:
-        client.start(key, "crash", deadline="PT120S")
-    client.flush()
-    for key in keys:
-        client.reply(key, {"ok": True})
-    client.flush()
+    second.freeze()
+    try:
+        for key in keys:
+            client.start(key, "crash", deadline="PT120S")
+        client.flush()
+        for key in keys:
+            client.reply(key, {"ok": True})
+        client.flush()
+    finally:
+        second.thaw()
     # Stopped as soon as it decides and commits at full speed, with plenty fetched and
     # held: a second's sleep here let a worker three times faster apply all but 76 of
     # its 12,000 inputs first.

@@ -270,7 +270,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
         if positive and max(positive) / min(positive) > 30:
             ax.set_yscale("log")
         if len(figs) > 1:
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=8, loc="upper right")  # fixed: see scale/report.py
         ax.grid(axis="y", alpha=0.3)
     m = result["machine"]
     fig.suptitle(f"xwait side by side: {m['nproc']} CPUs, {result['timestamp']}; bars = mean of "

@@ -214,7 +214,9 @@ def plot(result: dict[str, Any], path: Path) -> Path:
         ax.set_xlabel("parked waits (N)")
         ax.set_ylabel(unit)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        # A fixed corner: matplotlib's "best" one is searched for, and a search that
+        # takes over a second on a busy machine warns (an error under the suite).
+        ax.legend(fontsize=7, loc="upper left")
     text_ax = flat[len(PANELS)]
     text_ax.axis("off")
     m = result.get("machine", {})
