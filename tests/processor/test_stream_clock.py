@@ -40,6 +40,7 @@ class Ends:
         self.sent: list[float] = []
         self.answer = threading.Event()
         self.answer.set()
+        self.asked = threading.Event()  # set by the first request (in the probe thread)
         self.replica_count: int | Exception = 1  # of the input topics' partitions
 
     def replicas(self, topics: list[str], timeout: float = 2.0) -> int:
@@ -51,6 +52,7 @@ class Ends:
             earliest: bool = False, partial: bool = False) -> dict[tuple[str, int], int]:
         self.calls += 1
         self.sent.append(time.monotonic())
+        self.asked.set()
         self.answer.wait(10)
         return {(t, p): self.ends.get(t, 0) for t, p in tps}
 
@@ -108,7 +110,8 @@ def test_one_background_probe_at_a_time_and_not_more_often_than_the_least_interv
         ends.answer.clear()  # the first request hangs until answered
         punctuator.probe_soon()
         first = punctuator._background
-        await asyncio.sleep(0.05)
+        # In flight once its thread has sent it (a busy machine starts that thread late).
+        assert await asyncio.to_thread(ends.asked.wait, 10), "the first probe was never sent"
         punctuator.probe_soon()  # one is in flight: no second one
         assert punctuator._background is first and ends.calls == 1
         ends.answer.set()
