@@ -20,6 +20,7 @@ from streams.cli import EXIT_OK
 from streams.client._kafka import probe
 from streams.config import LIBRDKAFKA_LOGGER, Settings
 from streams.errors import ConfigError
+from streams.frame import preflight
 
 __all__ = ["ExpectedNoise", "check_web_port", "prepare", "run_worker"]
 
@@ -93,8 +94,10 @@ def prepare(settings: Settings) -> None:
 
 
 def run_worker(settings: Settings) -> int:
+    prepare(settings)
+    # The broker's answers come while faust is imported (streams.frame.preflight).
+    started = preflight.begin(settings)
     from streams.frame.app import run
 
-    prepare(settings)
-    run(settings)  # faust's worker exits the process when it stops
+    run(settings, started)  # faust's worker exits the process when it stops
     return EXIT_OK

@@ -20,8 +20,8 @@ Public faust API is used (App, agent, task, page, the rebalance signals,
 consumer's `highwaters`), with one exception: `NoTableManager` overrides the
 table manager's `on_start` and calls the one protected method faust's own
 calls.  Nothing of faust's or aiokafka's is patched.  `versions.check`
-refuses to start on a faust-streaming or aiokafka release this was not
-checked with, and `tests/frame/test_faust_canary.py` fails the day one
+(in `preflight`) refuses to start on a faust-streaming or aiokafka release
+this was not checked with, and `tests/frame/test_faust_canary.py` fails the day one
 behaves otherwise.
 """
 
@@ -35,6 +35,7 @@ import ssl
 import sys
 from collections import Counter
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 import faust
@@ -42,15 +43,12 @@ from faust.tables.manager import TableManager
 from faust.types import TP, StreamT
 from faust.web import Request, Response, View
 
-from streams import codec, topics
 from streams.config import Settings
 from streams.console import install as install_console
 from streams.core import WaitDefinition
-from streams.definition_store import DefinitionStore
-from streams.definitions import load_documents
-from streams.frame import fleet, versions
+from streams.frame import fleet, preflight
 from streams.processor import collector
-from streams.processor.worker import Worker, assignment_topic
+from streams.processor.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +120,7 @@ def build(worker: Worker) -> faust.App:
         datadir=str(s.data_dir),
         processing_guarantee="at_least_once",  # the worker makes its own (commit.py)
         topic_partitions=s.partitions,
-        topic_allow_declare=False,  # `topics.ensure` makes them (build_app)
+        topic_allow_declare=False,  # `topics.ensure` makes them (preflight)
         topic_disable_leader=True,  # no leader-only tasks
         consumer_auto_offset_reset="latest",
         broker_session_timeout=s.session_timeout,
@@ -267,30 +265,22 @@ def _guarded(worker: Worker, loop: Any, what: str) -> Any:
     return run
 
 
-def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | None = None
-              ) -> faust.App:
+def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | None = None,
+              *, started: Future[Mapping[str, WaitDefinition]] | None = None) -> faust.App:
     """Everything a worker process needs before faust runs, whichever way it is started
     (`xwait worker` or `faust -A streams.app worker`).
 
-    Without `definitions`, the files of the topology are the newest and every
-    version the deployment's workers published is kept (`DefinitionStore.sync`,
-    before any partition is taken; rule 13 of docs/rules.md)."""
+    The broker's side (topics, earlier workers, definitions) is `preflight`'s:
+    `started` when the caller began it before importing this module (`xwait
+    worker` does), else begun here.  Without `definitions`, the files of the
+    topology are the newest and every version the deployment's workers
+    published is kept (rule 13 of docs/rules.md)."""
     # `kill -USR1 <pid>`: every thread's stack into the worker's log
     # (docs/guides/operations.md, "Health endpoints").  Once faust runs, its frame
     # (mode) answers SIGUSR1 the same way; this covers what comes first and can wait
     # on a broker (topics, fleet check, definitions).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    versions.check()
-    documents = load_documents(settings.topology / "waits") if definitions is None else None
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    codec.configure(settings)  # the Confluent wire format when a registry is set
-    topics.ensure(settings)
-    fleet.check(settings, assignment_topic(settings))
-    if definitions is None:
-        store = DefinitionStore(settings)
-        kept = store.sync(documents or [])
-        store.follow(kept)
-        definitions = kept
+    definitions = (started or preflight.begin(settings, definitions)).result()
     collector.tune(settings.gc_threshold)
     # faust's logging set-up leaves the client libraries' loggers open to
     # DEBUG: aiokafka then builds a log record per fetch and per send only to
@@ -305,9 +295,10 @@ def build_app(settings: Settings, definitions: Mapping[str, WaitDefinition] | No
     return build(worker)
 
 
-def run(settings: Settings) -> None:
+def run(settings: Settings, started: Future[Mapping[str, WaitDefinition]] | None = None
+        ) -> None:
     """Run a worker in this process until it is stopped (SIGTERM / Ctrl-C)."""
-    app = build_app(settings)
+    app = build_app(settings, started=started)
     sys.argv = ["xwait", "worker", f"--loglevel={settings.log_level}",
                 f"--web-port={settings.web_port}", f"--web-host={settings.advertised_host}",
                 f"--web-bind={settings.web_host}"]

@@ -58,20 +58,12 @@ from streams.processor.takeover import Ownership
 from streams.processor.tuning import TUNING, Tuning
 from streams.testing.clock import worker_clock
 from streams.timers.due import DueTimers
+from streams.topics import assignment_topic, changelog_topic
 
 log = logging.getLogger(__name__)
 
 # Exit code of a worker stopped because a batch could not be made durable.
 EXIT_COMMIT_FAILED = 70
-
-
-def changelog_topic(settings: Settings) -> str:
-    return f"{settings.app_id}-waits-changelog"
-
-
-def assignment_topic(settings: Settings) -> str:
-    """The topic whose partitions stand for the waits' partitions in faust's group."""
-    return f"{settings.app_id}-assignment"
 
 
 class Worker:
@@ -258,4 +250,4 @@ class Worker:
         }
 
 
-__all__ = ["EXIT_COMMIT_FAILED", "Worker", "assignment_topic", "changelog_topic"]
+__all__ = ["EXIT_COMMIT_FAILED", "Worker"]

@@ -42,9 +42,9 @@ from confluent_kafka.admin import AdminClient
 from streams import topics
 from streams.client import WaitSpec, XwaitClient
 from streams.config import Guarantee, Settings
-from streams.processor.worker import assignment_topic
 from streams.testing.chaos import chaos_settings
 from streams.testing.workers import WorkerProcess
+from streams.topics import assignment_topic
 from tests.cluster.conftest import KafkaCluster
 from tests.prefixes import unique_prefix
 

@@ -19,8 +19,8 @@ from confluent_kafka import Consumer
 
 from streams.config import Settings
 from streams.frame.fleet import check
-from streams.processor.worker import assignment_topic
 from streams.testing.workers import XWAIT, free_port, settings_env
+from streams.topics import assignment_topic
 from tests.e2e.conftest import new_e2e
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
