@@ -132,7 +132,6 @@ INTERNAL_TOPICS: dict[str, dict[str, Any]] = {
 }
 
 
-
 def changelog_topic(settings: Settings) -> str:
     """The changelog of the waits' state: partition p holds the rows of input partition p."""
     return str(INTERNAL_TOPICS["waits-changelog"]["name"]).format(app=settings.app_id)
@@ -141,6 +140,7 @@ def changelog_topic(settings: Settings) -> str:
 def assignment_topic(settings: Settings) -> str:
     """The topic whose partitions stand for the waits' partitions in faust's group."""
     return str(INTERNAL_TOPICS["assignment"]["name"]).format(app=settings.app_id)
+
 
 def _ranges(partitions: tuple[int, ...]) -> str:
     return ", ".join(str(p) for p in partitions)
