@@ -16,6 +16,7 @@ duplicate outcomes.
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -26,6 +27,8 @@ from streams.errors import ConfigError
 log = logging.getLogger(__name__)
 
 DESCRIBE_TIMEOUT_S = 10.0
+# Between two looks at a group that holds workers of an earlier version (`check`).
+LOOK_AGAIN_S = 1.0
 
 
 def foreign_members(settings: Settings, assignment_topic: str) -> dict[str, list[str]]:
@@ -64,8 +67,24 @@ def refusal(settings: Settings, found: dict[str, list[str]]) -> ConfigError:
 
 
 def check(settings: Settings, assignment_topic: str) -> None:
-    """Raise `ConfigError` (one line) if workers of an earlier version are in the group."""
+    """Raise `ConfigError` (one line) if workers of an earlier version are in the group.
+
+    A worker stopped without leaving the group (killed, or stopped by a second
+    signal) stays a member until its session times out: a fleet of the earlier
+    release stopped and this one started at once was refused for a worker no
+    longer running.  So members found are looked for again, each `LOOK_AGAIN_S`,
+    for one session timeout (`XWAIT_SESSION_TIMEOUT`, the same for both
+    releases unless set otherwise), and only those still there are refused.
+    """
     found = foreign_members(settings, assignment_topic)
+    deadline = time.monotonic() + settings.session_timeout + LOOK_AGAIN_S
+    if found:
+        log.info("workers of an earlier version in group %s (%s): waiting up to %.0f s "
+                 "for them to leave it (a stopped worker's session times out)",
+                 settings.app_id, ", ".join(found), settings.session_timeout + LOOK_AGAIN_S)
+    while found and time.monotonic() < deadline:
+        time.sleep(LOOK_AGAIN_S)
+        found = foreign_members(settings, assignment_topic)
     if found:
         raise refusal(settings, found)
 

@@ -43,7 +43,7 @@ def test_a_worker_refuses_a_group_with_workers_of_an_earlier_version(
         env = {**os.environ, **settings_env(settings), "XWAIT_DATA_DIR": str(tmp_path / "data"),
                "XWAIT_WEB_PORT": str(free_port())}
         started = subprocess.run([str(XWAIT), "worker"], env=env, capture_output=True,
-                                 text=True, timeout=60)
+                                 text=True, timeout=120)
     finally:
         earlier.close()
     assert started.returncode == 2

@@ -13,7 +13,6 @@ which offsets it passed over without a record.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -47,14 +46,12 @@ def test_inputs_committed_one_transaction_each_are_taken_without_reading_the_mar
     assert {o["outcome"] for o in seen.outcomes if o["correlationKey"] in keys} == {
         "RECEIVED"}
 
-    def counters() -> dict[str, int]:
-        return (worker.stats() or {}).get("counters") or {}
-
-    deadline = time.monotonic() + 30  # the last markers are passed at the fetch's next turn
-    while counters().get("inputs.markers_passed", 0) < 2 * WAITS and (
-            time.monotonic() < deadline):
-        time.sleep(0.2)
-    got = counters()
+    # The counters move when a batch's state is committed, a moment after its outputs
+    # were acknowledged; the last markers are passed at the fetch's next turn.
+    got = worker.wait_until(
+        lambda st: st["counters"].get("inputs.markers_passed", 0) >= 2 * WAITS
+        and st["counters"].get("processed.replies", 0) >= WAITS, 60,
+        "never passed every marker and counted every reply")["counters"]
     assert (got.get("processed.requests"), got.get("processed.replies")) == (WAITS, WAITS), got
     assert got.get("inputs.markers_passed") == 2 * WAITS, got  # one per transaction
     assert got.get("inputs.gaps", 0) == 0, got  # none read directly ...
