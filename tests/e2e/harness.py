@@ -178,6 +178,28 @@ class Watcher:
                              f"{len(self.seen.outcomes)} outcomes, {len(self.seen.actions)} "
                              f"actions, {len(self.seen.rejected)} rejected")
 
+    def caught_up(self, timeout: float = 30) -> Seen:
+        """Everything the output topics hold now, read.
+
+        The consumer fetches each topic partition on its own: an outcome can
+        be seen before an action its worker acknowledged earlier (a busy run
+        saw a wait's outcome and not yet its SEND_REQUEST).  A test that saw
+        one output and then looks at others calls this first.
+        """
+        assignment = self.consumer.assignment()
+        ends = {(tp.topic, tp.partition): self.consumer.get_watermark_offsets(
+            tp, timeout=10, cached=False)[1] for tp in assignment}
+
+        def behind() -> list[tuple[str, int]]:
+            return [(tp.topic, tp.partition) for tp in self.consumer.position(assignment)
+                    if ends[(tp.topic, tp.partition)] > max(tp.offset, 0)]
+
+        deadline = time.monotonic() + timeout
+        while behind():
+            assert time.monotonic() < deadline, f"the watcher still behind on {behind()}"
+            self.poll(0.2)
+        return self.seen
+
     def parked(self, key: str, timeout: float = 30) -> None:
         """Wait until the wait's request was processed (its SEND_REQUEST is out).
 

@@ -20,8 +20,10 @@ def _one_outcome(seen: Seen, key: str) -> bool:
 
 def _the_outcome(watcher: Watcher, key: str, what: str,
                  timeout: float = 60) -> tuple[Seen, dict[str, Any]]:
-    """Everything seen once the wait's outcome came, and that outcome (the only one)."""
-    seen = watcher.until(lambda s: _one_outcome(s, key), timeout, what)
+    """Everything seen once the wait's outcome came (every output before it too), and
+    that outcome (the only one)."""
+    watcher.until(lambda s: _one_outcome(s, key), timeout, what)
+    seen = watcher.caught_up()
     [outcome] = seen.for_key("outcomes", key)
     return seen, outcome
 
