@@ -15,9 +15,12 @@ transactional producer per partition for the state):
 
     1. produce the batch's output records (actions, outcomes, rejections,
        forwards of misrouted input) on the idempotent producer;
-    2. wait until the broker has acknowledged every one of them;
-    3. per partition, in one transaction: its changed rows, then its
-       positions record, in its changelog partition; commit it;
+    2. wait until the broker has acknowledged every one of them; meanwhile,
+       per partition, begin a transaction and produce its changed rows, then
+       its positions record, in its changelog partition (invisible to a
+       read_committed reader until step 3, and aborted if it never comes);
+    3. once step 2 is done, and only then, commit each partition's
+       transaction;
     4. write each committed partition's rows, positions and the changelog
        offset of its last record to RocksDB in one atomic write batch
        (`state.PartitionState.write`, called by the applier);
@@ -25,7 +28,9 @@ transactional producer per partition for the state):
        consumer group's offsets (informational: nobody starts from them).
 
     A crash, or a failed step, before 2 completes: the rows and positions are
-    unchanged everywhere, so the inputs are decided again (the outputs that
+    unchanged everywhere (a transaction begun meanwhile is never committed:
+    the worker stops, and the partition's next owner fences and aborts it,
+    F1 below), so the inputs are decided again (the outputs that
     made it are duplicates with the same deterministic ids).  Between 2 and
     the commit of 3: the transaction is aborted (by the coordinator, at the
     latest when the partition's next owner fences it), restores read
@@ -147,7 +152,6 @@ from streams.processor.transactions import (
 log = logging.getLogger(__name__)
 
 
-
 class CommitFailed(XwaitError):
     """A batch could not be made durable: the worker must stop before any offset moves."""
 
@@ -264,7 +268,9 @@ class _Transactions:
         for p in partitions:
             self._producers.pop(p, None)  # its open transaction, if any, was committed
 
-    async def commit(self, batch: Batch) -> Committed:
+    async def commit(self, batch: Batch, after: Future[None] | None = None) -> Committed:
+        """Each partition's transaction; with `after`, each commits only once `after` is
+        done, and not if it failed (its error is raised: the worker stops)."""
         loop = asyncio.get_running_loop()
         parts = list(batch.parts.values())
         for part in parts:
@@ -272,7 +278,7 @@ class _Transactions:
                 raise CommitFailed(f"no transactional producer for partition {part.partition}")
         results = await asyncio.gather(*(
             loop.run_in_executor(self._executor, self._commit_one,
-                                 self._producers[part.partition], part)
+                                 self._producers[part.partition], part, after)
             for part in parts))
         offsets: dict[int, int] = {}
         fenced: set[int] = set()
@@ -287,7 +293,7 @@ class _Transactions:
         self.counters["transactions.fenced"] += len(fenced)
         return Committed(offsets, frozenset(fenced))
 
-    def _commit_one(self, producer: Any, part: PartitionBatch
+    def _commit_one(self, producer: Any, part: PartitionBatch, after: Future[None] | None
                     ) -> tuple[dict[int, int] | None, Any, int]:
         """The partition's transaction, tried again after one proven never committed.
 
@@ -297,7 +303,7 @@ class _Transactions:
         attempts = self.steps.tuning.transaction_attempts
         for attempt in range(1, attempts + 1):
             try:
-                return self._transaction(producer, part), producer, attempt
+                return self._transaction(producer, part, after), producer, attempt
             except Fenced as fenced:
                 producer.purge(in_queue=True, in_flight=True, blocking=False)  # never sent
                 log.warning("partition %d moved to another worker: its transaction was "
@@ -316,9 +322,12 @@ class _Transactions:
                 producer = self._init(part.partition)  # fences the old one
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    def _transaction(self, producer: Any, part: PartitionBatch) -> dict[int, int]:
+    def _transaction(self, producer: Any, part: PartitionBatch, after: Future[None] | None
+                     ) -> dict[int, int]:
         """One try; `Aborted` when it failed and is proven never committed (`transactions.abort`),
-        `Fenced` when a newer producer took the transactional id.
+        `Fenced` when a newer producer took the transactional id.  The commit waits for
+        `after` (at_least_once: the batch's outputs acknowledged, step 2); if that
+        failed, its error is raised and the transaction is left open, uncommitted.
 
         An acknowledged abort means the transaction was not committed:
         librdkafka takes an abort only in a transaction that has not begun
@@ -341,6 +350,8 @@ class _Transactions:
             for key, value in _changelog_records(part):
                 produce(producer, self._changelog, key, value, part.partition,
                         deliveries.changelog, wait)
+            if after is not None:
+                after.result()  # CommitFailed: not a KafkaException, the worker stops
             committing = True
             commit_transaction(producer, deliveries, self.steps)
         except KafkaException as exc:
@@ -400,11 +411,18 @@ class AtLeastOnce:
         await self.state.revoke(partitions)
 
     async def commit(self, batch: Batch) -> Committed:
-        """Steps 1-3: the outputs acknowledged, then the partitions' transactions."""
-        if any(part.out for part in batch.parts.values()):
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._executor, self._produce_outputs, batch)
-        return await self.state.commit(batch)
+        """Steps 1-3: the outputs produced; the partitions' transactions begun while the
+        broker acknowledges them, and committed once it has (one round trip sooner than
+        beginning them after: a batch's latency under live load is a few round trips)."""
+        if not any(part.out for part in batch.parts.values()):
+            return await self.state.commit(batch)
+        acknowledged = self._executor.submit(self._produce_outputs, batch)
+        try:
+            return await self.state.commit(batch, after=acknowledged)
+        finally:
+            # The outputs' own error first, when they failed (every transaction waited
+            # on them and raised the same one).
+            await asyncio.wrap_future(acknowledged)
 
     def _produce_outputs(self, batch: Batch) -> None:
         producer = self._ensure_producer()

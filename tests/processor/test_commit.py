@@ -1,4 +1,5 @@
-"""exactly_once's transactions with fake producers: what is tried again, and who is fenced.
+"""The commit protocol with fake producers: what is tried again, who is fenced, and in
+which order at_least_once makes outputs and state durable.
 
 The producers are fakes because what is tested is the worker's policy on
 librdkafka's answers (which failures prove a transaction aborted), and a
@@ -27,7 +28,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from streams.processor.batch import Batch, PartitionBatch
-from streams.processor.commit import CommitFailed, Committed, ExactlyOnce
+from streams.processor.commit import AtLeastOnce, CommitFailed, Committed, ExactlyOnce
 from streams.processor.context import WorkerContext
 from streams.processor.model import OutRecord, Role
 from streams.processor.positions import POSITIONS_KEY, Positions
@@ -418,3 +419,73 @@ def test_an_abort_that_hangs_after_a_commit_may_have_been_sent_stops_the_worker(
         _commit(committer, _batch(1))
     assert len(ScriptedProducer.made) == 1
     assert ScriptedProducer.visible == []
+
+
+class GatedOutputs:
+    """at_least_once's output producer: its flush acknowledges (or refuses) the outputs
+    when the test opens the gate."""
+
+    gate = threading.Event()
+    flushing = threading.Event()
+    refuse = False
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.queued: list[Any] = []
+
+    def produce(self, topic: str, value: bytes | None, key: bytes, on_delivery: Any,
+                partition: int = 0, headers: Any = None) -> None:
+        self.queued.append((topic, on_delivery))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        GatedOutputs.flushing.set()
+        assert GatedOutputs.gate.wait(30), "the test never opened the gate"
+        error = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED) if self.refuse else None
+        for topic, on_delivery in self.queued:
+            on_delivery(error, _Message(topic, 0, 0))
+        self.queued = []
+        return 0
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_at_least_once_commits_the_state_only_after_every_output_is_acknowledged(
+        refused: bool) -> None:
+    """Step 2 of the protocol: the transactions begin and carry their rows while the
+    outputs are in flight, and commit only after; if the outputs fail, none commits."""
+    ScriptedProducer.script, ScriptedProducer.made, ScriptedProducer.visible = [], [], []
+    ScriptedProducer.abort_error = None
+    GatedOutputs.gate.clear()
+    GatedOutputs.flushing.clear()
+    GatedOutputs.refuse = refused
+    committer = AtLeastOnce(_ctx(partitions=2), {}, make_producer=ScriptedProducer,
+                            make_output_producer=GatedOutputs)
+    batch = Batch(parts={p: PartitionBatch(p, Positions(next_offset={Role.REPLIES: 1}),
+                                           out=[OutRecord(Role.OUTCOMES, b"w", b"outcome")],
+                                           rows={f"wait-{p}".encode(): b"row"})
+                         for p in (0, 1)})
+
+    async def scenario() -> Committed:
+        await committer.assign([0, 1])
+        try:
+            commit = asyncio.ensure_future(committer.commit(batch))
+            # Both transactions hold their rows and positions while the outputs wait.
+            await until(lambda: GatedOutputs.flushing.is_set() and all(
+                len(made.pending) == 2 for made in ScriptedProducer.made), "rows produced")
+            await asyncio.sleep(0.05)  # a commit that did not wait would show by now
+            assert ScriptedProducer.visible == [], "a state committed before its outputs"
+            GatedOutputs.gate.set()
+            return await commit
+        finally:
+            await committer.close()
+
+    if refused:
+        with pytest.raises(CommitFailed, match="refused by Kafka"):
+            asyncio.run(scenario())
+        assert ScriptedProducer.visible == []  # no state without its outputs
+    else:
+        committed = asyncio.run(scenario())
+        assert sorted(committed.offsets) == [0, 1]
+        assert sorted(key for _, key in ScriptedProducer.visible) == [
+            POSITIONS_KEY, POSITIONS_KEY, b"wait-0", b"wait-1"]
