@@ -115,8 +115,12 @@ class Cluster:
         started = time.monotonic()
         for b in brokers:
             b.launch()
+        # The timeout is the nodes' to find each other, from the last launch: a busy
+        # machine (load 40) took 80 s to format and launch three, and a deadline counted
+        # from the first left the cluster 10 s to form.
+        launched = time.monotonic()
         for b in brokers:
-            b.wait_ready(max(1.0, timeout - (time.monotonic() - started)), brokers=self.nodes)
+            b.wait_ready(max(1.0, timeout - (time.monotonic() - launched)), brokers=self.nodes)
         print(f"kafka cluster of {self.nodes} ready in {time.monotonic() - started:.1f}s: "
               f"bootstrap {self.bootstrap}")
 
