@@ -40,8 +40,10 @@ def test_a_worker_refuses_a_group_with_workers_of_an_earlier_version(
         while not earlier.assignment():
             assert time.monotonic() < deadline, "the earlier worker was never assigned"
             earlier.poll(0.2)
+        # It waits one session timeout for the earlier worker to leave before it refuses:
+        # the least the broker allows (group.min.session.timeout.ms), not the default 20 s.
         env = {**os.environ, **settings_env(settings), "XWAIT_DATA_DIR": str(tmp_path / "data"),
-               "XWAIT_WEB_PORT": str(free_port())}
+               "XWAIT_WEB_PORT": str(free_port()), "XWAIT_SESSION_TIMEOUT": "6"}
         started = subprocess.run([str(XWAIT), "worker"], env=env, capture_output=True,
                                  text=True, timeout=120)
     finally:
