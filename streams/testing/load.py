@@ -62,10 +62,6 @@ response_schema:
 DEADLINE_MS = 6_000
 # How long a Load waits for its producer to be ready (Load.warm) before it gives up.
 LOAD_WARM_TIMEOUT_S = 60.0
-# Records queued this long with no delivery report at all are purged and sent again
-# (`Load._unstick`): the worker's own commit path does the same (`Tuning.stall_s`).
-LOAD_STALL_S = 15.0
-_PURGED = getattr(KafkaError, "_PURGE_QUEUE")  # noqa: B009 - librdkafka's local code
 
 
 @dataclass
@@ -144,11 +140,6 @@ class Load(threading.Thread):
         self.acked: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()
         self.last_ack_at: float | None = None  # time.monotonic()
-        # Any delivery report, good or bad, is progress; records purged as stalled are
-        # sent again (`_unstick`), counted here.
-        self._last_report_at = time.monotonic()
-        self._last_purge_at = 0.0
-        self.resent = 0
         self.warm_s = self.warm(warm_timeout)
 
     def warm(self, timeout: float) -> float:
@@ -198,13 +189,6 @@ class Load(threading.Thread):
     def _delivered(self, role: str, what: str, key: str
                    ) -> Callable[[KafkaError | None, Any], None]:
         def report(err: KafkaError | None, msg: Any) -> None:
-            self._last_report_at = time.monotonic()
-            if err is not None and err.code() == _PURGED:
-                # Never sent (`_unstick`): the same record again, its report this one.
-                self.resent += 1
-                self.producer.produce(msg.topic(), key=msg.key(), value=msg.value(),
-                                      on_delivery=report)
-                return
             if err is not None:
                 self.failed[role] += 1
                 self.errors.append(f"{what} {key}: {err}")
@@ -241,7 +225,6 @@ class Load(threading.Thread):
         return {"offered": dict(self.offered), "acknowledged": dict(self.acked),
                 "failed": dict(self.failed), "queued": len(self.producer),
                 "client_errors": dict(self._client_errors.counts),
-                "resent": self.resent,
                 "errors": self.errors[:5],
                 "last_ack_s": None if self.last_ack_at is None
                 else round(self.last_ack_at - started, 1)}
@@ -277,25 +260,8 @@ class Load(threading.Thread):
         self.waits = self.waits[:self.requests_offered]
         return self.waits
 
-    def _unstick(self) -> None:
-        """Purge the records still queued (never sent) when no delivery report came for
-        `LOAD_STALL_S`: their reports (`_PURGE_QUEUE`) send them again.
-
-        After a broker restart a librdkafka producer kept its records queued, their
-        partition's leader "not found in cache", for the rest of a crash test's run (279
-        records, no acknowledgement after the run's 25th second: 40 waits counted lost
-        that the worker never got to see).  A record purged from the queue was never
-        sent, so sending it again duplicates nothing.
-        """
-        now = time.monotonic()
-        if (len(self.producer) and now - self._last_report_at >= LOAD_STALL_S
-                and now - self._last_purge_at >= LOAD_STALL_S):
-            self._last_purge_at = now
-            self.producer.purge(in_queue=True, in_flight=False, blocking=False)
-
     def _drain_due(self, until: float) -> None:
         self.producer.poll(0)
-        self._unstick()
         while True:
             with self._lock:
                 if not self._due or self._due[0][0] > min(until, time.monotonic()):
