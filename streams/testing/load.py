@@ -62,6 +62,11 @@ response_schema:
 DEADLINE_MS = 6_000
 # How long a Load waits for its producer to be ready (Load.warm) before it gives up.
 LOAD_WARM_TIMEOUT_S = 60.0
+# Records queued this long with no delivery report at all are purged and sent again
+# through a new producer (`Load._unstick`), as the worker's commit path purges its
+# stalled records (`Tuning.stall_s`).
+LOAD_STALL_S = 15.0
+_PURGED = getattr(KafkaError, "_PURGE_QUEUE")  # noqa: B009 - librdkafka's local code
 
 
 @dataclass
@@ -121,10 +126,15 @@ class Load(threading.Thread):
         self.by_key = {w.key: w for w in waits}
         self._idempotence = _IdempotenceState()
         self._client_errors = _ClientErrors()
-        self.producer = Producer(settings.confluent(**{
-            "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True,
-            "statistics.interval.ms": 200, "stats_cb": self._idempotence,
-            "error_cb": self._client_errors}))
+        self.producer = self._new_producer()
+        # Producers replaced as stuck (`_unstick`), polled until their last report came.
+        self._replaced: list[Producer] = []
+        # Any delivery report, good or bad, is progress.  Records purged from a stuck
+        # producer's queue wait here (role, what, key, topic, value) to be sent again:
+        # from the load's loop, never from inside the report (librdkafka's poll).
+        self._last_report_at = time.monotonic()
+        self._purged: list[tuple[str, str, str, str, bytes]] = []
+        self.resent = 0
         self._due: list[tuple[float, int, str, str]] = []  # (monotonic, seq, what, key)
         self._seq = 0
         self._lock = threading.Lock()
@@ -141,6 +151,12 @@ class Load(threading.Thread):
         self.failed: Counter[str] = Counter()
         self.last_ack_at: float | None = None  # time.monotonic()
         self.warm_s = self.warm(warm_timeout)
+
+    def _new_producer(self) -> Producer:
+        return Producer(self.settings.confluent(**{
+            "partitioner": "murmur2_random", "linger.ms": 5, "enable.idempotence": True,
+            "statistics.interval.ms": 200, "stats_cb": self._idempotence,
+            "error_cb": self._client_errors}))
 
     def warm(self, timeout: float) -> float:
         """Until the producer holds its idempotent producer id and knows the leaders of the
@@ -189,6 +205,10 @@ class Load(threading.Thread):
     def _delivered(self, role: str, what: str, key: str
                    ) -> Callable[[KafkaError | None, Any], None]:
         def report(err: KafkaError | None, msg: Any) -> None:
+            self._last_report_at = time.monotonic()
+            if err is not None and err.code() == _PURGED:
+                self._purged.append((role, what, key, msg.topic(), msg.value()))
+                return
             if err is not None:
                 self.failed[role] += 1
                 self.errors.append(f"{what} {key}: {err}")
@@ -223,8 +243,9 @@ class Load(threading.Thread):
         acknowledgement."""
         self.producer.poll(0)
         return {"offered": dict(self.offered), "acknowledged": dict(self.acked),
-                "failed": dict(self.failed), "queued": len(self.producer),
+                "failed": dict(self.failed), "queued": self._queued(),
                 "client_errors": dict(self._client_errors.counts),
+                "resent": self.resent,
                 "errors": self.errors[:5],
                 "last_ack_s": None if self.last_ack_at is None
                 else round(self.last_ack_at - started, 1)}
@@ -260,8 +281,41 @@ class Load(threading.Thread):
         self.waits = self.waits[:self.requests_offered]
         return self.waits
 
+    def _queued(self) -> int:
+        return len(self.producer) + sum(len(p) for p in self._replaced)
+
+    def _unstick(self) -> None:
+        """Send again, through a new producer, what a stuck one kept queued.
+
+        After a broker restart a librdkafka producer kept 279 of a crash test's records
+        queued for the rest of its run, their partition's leader "not found in cache",
+        no acknowledgement after its 25th second: 40 waits counted lost that no worker
+        ever saw.  When no report has come for `LOAD_STALL_S` while records are queued,
+        the queue (never sent, so sending again duplicates nothing) is purged, and what
+        the purge reports is produced again by a producer with fresh metadata; the old
+        one is polled until its requests in flight are answered.
+        """
+        for old in list(self._replaced):
+            old.poll(0)
+            if not len(old):
+                self._replaced.remove(old)
+        now = time.monotonic()
+        if len(self.producer) and now - self._last_report_at >= LOAD_STALL_S:
+            self._last_report_at = now  # the resent records get their own stall's time
+            stuck = self.producer
+            stuck.purge(in_queue=True, in_flight=False, blocking=False)
+            stuck.poll(0)  # serves the purge's reports: into `_purged`
+            self._replaced.append(stuck)
+            self.producer = self._new_producer()
+        purged, self._purged = self._purged, []
+        for role, what, key, topic, value in purged:
+            self.resent += 1
+            self.producer.produce(topic, key=key.encode(), value=value,
+                                  on_delivery=self._delivered(role, what, key))
+
     def _drain_due(self, until: float) -> None:
         self.producer.poll(0)
+        self._unstick()
         while True:
             with self._lock:
                 if not self._due or self._due[0][0] > min(until, time.monotonic()):
@@ -298,6 +352,8 @@ class Load(threading.Thread):
 
     def close(self) -> None:
         self.producer.flush(60)
+        for old in self._replaced:
+            old.flush(10)
 
 
 class Watch(threading.Thread):
