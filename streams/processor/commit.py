@@ -363,6 +363,14 @@ class _Transactions:
             # or librdkafka found records failed at the commit's flush, which comes
             # before the EndTxn (_INCONSISTENT, "N message(s) failed delivery").
             unsent = not committing or (err is not None and err.code() == UNDELIVERED)
+            if may_abort and not unsent:
+                # Or a record of it failed delivery (the reports served now): librdkafka
+                # sends the EndTxn(commit) only once every record is delivered.  Rows
+                # that timed out while at_least_once waited for its outputs (the broker
+                # down 72 s) made the commit fail _TIMED_OUT, "N message(s) timed out",
+                # the transaction abortable since before the commit began.
+                producer.poll(0)
+                unsent = bool(deliveries.errors)
             if may_abort and abort(producer, err, unsent, self.steps):
                 raise Aborted(str(exc)) from exc
             raise CommitFailed(f"the transaction of partition {part.partition} failed: "

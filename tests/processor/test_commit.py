@@ -173,6 +173,9 @@ class ScriptedProducer:
             ScriptedProducer.visible.append((topic, key))
         self.pending = []
 
+    def poll(self, timeout: float) -> int:
+        return 0
+
     def abort_transaction(self, timeout: float) -> None:
         self.aborts += 1
         if ScriptedProducer.abort_error is not None:
@@ -305,6 +308,54 @@ def test_a_transaction_whose_commit_was_never_sent_is_tried_again_when_its_abort
     the batch is committed once, on a new producer."""
     committer = _committer_with([FLUSH_TIMED_OUT, DELIVERIES_FAILED],
                                 abort_error=NO_OPEN_TRANSACTION)
+    _commit(committer, _batch(1))
+    first, _second = ScriptedProducer.made
+    assert first.aborts == 1
+    assert committer.counters["transactions.retried"] == 1
+    assert ScriptedProducer.visible == [
+        ("t.outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+
+
+# What a commit says when its records timed out before it began: the delivery reports say
+# the same (librdkafka: "Current transaction failed in state InTransaction").
+RECORDS_TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "49 message(s) timed out on "
+                               "changelog [0]", txn_requires_abort=True)
+
+
+class ExpiredProducer(ScriptedProducer):
+    """The first producer's records time out (the broker away longer than the transaction
+    timeout); their failed delivery reports wait for a poll, as librdkafka's do."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        super().__init__(conf)
+        self.expired = len(ScriptedProducer.made) == 1
+        self.reports: list[Any] = []
+
+    def commit_transaction(self, timeout: float) -> None:
+        if not self.expired:
+            return super().commit_transaction(timeout)
+        failed, self.pending = self.pending, []
+        self.reports += [(on_delivery, _Message(topic, partition, -1))
+                         for topic, partition, _key, on_delivery in failed]
+        raise KafkaException(RECORDS_TIMED_OUT)
+
+    def poll(self, timeout: float) -> int:
+        served, self.reports = self.reports, []
+        for on_delivery, msg in served:
+            on_delivery(KafkaError(KafkaError._MSG_TIMED_OUT), msg)
+        return len(served)
+
+
+def test_a_transaction_whose_records_timed_out_is_tried_again_when_its_abort_finds_none(
+) -> None:
+    """A busy run's worker stopped after a broker restart (down 72 s): its rows timed out
+    while at_least_once waited for the outputs, the commit failed _TIMED_OUT and the
+    coordinator refused the abort (INVALID_TXN_STATE).  Records that failed delivery
+    mean the EndTxn(commit) was never sent: none of it can be visible, so the batch is
+    committed once, on a new producer, and the worker goes on."""
+    ScriptedProducer.script, ScriptedProducer.made, ScriptedProducer.visible = [], [], []
+    ScriptedProducer.abort_error = NO_OPEN_TRANSACTION
+    committer = ExactlyOnce(_ctx(), {}, make_producer=ExpiredProducer)
     _commit(committer, _batch(1))
     first, _second = ScriptedProducer.made
     assert first.aborts == 1
