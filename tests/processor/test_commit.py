@@ -207,11 +207,11 @@ def _ctx(partitions: int = 1, tuning: Tuning = TUNING) -> WorkerContext:
 
 
 def _committer_with(script: list[KafkaError], abort_error: KafkaError | None = None,
-                    tuning: Tuning = TUNING) -> ExactlyOnce:
+                    tuning: Tuning = TUNING, make_producer: Any = None) -> ExactlyOnce:
     ScriptedProducer.script = list(script)
     ScriptedProducer.made, ScriptedProducer.visible = [], []
     ScriptedProducer.abort_error = abort_error
-    return ExactlyOnce(_ctx(tuning=tuning), {}, make_producer=ScriptedProducer)
+    return ExactlyOnce(_ctx(tuning=tuning), {}, make_producer=make_producer or ScriptedProducer)
 
 
 def _batch(n: int) -> Batch:
@@ -308,6 +308,11 @@ def test_a_transaction_whose_commit_was_never_sent_is_tried_again_when_its_abort
     the batch is committed once, on a new producer."""
     committer = _committer_with([FLUSH_TIMED_OUT, DELIVERIES_FAILED],
                                 abort_error=NO_OPEN_TRANSACTION)
+    _committed_once_on_a_new_producer(committer)
+
+
+def _committed_once_on_a_new_producer(committer: ExactlyOnce) -> None:
+    """One batch committed: the first producer's transaction aborted, the second's visible."""
     _commit(committer, _batch(1))
     first, _second = ScriptedProducer.made
     assert first.aborts == 1
@@ -353,15 +358,8 @@ def test_a_transaction_whose_records_timed_out_is_tried_again_when_its_abort_fin
     coordinator refused the abort (INVALID_TXN_STATE).  Records that failed delivery
     mean the EndTxn(commit) was never sent: none of it can be visible, so the batch is
     committed once, on a new producer, and the worker goes on."""
-    ScriptedProducer.script, ScriptedProducer.made, ScriptedProducer.visible = [], [], []
-    ScriptedProducer.abort_error = NO_OPEN_TRANSACTION
-    committer = ExactlyOnce(_ctx(), {}, make_producer=ExpiredProducer)
-    _commit(committer, _batch(1))
-    first, _second = ScriptedProducer.made
-    assert first.aborts == 1
-    assert committer.counters["transactions.retried"] == 1
-    assert ScriptedProducer.visible == [
-        ("t.outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+    _committed_once_on_a_new_producer(_committer_with(
+        [], abort_error=NO_OPEN_TRANSACTION, make_producer=ExpiredProducer))
 
 
 def test_a_transaction_that_keeps_failing_stops_the_worker_after_its_attempts() -> None:
