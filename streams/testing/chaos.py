@@ -373,12 +373,14 @@ def _behind_for_zombie(load: Load, worker: WorkerProcess, wanted: int,
                        rng: random.Random) -> int:
     """Pile input up in front of `worker` (a short freeze, under the session timeout), thaw
     it, and return 0-40 ms later, while it is fetching and deciding that backlog: the long
-    freeze that follows then finds a batch decided and not yet committed, which the zombie
-    commits on waking (and is fenced).  A worker given more time caught up first (a busy
-    run froze it idle 0.3 s after the thaw with 270 records behind it): woken with nothing
-    in flight, it heard it had left the group before it fetched again, and committed
-    nothing to be fenced.  Returns the backlog at the thaw (a frozen worker answers no
-    stats; what it applied is known from before the short freeze)."""
+    freeze that follows then mostly finds a batch decided and not yet committed, which the
+    zombie commits on waking (and is fenced).  A worker given more time caught up first (a
+    busy run froze it idle 0.3 s after the thaw with 270 records behind it): woken with
+    nothing in flight, it heard it had left the group before it fetched again, and
+    committed nothing to be fenced.  That can still happen (the heartbeat and the next
+    batch race at the wake; once in ten busy runs); the zombie test says so when it does.
+    Returns the backlog at the thaw (a frozen worker answers no stats; what it applied is
+    known from before the short freeze)."""
     applied = _applied(worker.stats() or {})
     worker.freeze()
     try:
