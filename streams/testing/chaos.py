@@ -50,7 +50,7 @@ from streams.testing.load import (
     expected_outcome,
     make_waits,
 )
-from streams.testing.workers import WorkerProcess
+from streams.testing.workers import WorkerProcess, standing
 
 # How often the settling run records where the load and the worker stand (an event).
 SETTLE_SAMPLE_S = 15.0
@@ -209,15 +209,6 @@ def _applied(stats: dict[str, Any]) -> int:
     """Input records the worker has applied (its stored positions, timers aside)."""
     positions: dict[str, dict[str, int]] = stats.get("positions", {})
     return sum(o for part in positions.values() for role, o in part.items() if role != "timers")
-
-
-def _standing(stats: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What says where a worker stands still: its input, stream time, timers and commits."""
-    if stats is None:
-        return None
-    keep = ("ownedPartitions", "ready", "held", "streamTime", "positions", "armedTimers",
-            "timersInFlight", "latencyMs", "loopLagMs", "counters")
-    return {k: stats.get(k) for k in keep}
 
 
 INPUT_ROLES = ("requests", "replies", "commands")
@@ -489,7 +480,7 @@ def run_chaos(settings: Settings, folder: Path, plan: Plan, broker: Broker | Non
         input_sides(report, load, [w1, w2], stage.started)
         if watch.ended() < plan.waits and w1.running:
             # For the report: where the worker stood, and its threads' stacks in its log.
-            event("waits still open", stats=_standing(w1.stats()), stalled=report.stalled,
+            event("waits still open", stats=standing(w1.stats()), stalled=report.stalled,
                   threads_in=str(w1.log_path))
             w1.dump_threads()
         event("settled", ended=watch.ended(), watch_renewed=watch.renewed)

@@ -156,6 +156,15 @@ def settings_env(settings: Settings) -> dict[str, str]:
     }
 
 
+def standing(stats: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What says where a worker stands still: its input, stream time, timers and commits."""
+    if stats is None:
+        return None
+    keep = ("ownedPartitions", "ready", "held", "streamTime", "positions", "armedTimers",
+            "timersInFlight", "latencyMs", "loopLagMs", "counters")
+    return {k: stats.get(k) for k in keep}
+
+
 class WorkerProcess:
     """One `xwait worker` subprocess with its own data folder and web port."""
 
@@ -256,7 +265,12 @@ class WorkerProcess:
 
     def wait_until(self, check: Callable[[dict[str, Any]], bool], timeout: float,
                    what: str) -> dict[str, Any]:
+        """Until `check(stats)` holds.  Otherwise the error says where the worker stood
+        (`standing`), and its threads' stacks go to its log: a worker that took a
+        partition over in a busy run then decided nothing for 60 s, and its log, at
+        INFO, said nothing of why."""
         deadline = time.monotonic() + timeout
+        stats = None
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"worker {self.name} exited:\n{self.log_tail()}")
@@ -264,7 +278,10 @@ class WorkerProcess:
             if stats is not None and check(stats):
                 return stats
             time.sleep(0.3)
-        raise AssertionError(f"worker {self.name} {what} after {timeout}s:\n{self.log_tail()}")
+        self.dump_threads()
+        raise AssertionError(f"worker {self.name} {what} after {timeout}s; it stood at "
+                             f"{json.dumps(standing(stats))}; its threads are in "
+                             f"{self.log_path}:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_path.exists():
