@@ -116,9 +116,15 @@ class EndOffsets:
         self._attempt_s = tuning.offsets_attempt_s
         self._same_client_s = tuning.offsets_same_client_s
         self._leader_retry_s = tuning.offsets_leader_retry_s
+        self._warn_s = tuning.offsets_unanswered_warn_s
+        self._warn_every_s = tuning.offsets_warn_every_s
         self._admin = make_admin(conf)
         self._stale = False  # the last request left partitions unanswered: a new client
         self._unanswered_since: float | None = None  # this client's answers stopped
+        # Since when each partition has gone unanswered, whichever the client, and when it
+        # was last asked (one no longer asked, given up, is forgotten); the last warning.
+        self._unanswered: dict[tuple[str, int], tuple[float, float]] = {}
+        self._warned_at: float | None = None
 
     def replicas(self, topics: list[str], timeout: float = 2.0) -> int:
         """The most replicas any partition of `topics` has (blocking: run it in a thread);
@@ -193,10 +199,11 @@ class EndOffsets:
                     moved = True
                     continue
                 out[(tp.topic, tp.partition)] = int(info.offset)
+            now = time.monotonic()
+            self._note_answers(out, again, moved, now)
             if not again:
                 self._unanswered_since = None
                 return out
-            now = time.monotonic()
             if self._unanswered_since is None:
                 self._unanswered_since = now
             away_long = now - self._unanswered_since >= self._same_client_s
@@ -212,6 +219,34 @@ class EndOffsets:
                      "a leader moved" if moved else "the broker is not answering")
             pending = again
             time.sleep(self._leader_retry_s)
+
+
+    def _note_answers(self, answered: dict[tuple[str, int], int],
+                      unanswered: list[tuple[str, int]], moved: bool, now: float) -> None:
+        """A WARNING naming partitions unanswered for `offsets_unanswered_warn_s`, once each
+        `offsets_warn_every_s` while any is: their stream time stands still meanwhile."""
+        for tp in answered:
+            self._unanswered.pop(tp, None)
+        for tp in unanswered:
+            self._unanswered[tp] = (self._unanswered.get(tp, (now, now))[0], now)
+        self._unanswered = {tp: (since, asked) for tp, (since, asked) in self._unanswered.items()
+                            if now - asked < self._warn_every_s}
+        if not self._unanswered:
+            if self._warned_at is not None:
+                log.info("end offsets answered again: stream time moves on")
+                self._warned_at = None
+            return
+        long = sorted(tp for tp, (since, _) in self._unanswered.items()
+                      if now - since >= self._warn_s)
+        if not long or (self._warned_at is not None
+                        and now - self._warned_at < self._warn_every_s):
+            return
+        self._warned_at = now
+        oldest = now - min(self._unanswered[tp][0] for tp in long)
+        log.warning("end offsets of %d partition(s) unanswered for up to %.0f s, e.g. %s[%d] "
+                    "(%s): their stream time stands still until their leader answers",
+                    len(long), oldest, long[0][0], long[0][1],
+                    "a leader moved" if moved else "the broker is not answering")
 
 
 # Errors of a partition whose leader is moving: fresh metadata (a new client) clears them.

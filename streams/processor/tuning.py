@@ -137,6 +137,13 @@ class Tuning:
     offsets_attempt_s: float = 2.0
     offsets_same_client_s: float = 5.0
     offsets_leader_retry_s: float = 0.2
+    # A partition whose end offset has gone unanswered this long is named in a
+    # WARNING (again each `offsets_warn_every_s` while it lasts): its stream time
+    # stands still meanwhile, and a probe that leaves it out (`partial`) said
+    # nothing - a worker in a busy cluster run decided nothing for 60 s with a
+    # silent log.
+    offsets_unanswered_warn_s: float = 10.0
+    offsets_warn_every_s: float = 60.0
 
     # -- stream time (stream clock) -------------------------------------------------------
     # Least time between two probes the applier asks for (one ListOffsets

@@ -148,3 +148,33 @@ def test_a_client_that_cannot_reach_the_broker_is_replaced_after_a_while() -> No
     assert ends.get(list(ENDS), partial=True) == {}
     assert ends.get(list(ENDS), partial=True) == ENDS
     assert cluster.made == 2
+
+
+def test_a_partition_unanswered_for_long_is_named_in_a_warning_once_a_while(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A partial probe leaves an unanswered partition out without a word, and its stream
+    time stands still: a worker in a busy cluster run decided nothing for 60 s with a
+    silent log.  After `offsets_unanswered_warn_s` the partition is named, not again
+    before `offsets_warn_every_s`, and its answer is told."""
+    cluster = DeadLeader({("t", 1)}, stale_clients=1_000)  # every client asks the dead one
+    ends = EndOffsets({}, make_admin=cluster, tuning=replace(
+        TUNING, offsets_unanswered_warn_s=0.05, offsets_warn_every_s=60.0))
+    caplog.set_level("INFO", logger="streams.processor.gaps")
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+    ends.get(list(ENDS), partial=True)
+    assert warnings() == [], "not yet: a leader moving takes a moment"
+    time.sleep(0.06)
+    ends.get([("t", 0)], partial=True)  # a probe of other partitions forgets nothing
+    ends.get(list(ENDS), partial=True)
+    [warning] = warnings()
+    assert "1 partition(s) unanswered" in warning and "t[1]" in warning
+    ends.get(list(ENDS), partial=True)
+    assert len(warnings()) == 1, "once a while, not once a probe"
+
+    cluster.dead = set()
+    assert ends.get(list(ENDS), partial=True) == ENDS
+    assert any("answered again" in r.getMessage() for r in caplog.records)
