@@ -220,7 +220,6 @@ class EndOffsets:
             pending = again
             time.sleep(self._leader_retry_s)
 
-
     def _note_answers(self, answered: dict[tuple[str, int], int],
                       unanswered: list[tuple[str, int]], moved: bool, now: float) -> None:
         """A WARNING naming partitions unanswered for `offsets_unanswered_warn_s`, once each
