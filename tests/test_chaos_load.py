@@ -3,8 +3,10 @@
 After a broker restart a librdkafka producer kept the load's records queued for
 the rest of a crash test's run (no acknowledgement after its 25th second): 40
 waits counted lost that no worker ever saw.  `Load._unstick` purges records
-that stood still, never sent, and produces them again from the load's loop
-(never from inside a delivery report: librdkafka's poll is running there).
+that stood still and produces them again from the load's loop (never from
+inside a delivery report: librdkafka's poll is running there).  A record
+queued again for a retry may be in the log already, so a resent reply is
+judged by its first copy there.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import time
 from collections import Counter
 from typing import Any
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, Producer
 
+from streams import topics
 from streams.config import Settings
 from streams.testing import load as load_module
-from streams.testing.load import Load, Wait
+from streams.testing.load import DEADLINE_MS, Load, Wait, expected_outcome, reread_replies
 
 
 class _Message:
@@ -95,6 +98,7 @@ class _Load(Load):
         self.producer = self._new_producer()
         self._replaced = []
         self._last_report_at, self._purged, self.resent = time.monotonic(), [], 0
+        self.resent_replies = set()
         self.offered, self.acked, self.failed = Counter(), Counter(), Counter()
         self.errors, self.produced, self.last_ack_at = [], Counter(), None
         self._lock, self._due, self._seq = threading.Lock(), [], 0
@@ -133,3 +137,40 @@ def test_a_producer_that_keeps_answering_is_never_replaced() -> None:
     load._send("requests", "k1", {"correlationKey": "k1"}, "request")
     load._drain_due(until=time.monotonic())
     assert len(load.made) == 1 and load.acked["requests"] == 1
+
+
+def test_a_resent_reply_is_judged_by_its_first_copy_in_the_log(settings: Settings) -> None:
+    """A cluster run judged a wait "wrong": its reply, resent 15 s after a leader kill, was
+    appended after the deadline, but its first copy (queued again for a retry, appended
+    by the killed leader) was in the log before it, and the worker received it."""
+    load = _Load()
+    load.settings = settings
+    wait = load.by_key["k0"]
+    wait.kind = "valid"
+    load._send("replies", "k0", {"correlationKey": "k0"}, "valid")
+    load._last_report_at -= load_module.LOAD_STALL_S
+    load._drain_due(until=time.monotonic())
+    assert load.resent_replies == {"k0"}
+
+    # The two copies in the log, as the stuck and the new producer left them.
+    topics.ensure(settings)
+    producer, appended = Producer(settings.confluent()), []
+    for _ in range(2):
+        producer.produce(settings.topic("replies"), key=b"k0", value=b"{}",
+                         on_delivery=lambda err, msg: appended.append(msg.timestamp()[1]))
+        assert producer.flush(30) == 0
+        while time.time() * 1000 <= appended[-1]:  # the next copy a millisecond later
+            time.sleep(0.001)
+    first, resent = appended
+    wait.requested_at = resent - DEADLINE_MS  # the deadline between the copies
+    wait.reply_appended, wait.reply_acked = resent, resent + 5
+    assert expected_outcome(wait) == "ESCALATED", "by the copy that reported"
+
+    reread_replies(load)
+    assert _reply_times(wait) == (first, None)
+    assert expected_outcome(wait) is None, "committed when is unknown: either is right"
+
+
+def _reply_times(wait: Wait) -> tuple[int | None, int | None]:
+    """The reply's append and acknowledgement as the judge will read them."""
+    return wait.reply_appended, wait.reply_acked

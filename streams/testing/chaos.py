@@ -49,6 +49,7 @@ from streams.testing.load import (
     commit_grace_ms,
     expected_outcome,
     make_waits,
+    reread_replies,
 )
 from streams.testing.workers import WorkerProcess, standing
 
@@ -116,6 +117,9 @@ class Report:
     # above the time Kafka took to commit it, what the commit grace is for.
     reply_ack_ms: tuple[int, int, int] | None = None
     load_warm_s: float | None = None  # how long the load's producer took to be ready (Load.warm)
+    # Replies the load sent again through a new producer (`Load._unstick`), each judged by
+    # its first copy in the log (`reread_replies`).
+    replies_resent: int = 0
     # The counts of the run: alike in shape with a wait's own counts (streams/core/state.py;
     # duplicates lists the pair), deliberately: fields of two records, no logic shared.
     duplicate_outcomes: int = 0
@@ -497,6 +501,8 @@ def judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: 
     examples: dict[str, list[str]] = defaultdict(list)
     grace_ms = report.commit_grace_ms = commit_grace_ms(load.settings)
     report.load_warm_s = load.warm_s
+    reread_replies(load)
+    report.replies_resent = len(load.resent_replies)
     for w in waits:
         got = watch.outcomes.get(w.key, [])
         ids, kinds = {i for i, _ in got}, {k for _, k in got}
@@ -521,9 +527,10 @@ def judge(report: Report, waits: list[Wait], watch: Watch, load: Load, started: 
         report.in_flight += expected is None
         if expected is not None and kind != expected:
             report.wrong += 1
+            _, _, _, reason, _, ended = watch.where[w.key][0]
             examples["wrong"].append(f"{w.key} {w.kind} requested {w.requested_at} reply "
                                      f"appended {w.reply_appended} acknowledged "
-                                     f"{w.reply_acked}: {kind}")
+                                     f"{w.reply_acked}: {kind} ({reason}) ended {ended}")
         report.duplicate_outcomes += len(got) - 1
         if len(got) > 1:
             examples["duplicated"].append(f"{w.key} read at (partition, offset, ms) "

@@ -135,6 +135,9 @@ class Load(threading.Thread):
         self._last_report_at = time.monotonic()
         self._purged: list[tuple[str, str, str, str, bytes]] = []
         self.resent = 0
+        # Keys whose reply was sent again: its first copy may be in the log already,
+        # appended before the copy that reported (see `_unstick`; `reread_replies`).
+        self.resent_replies: set[str] = set()
         self._due: list[tuple[float, int, str, str]] = []  # (monotonic, seq, what, key)
         self._seq = 0
         self._lock = threading.Lock()
@@ -291,9 +294,18 @@ class Load(threading.Thread):
         queued for the rest of its run, their partition's leader "not found in cache",
         no acknowledgement after its 25th second: 40 waits counted lost that no worker
         ever saw.  When no report has come for `LOAD_STALL_S` while records are queued,
-        the queue (never sent, so sending again duplicates nothing) is purged, and what
-        the purge reports is produced again by a producer with fresh metadata; the old
-        one is polled until its requests in flight are answered.
+        the queue is purged, and what the purge reports is produced again by a producer
+        with fresh metadata; the old one is polled until its requests in flight are
+        answered.
+
+        Queued is not "never sent": librdkafka puts the records of a request that timed
+        out back in the queue to retry them, and the broker (a leader killed just after
+        it replicated them) may have appended them.  A resent reply can then be in the
+        log twice, and the worker rightly decides by the first copy, which no report
+        ever named: its key goes into `resent_replies`, and the judge reads the replies
+        topic for the first copy's append time (`reread_replies`).  A cluster run judged
+        one wait "wrong" by the resent copy (appended 16 s after its deadline) that the
+        worker had received by the first.
         """
         for old in list(self._replaced):
             old.poll(0)
@@ -310,6 +322,8 @@ class Load(threading.Thread):
         purged, self._purged = self._purged, []
         for role, what, key, topic, value in purged:
             self.resent += 1
+            if what in ("valid", "invalid"):
+                self.resent_replies.add(key)
             self.producer.produce(topic, key=key.encode(), value=value,
                                   on_delivery=self._delivered(role, what, key))
 
@@ -491,6 +505,50 @@ class Watch(threading.Thread):
         return len(self.outcomes)
 
 
+def first_appends(settings: Settings, topic: str, keys: set[str] | None = None,
+                  timeout: float = 60.0) -> dict[str, int]:
+    """The broker's append time of the first record of each key (of `keys`, or every
+    key) in `topic`, read whole from its beginning to its end."""
+    consumer = Consumer(settings.confluent(**{
+        "group.id": f"appended-{secrets.token_hex(4)}", "enable.partition.eof": True,
+        "enable.auto.commit": False}))
+    try:
+        partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        left, times = set(partitions), dict[str, int]()
+        deadline = time.monotonic() + timeout
+        while left and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.2):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001
+                        left.discard(msg.partition())
+                    continue
+                key = (msg.key() or b"").decode()
+                if keys is None or key in keys:
+                    times.setdefault(key, msg.timestamp()[1])
+        if left:
+            raise RuntimeError(f"{topic}: partitions {sorted(left)} not read to their end "
+                               f"within {timeout:.0f} s")
+        return times
+    finally:
+        consumer.close()
+
+
+def reread_replies(load: Load) -> None:
+    """Each resent reply judged by its first copy in the log (see `Load._unstick`): appended
+    earlier than the copy that reported, it was never acknowledged, so when Kafka committed
+    it is unknown (`reply_acked` None: in flight, unless appended after its deadline)."""
+    if not load.resent_replies:
+        return
+    first = first_appends(load.settings, load.settings.topic("replies"), load.resent_replies)
+    for key in load.resent_replies:
+        wait = load.by_key[key]
+        at = first.get(key)
+        if at is not None and (wait.reply_appended is None or at < wait.reply_appended):
+            wait.reply_appended, wait.reply_acked = at, None
+
+
 def expected_outcome(wait: Wait, grace_ms: int = 0) -> str | None:
     """What the broker's clock says: a reply appended before the deadline and committed
     within the grace after it is received; None: in flight then, either is right."""
@@ -524,4 +582,5 @@ def make_waits(n: int, rng: random.Random) -> list[Wait]:
 
 
 __all__ = ["DEADLINE_MS", "DEFINITION", "LOAD_WARM_TIMEOUT_S", "Load", "Wait", "Watch",
-           "commit_grace_ms", "expected_outcome", "make_waits"]
+           "commit_grace_ms", "expected_outcome", "first_appends", "make_waits",
+           "reread_replies"]

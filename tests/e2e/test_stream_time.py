@@ -9,12 +9,11 @@ loses and is rejected as late.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from streams.testing.load import first_appends
 from tests.e2e.harness import Client, Watcher, WorkerProcess, new_key, until_time
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule2]
@@ -44,7 +43,7 @@ def test_replies_appended_before_their_deadline_win_after_a_long_outage(
                          90, "an outcome for every wait")
     # The broker's clock judges, not the test's: on a loaded machine (load 60) one reply
     # of the 20 sent "in time" was appended after its deadline and rightly lost.
-    appended = _reply_append_times(client)
+    appended = first_appends(client.settings, client.settings.topic("replies"))
     won = 0
     for key in in_time:
         [outcome] = seen.for_key("outcomes", key)
@@ -64,29 +63,3 @@ def test_replies_appended_before_their_deadline_win_after_a_long_outage(
     watcher.until(lambda s: all(any(r["reason"] == "late" for r in s.for_key("rejected", k))
                                 for k in too_late), 30, "the late replies rejected")
 
-
-def _reply_append_times(client: Client) -> dict[str, int]:
-    """Each wait key's reply and the broker's append time of it (the replies topic, whole)."""
-    topic = client.settings.topic("replies")
-    consumer = Consumer(client.settings.confluent(**{
-        "group.id": f"appended-{uuid.uuid4().hex}", "enable.partition.eof": True,
-        "enable.auto.commit": False}))
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        left, times = set(partitions), {}
-        deadline = time.monotonic() + 60
-        while left and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001
-                    left.discard(msg.partition())
-                continue
-            times[(msg.key() or b"").decode()] = msg.timestamp()[1]
-        assert not left, f"{topic}: partitions {left} not read to their end within 60 s"
-        return times
-    finally:
-        consumer.close()
