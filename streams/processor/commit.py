@@ -130,7 +130,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from streams.errors import XwaitError
 from streams.kafka_errors import kafka_error
@@ -138,6 +138,7 @@ from streams.processor.batch import Batch, PartitionBatch
 from streams.processor.context import WorkerContext
 from streams.processor.positions import POSITIONS_KEY, encode_positions
 from streams.processor.transactions import (
+    TIMED_OUT,
     UNDELIVERED,
     Aborted,
     Deliveries,
@@ -252,16 +253,38 @@ class _Transactions:
                                  return_exceptions=True)
 
     def _init(self, partition: int) -> Any:
-        conf = {**self._conf, "transactional.id": self.transactional_id(partition)}
+        """A producer holding the partition's transactional id (fencing whoever held it).
+
+        A coordinator that does not answer is asked again, each try a step of
+        its own, for up to `Tuning.broker_away_s`: in a busy CI round a broker
+        took 149 s to come back, and a worker that gave up after one try (60 s)
+        stopped with 565 waits open a moment before it was back.  Any other
+        error stops the worker at once, as does that long without an answer.
+        """
+        tid = self.transactional_id(partition)
+        tuning = self.steps.tuning
+        began = time.monotonic()
         self.steps.begin()
         try:
-            producer = self._make_producer(conf)
-            _await_a_broker(producer, self._changelog, self.steps.tuning.metadata_timeout_s)
-            producer.init_transactions(self.steps.tuning.transaction_timeout_s)
+            producer = self._make_producer({**self._conf, "transactional.id": tid})
+            _await_a_broker(producer, self._changelog, tuning.metadata_timeout_s)
         except KafkaException as exc:
-            raise CommitFailed(f"cannot start the transactional producer "
-                               f"{conf['transactional.id']}: {exc}") from exc
-        return producer
+            raise CommitFailed(f"cannot start the transactional producer {tid}: {exc}") from exc
+        while True:
+            self.steps.begin()
+            try:
+                producer.init_transactions(tuning.transaction_timeout_s)
+                return producer
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                away = time.monotonic() - began
+                unanswered = not err.fatal() and (err.retriable() or err.code() == TIMED_OUT)
+                if not unanswered or away >= tuning.broker_away_s:
+                    raise CommitFailed(f"cannot start the transactional producer {tid} "
+                                       f"(tried for {away:.0f} s): {exc}") from exc
+                log.warning("the transactional producer %s got no answer for %.0f s (%s): "
+                            "asking again, for up to %.0f s in all", tid, away, err,
+                            tuning.broker_away_s)
 
     async def revoke(self, partitions: Iterable[int]) -> None:
         await self._settle()

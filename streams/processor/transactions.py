@@ -23,7 +23,7 @@ from streams.processor.tuning import Tuning
 
 log = logging.getLogger(__name__)
 
-_TIMED_OUT = KafkaError._TIMED_OUT  # noqa: SLF001 - librdkafka's public code
+TIMED_OUT = KafkaError._TIMED_OUT  # noqa: SLF001 - librdkafka's public code
 # What a commit raises when records failed while it flushed, before its EndTxn.
 UNDELIVERED = KafkaError._INCONSISTENT  # noqa: SLF001 - librdkafka's public code
 # What a producer whose transactional id a newer one took says (commit F1): librdkafka's
@@ -154,7 +154,7 @@ def resumed(call: Callable[[float], None], what: str, steps: Steps,
             log.info("%s a transaction: %s; calling again", what, err)
             if retrying is not None:
                 retrying(err)
-            if err.code() != _TIMED_OUT:
+            if err.code() != TIMED_OUT:
                 time.sleep(tuning.txn_retry_wait_s)  # answered at once: do not spin
 
 
@@ -196,7 +196,7 @@ def abort(producer: Any, err: KafkaError | None, unsent: bool, steps: Steps) -> 
             log.warning("the coordinator holds no open transaction to abort (%s); its "
                         "commit was never sent, so none of it is visible", refused)
             return True
-        if unsent and refused is not None and refused.code() == _TIMED_OUT:
+        if unsent and refused is not None and refused.code() == TIMED_OUT:
             log.warning("the abort did not finish within %.0f s (%s); its commit was never "
                         "sent, so the new producer's fence aborts it", 2 * stall_s, refused)
             return True
@@ -226,5 +226,5 @@ def is_fenced(producer: Any, err: KafkaError | None) -> bool:
     return False
 
 
-__all__ = ["FENCED_CODES", "UNDELIVERED", "Aborted", "Deliveries", "Fenced", "Steps",
+__all__ = ["FENCED_CODES", "TIMED_OUT", "UNDELIVERED", "Aborted", "Deliveries", "Fenced", "Steps",
            "abort", "commit_transaction", "is_fenced", "produce", "resumed"]

@@ -69,6 +69,12 @@ class Tuning:
     # How many times a partition's transaction is tried (each after one proven
     # never committed) before the worker gives up and stops.
     transaction_attempts: int = 3
+    # How long a transactional producer is started again while its coordinator
+    # does not answer (each try `transaction_timeout_s`) before the worker stops:
+    # a broker restarted on a busy machine took 149 s to answer.  As long as
+    # librdkafka retries a record (`message_timeout_s`), and Kafka Streams a task
+    # (its task.timeout.ms, 5 min).
+    broker_away_s: float = 300.0
     # A commit or abort refused at once as retriable is called again after this.
     txn_retry_wait_s: float = 0.1
     # Records produced while librdkafka's queue is full wait this long between tries.
@@ -228,6 +234,9 @@ class Tuning:
              f"commit_hang_s must outlast the longest step of a commit ({longest_step:.0f} s: "
              "a flush, a transaction's commit or abort resumed, an init), or the watchdog "
              "stops a worker whose commit is only slow"),
+            (self.broker_away_s >= self.transaction_timeout_s,
+             "broker_away_s must be at least transaction_timeout_s: a producer's start is "
+             "tried once at least"),
             (self.stop_commit_wait_s < KUBERNETES_GRACE_S,
              "stop_commit_wait_s must fit in the 30 s a Kubernetes pod gets by default "
              "between SIGTERM and SIGKILL"),

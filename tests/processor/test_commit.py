@@ -18,6 +18,7 @@ both stopped so in a CI run).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from dataclasses import replace
@@ -143,6 +144,8 @@ class ScriptedProducer:
     made: list[ScriptedProducer] = []
     visible: list[tuple[str, bytes]] = []
     abort_error: KafkaError | None = None
+    # How `init_transactions` fails, in order, each after its timeout (then it succeeds).
+    init_errors: list[KafkaError] = []
 
     def __init__(self, conf: dict[str, Any]) -> None:
         self.transactional_id = conf["transactional.id"]
@@ -155,7 +158,9 @@ class ScriptedProducer:
         return SimpleNamespace(orig_broker_id=1)  # a connected producer's answer
 
     def init_transactions(self, timeout: float) -> None:
-        return None
+        if ScriptedProducer.init_errors:
+            time.sleep(timeout)  # as a coordinator that does not answer
+            raise KafkaException(ScriptedProducer.init_errors.pop(0))
 
     def begin_transaction(self) -> None:
         self.pending = []
@@ -207,8 +212,10 @@ def _ctx(partitions: int = 1, tuning: Tuning = TUNING) -> WorkerContext:
 
 
 def _committer_with(script: list[KafkaError], abort_error: KafkaError | None = None,
-                    tuning: Tuning = TUNING, make_producer: Any = None) -> ExactlyOnce:
+                    tuning: Tuning = TUNING, make_producer: Any = None,
+                    init_errors: list[KafkaError] | None = None) -> ExactlyOnce:
     ScriptedProducer.script = list(script)
+    ScriptedProducer.init_errors = list(init_errors or [])
     ScriptedProducer.made, ScriptedProducer.visible = [], []
     ScriptedProducer.abort_error = abort_error
     return ExactlyOnce(_ctx(tuning=tuning), {}, make_producer=make_producer or ScriptedProducer)
@@ -360,6 +367,45 @@ def test_a_transaction_whose_records_timed_out_is_tried_again_when_its_abort_fin
     committed once, on a new producer, and the worker goes on."""
     _committed_once_on_a_new_producer(_committer_with(
         [], abort_error=NO_OPEN_TRANSACTION, make_producer=ExpiredProducer))
+
+
+INIT_TIMED_OUT = KafkaError(KafkaError._TIMED_OUT, "Transactional producer init timed out",
+                            retriable=True)
+# A try of an init is this long here (`transaction_timeout_s`).
+QUICK_INITS = replace(TUNING, transaction_timeout_s=0.05, stall_s=0.01)
+
+
+def test_a_coordinator_away_for_several_tries_is_asked_again_and_the_batch_committed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A busy round's broker took 149 s to come back after a restart; the worker asked for
+    its transactional producer once more after the first 60 s, then stopped with 565
+    waits open.  A coordinator that does not answer is asked again."""
+    committer = _committer_with([], init_errors=[INIT_TIMED_OUT] * 3,
+                                tuning=replace(QUICK_INITS, broker_away_s=10.0))
+    with caplog.at_level(logging.WARNING, logger="streams.processor.commit"):
+        _commit(committer, _batch(1))
+    assert len(ScriptedProducer.made) == 1, "the same producer is asked again"
+    assert ScriptedProducer.visible == [
+        ("t.outcomes", b"wait-1"), ("changelog", b"wait-1"), ("changelog", POSITIONS_KEY)]
+    assert sum("got no answer" in r.getMessage() for r in caplog.records) == 3
+
+
+def test_a_coordinator_away_longer_than_the_broker_may_be_away_stops_the_worker() -> None:
+    committer = _committer_with([], init_errors=[INIT_TIMED_OUT] * 1_000,
+                                tuning=replace(QUICK_INITS, broker_away_s=0.2))
+    with pytest.raises(CommitFailed, match=r"cannot start the transactional producer .* "
+                                           r"\(tried for \d+ s\)"):
+        _commit(committer, _batch(1))
+    assert len(ScriptedProducer.init_errors) < 1_000 - 2, "asked more than once"
+    assert ScriptedProducer.visible == []
+
+
+def test_a_producer_whose_start_fails_for_good_stops_the_worker_at_once() -> None:
+    committer = _committer_with([], init_errors=[FENCED, INIT_TIMED_OUT])
+    with pytest.raises(CommitFailed, match="fenced by a newer instance"):
+        _commit(committer, _batch(1))
+    assert ScriptedProducer.init_errors == [INIT_TIMED_OUT], "not asked again"
 
 
 def test_a_transaction_that_keeps_failing_stops_the_worker_after_its_attempts() -> None:
