@@ -25,8 +25,9 @@ every POST of one action, the adapter's retries, xwait's send retries
 (``sendAttempt`` 2, 3, ...) and a run after a restart alike, because it comes
 from the record.  ``X-Xwait-Action-Id`` is the send attempt's own ``actionId``,
 the one its result is reported under.  Results that Kafka does not
-acknowledge stop the adapter (exit 1) before anything is committed: run it
-under a supervisor, as the worker.
+acknowledge are reported again, a second later and then less often (up to
+every 30 s), until it does, and only then is the batch committed; a stop
+meanwhile commits nothing, so the next run POSTs the batch again.
 
 Which URL: the first route whose ``definition``, ``action`` and ``party``
 (each a name or a list; omitted: any) match the action.  Its ``url`` is a
@@ -77,7 +78,7 @@ from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
 from streams.codec import RecordType, UndecodableRecord
 from streams.config import Settings
 from streams.core.durations import parse_duration_ms
-from streams.errors import ConfigError, KafkaUnavailable
+from streams.errors import ClientError, ConfigError, KafkaUnavailable
 from streams.polling import available
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,10 @@ flood it (a retry storm after an outage arrives at this rate at most)."""
 DEFAULT_METRICS_PORT = 6070
 BATCH = 100
 """Actions taken per round: a commit per round, and a round waits for its slowest POST."""
+REPORT_RETRY_S = 1.0
+"""Results Kafka did not acknowledge are reported again after this, then twice as long each
+time up to `REPORT_RETRY_MAX_S`, until it does (the batch is committed only then)."""
+REPORT_RETRY_MAX_S = 30.0
 FIELDS = ("correlationKey", "waitKey", "actionId", "idempotencyKey", "definition", "action",
           "party", "level", "attempt", "sendAttempt", "tenant")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -303,6 +308,9 @@ class Metrics:
         self.reported = Counter(
             "xwait_webhook_results_reported_total", "Results produced to the replies topic",
             ["status"], registry=self.registry)
+        self.report_retries = Counter(
+            "xwait_webhook_report_retries_total", "Times the results of a batch were "
+            "reported again after Kafka did not acknowledge them", registry=self.registry)
         self.batches = Counter(
             "xwait_webhook_batches_total", "Batches committed", registry=self.registry)
         self.last_commit = Gauge(
@@ -408,6 +416,8 @@ class WebhookAdapter:
                 continue
             routed.append((action, route))
         stopped = 0
+        results: list[tuple[Action, Delivery, int]] = []
+        unreported: ClientError | None = None
         # Reported as each is done: an action waiting out a Retry-After holds back the
         # commit of its batch, not the results of the others.
         for done in as_completed([self._pool.submit(self._deliver, a, r) for a, r in routed]):
@@ -419,21 +429,61 @@ class WebhookAdapter:
                                         delivery.result).inc()
             if action.action.value not in REPORTED:
                 continue
-            if delivery.delivered:
-                self._client.report_delivered(action.correlation_key, action.action_id,
-                                              at=int(time.time() * 1000), wait=False)
-            else:
-                self._client.report_failed(action.correlation_key, action.action_id,
-                                           delivery.error or "failed",
-                                           permanent=delivery.permanent,
-                                           at=int(time.time() * 1000), wait=False)
-            self.metrics.reported.labels("delivered" if delivery.delivered else "failed").inc()
-        self._client.flush()  # raises DeliveryFailed: nothing of the batch is committed
+            results.append((action, delivery, int(time.time() * 1000)))
+            if unreported is None:
+                try:
+                    self._report(*results[-1])
+                except (KafkaUnavailable, DeliveryFailed) as exc:
+                    unreported = exc
+        if unreported is None:
+            try:
+                self._client.flush()
+            except (KafkaUnavailable, DeliveryFailed) as exc:
+                unreported = exc
+        if unreported is not None and not self._report_again(results, unreported):
+            return  # stopping: nothing of the batch is committed
         if stopped:
             log.info("stopped while %d action(s) waited to be POSTed again: the batch is not "
                      "committed, the next run POSTs it again (same Idempotency-Key)", stopped)
             return
         self._commit(batch)
+
+    def _report(self, action: Action, delivery: Delivery, at: int) -> None:
+        if delivery.delivered:
+            self._client.report_delivered(action.correlation_key, action.action_id, at=at,
+                                          wait=False)
+        else:
+            self._client.report_failed(action.correlation_key, action.action_id,
+                                       delivery.error or "failed",
+                                       permanent=delivery.permanent, at=at, wait=False)
+        self.metrics.reported.labels("delivered" if delivery.delivered else "failed").inc()
+
+    def _report_again(self, results: list[tuple[Action, Delivery, int]],
+                      error: ClientError) -> bool:
+        """Report the batch's results until Kafka takes them all; False if stopped first.
+
+        The adapter exited when one report went unacknowledged (a busy CI round's
+        broker answered its first metadata request after more than 5 s), and each
+        action of its batch was POSTed again by its next run.  A result is
+        reported again instead, each a second or two later, for as long as it
+        takes: Kafka may have kept an earlier copy, and xwait discards a
+        result of a send that already has one (`duplicate_result`).
+        """
+        wait_s = REPORT_RETRY_S
+        while True:
+            log.warning("the results of %d action(s) were not acknowledged (%s): reporting "
+                        "them again in %.0f s", len(results), error, wait_s)
+            self.metrics.report_retries.inc()
+            if self.stopping.wait(wait_s):
+                return False
+            wait_s = min(2 * wait_s, REPORT_RETRY_MAX_S)
+            try:
+                for result in results:
+                    self._report(*result)
+                self._client.flush()
+                return True
+            except (KafkaUnavailable, DeliveryFailed) as exc:
+                error = exc
 
     def _deliver(self, action: Action, route: Route) -> tuple[Action, Delivery]:
         url = route.url.format_map(template_values(action))
