@@ -63,6 +63,11 @@ class ClusterPlan:
     seed: int = 1
 
 
+# How long `scripts/kafka start` waits for a node of a test's cluster to answer
+# (XWAIT_KAFKA_START_TIMEOUT, unless the environment sets it).
+NODE_START_TIMEOUT_S = 240
+
+
 @dataclass
 class KafkaCluster:
     """`scripts/kafka` on a cluster: the node of a port block, in a Kafka home."""
@@ -77,7 +82,11 @@ class KafkaCluster:
         return ",".join(f"127.0.0.1:{self.base + i}" for i in range(self.nodes))
 
     def script(self, *args: str) -> str:
-        env = {**os.environ, "XWAIT_KAFKA_HEAP": self.heap}
+        # A node restarted on a busy machine (load 75) took over 90 s, the script's default,
+        # to load its logs and answer: the test failed, and so did every later one on the
+        # cluster with a node missing.
+        env = {"XWAIT_KAFKA_START_TIMEOUT": str(NODE_START_TIMEOUT_S), **os.environ,
+               "XWAIT_KAFKA_HEAP": self.heap}
         if self.home is not None:
             env["XWAIT_KAFKA_HOME"] = str(self.home)
         done = subprocess.run(  # noqa: S603 - the project's own script
@@ -265,5 +274,5 @@ def run_cluster_chaos(settings: Settings, folder: Path, plan: ClusterPlan,
     return report
 
 
-__all__ = ["ClusterPlan", "Failover", "KafkaCluster", "StreamTimes", "failover_latencies",
-           "percentile", "run_cluster_chaos"]
+__all__ = ["NODE_START_TIMEOUT_S", "ClusterPlan", "Failover", "KafkaCluster", "StreamTimes",
+           "failover_latencies", "percentile", "run_cluster_chaos"]

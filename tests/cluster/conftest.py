@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from streams.testing.cluster_chaos import NODE_START_TIMEOUT_S
 from streams.testing.workers import KAFKA_CONTROLLER_OFFSET, free_port
 from tests.conftest import KAFKA_SCRIPT
 
@@ -54,7 +55,8 @@ class KafkaCluster:
         return ",".join(f"127.0.0.1:{self.base + i}" for i in range(self.nodes))
 
     def script(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "XWAIT_KAFKA_HOME": str(self.home), "XWAIT_KAFKA_HEAP": "256m"}
+        env = {"XWAIT_KAFKA_START_TIMEOUT": str(NODE_START_TIMEOUT_S), **os.environ,
+               "XWAIT_KAFKA_HOME": str(self.home), "XWAIT_KAFKA_HEAP": "256m"}
         return subprocess.run([sys.executable, str(KAFKA_SCRIPT), *args, "--port",
                                str(self.base)], env=env, capture_output=True, text=True,
                               timeout=timeout, check=False)
