@@ -197,6 +197,10 @@ class Settings:
     session_timeout: float = 20.0
     """Seconds before the group moves a silent worker's partitions: how long a
     kill -9 leaves them undecided."""
+    connect_timeout: float = 5.0
+    """Seconds a command (the CLI, the webhook adapter) waits for the broker's first
+    answer before it says Kafka is unreachable (exit 3), a short command's own
+    start-up included. Raise it for a cluster slow to answer (far away, or busy)."""
     # Net allocations between passes of Python's young-generation garbage
     # collector (Python's default: 700).  Decisions allocate many short-lived,
     # acyclic objects; fewer passes were 6-23% more records per second on a
@@ -482,6 +486,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         guarantee=guarantee,
         timer_tick=_float(env, "XWAIT_TIMER_TICK", defaults.timer_tick),
         session_timeout=_float(env, "XWAIT_SESSION_TIMEOUT", defaults.session_timeout),
+        connect_timeout=_float(env, "XWAIT_CONNECT_TIMEOUT", defaults.connect_timeout),
         gc_threshold=_int(env, "XWAIT_GC_THRESHOLD", defaults.gc_threshold),
         pure_python=_flag(env, "XWAIT_PURE_PYTHON"),
         batch_linger=_linger(env),

@@ -74,7 +74,8 @@ from streams.adapter.sending import (
     Sender,
 )
 from streams.client import Action, DeliveryFailed, XwaitClient
-from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
+from streams.client._budget import limit
+from streams.client._kafka import build, known_topics
 from streams.codec import RecordType, UndecodableRecord
 from streams.config import Settings
 from streams.core.durations import parse_duration_ms
@@ -349,19 +350,19 @@ class WebhookAdapter:
         run starts (the beginning, or the actions written since the adapter started),
         committed at once: a restart before anything was taken there must start there too,
         not at its own start time, or what came meanwhile would be skipped."""
-        found = consumer.committed(partitions, timeout=CONNECT_TIMEOUT_S)
+        found = consumer.committed(partitions, timeout=limit())
         placed = [tp for tp in found if tp.offset >= 0]
         fresh = [tp for tp in found if tp.offset < 0]
         if fresh:
             if self.config.from_beginning:
-                starts = [consumer.get_watermark_offsets(tp, timeout=CONNECT_TIMEOUT_S)[0]
+                starts = [consumer.get_watermark_offsets(tp, timeout=limit())[0]
                           for tp in fresh]
             else:
                 by_time = consumer.offsets_for_times(
                     [TopicPartition(tp.topic, tp.partition, self._start_ms) for tp in fresh],
-                    timeout=CONNECT_TIMEOUT_S)
+                    timeout=limit())
                 starts = [tp.offset if tp.offset >= 0 else consumer.get_watermark_offsets(
-                    tp, timeout=CONNECT_TIMEOUT_S)[1] for tp in by_time]
+                    tp, timeout=limit())[1] for tp in by_time]
             first = [TopicPartition(tp.topic, tp.partition, start)
                      for tp, start in zip(fresh, starts, strict=True)]
             consumer.commit(offsets=first, asynchronous=False)

@@ -2,9 +2,10 @@
 
 Exit codes scripts can trust: 0 success, 1 the operation failed (for
 `topics describe`: the topics are not healthy), 2 bad usage or configuration,
-3 Kafka (or the Schema Registry) unreachable, said in one line within 5 s of
-running the command, start-up included (for `worker`: of its start-up; for
-`status` and `list`: no worker answered), 4 no such wait: a worker answered that no wait has the key
+3 Kafka (or the Schema Registry) unreachable, said in one line within 5 s
+(`XWAIT_CONNECT_TIMEOUT`) of running the command, start-up included (for
+`worker` and `adapter`: of its start-up; for `status` and `list`: no worker
+answered), 4 no such wait: a worker answered that no wait has the key
 (`reply`, the operator commands, `status`, `result`). `result` also says how
 the wait ended: 0 RECEIVED, 5 ESCALATED, 6 CANCELLED, 7 no outcome within
 `--timeout`. 130: interrupted (Ctrl-C) while a bulk operation ran.
@@ -385,12 +386,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = _process_started() if argv is None else time.monotonic()
     _budget.answer_by(started + _budget.CONNECT_TIMEOUT_S - EXIT_MARGIN_S)
     try:
-        return _main(argv)
+        return _main(argv, started)
     finally:
         _budget.answer_by(None)  # the SDK, used in the same process later, has no budget
+        _budget.set_limit(None)
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, started: float) -> int:
     parser = build_parser()
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)
@@ -402,6 +404,8 @@ def _main(argv: Sequence[str] | None) -> int:
         config.LIBRDKAFKA_LOGGER.propagate = False
     try:
         settings = settings_from(args)
+        _budget.set_limit(settings.connect_timeout)
+        _budget.answer_by(started + settings.connect_timeout - EXIT_MARGIN_S)
         if args.command == "topics":
             from streams.cli.topics import run_topics
 
@@ -414,7 +418,8 @@ def _main(argv: Sequence[str] | None) -> int:
             from streams.cli.worker import run_worker
 
             # A worker runs for days: its first metadata request gets the whole
-            # 5 s after its (slower) start-up, never a remainder a busy machine ate.
+            # XWAIT_CONNECT_TIMEOUT after its (slower) start-up, never a remainder a busy
+            # machine ate.
             _budget.answer_by(None)
             return run_worker(settings)
         if args.command == "start":
@@ -438,6 +443,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.command == "adapter":
             from streams.cli.adapter import run_adapter
 
+            _budget.answer_by(None)  # runs for days, as a worker does
             return run_adapter(args, settings)
         if args.command == "report":
             from streams.cli.commands import run_report

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["CONNECT_TIMEOUT_S", "MIN_CONNECT_TIMEOUT_S", "answer_by", "connect_timeout"]
+__all__ = ["CONNECT_TIMEOUT_S", "MIN_CONNECT_TIMEOUT_S", "answer_by", "connect_timeout", "limit",
+           "set_limit"]
 
 CONNECT_TIMEOUT_S = 5.0
-"""How long the first metadata request may take before the broker counts as unreachable.
+"""How long the first metadata request may take before the broker counts as unreachable,
+unless XWAIT_CONNECT_TIMEOUT says otherwise (`set_limit`).
 A healthy broker answers in milliseconds; much shorter fails on a slow remote cluster,
 much longer leaves a CLI user staring at a silent terminal."""
 
@@ -22,6 +24,18 @@ machine so busy that start-up took most of it, a broker that answers must not be
 unreachable."""
 
 _answer_by: float | None = None  # time.monotonic() by which a command must have said so
+_limit_s: float | None = None  # the command's XWAIT_CONNECT_TIMEOUT, once it is known
+
+
+def set_limit(seconds: float | None) -> None:
+    """The broker's time to answer a command (`Settings.connect_timeout`); None: the default."""
+    global _limit_s  # noqa: PLW0603 - one process-wide budget, set once by the CLI
+    _limit_s = seconds
+
+
+def limit() -> float:
+    """Seconds a request the command cannot go on without may take (`set_limit`)."""
+    return CONNECT_TIMEOUT_S if _limit_s is None else _limit_s
 
 
 def answer_by(deadline: float | None) -> None:
@@ -37,7 +51,8 @@ def answer_by(deadline: float | None) -> None:
 
 def connect_timeout() -> float:
     """Seconds the first metadata request may take (see :func:`answer_by`)."""
+    most = limit()
     if _answer_by is None:
-        return CONNECT_TIMEOUT_S
+        return most
     left = _answer_by - time.monotonic()
-    return max(min(MIN_CONNECT_TIMEOUT_S, CONNECT_TIMEOUT_S), min(CONNECT_TIMEOUT_S, left))
+    return max(min(MIN_CONNECT_TIMEOUT_S, most), min(most, left))

@@ -85,11 +85,11 @@ def known_topics(client: Producer | Consumer | AdminClient, bootstrap: str,
 
 
 def probe(settings: Settings) -> set[str]:
-    """Fail within CONNECT_TIMEOUT_S, in one line, when the broker does not answer.
+    """Fail within XWAIT_CONNECT_TIMEOUT, in one line, when the broker does not answer.
 
     Used before work whose own failure against a dead broker is slow and loud
     (the topic admin's 15 s timeouts, faust's start-up traceback).
     """
     admin = build(AdminClient, settings.confluent(**{
-        "socket.connection.setup.timeout.ms": int(CONNECT_TIMEOUT_S * 1000)}))
+        "socket.connection.setup.timeout.ms": int(settings.connect_timeout * 1000)}))
     return known_topics(admin, settings.bootstrap, None)

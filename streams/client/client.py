@@ -49,7 +49,8 @@ from confluent_kafka import (
 
 from streams import codec, config
 from streams.client import _console
-from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
+from streams.client._budget import limit
+from streams.client._kafka import build, known_topics
 from streams.client.commands import Commands, check_key, json_text, wait_key_of
 from streams.client.consumer import XwaitConsumer
 from streams.client.errors import (
@@ -344,16 +345,16 @@ class XwaitClient(Commands):
             "group.id": f"xwait-client-{secrets.token_hex(8)}", "enable.auto.commit": False,
             "enable.partition.eof": True, "client.id": "xwait-client"}))
         try:
-            meta = consumer.list_topics(topic, timeout=CONNECT_TIMEOUT_S).topics.get(topic)
+            meta = consumer.list_topics(topic, timeout=limit()).topics.get(topic)
             if meta is None or not meta.partitions:
                 return False
             tp = TopicPartition(topic, partition_for(wanted, len(meta.partitions)),
                                 int(time.time() * 1000) - REQUEST_IN_FLIGHT_MS)
-            [start] = consumer.offsets_for_times([tp], timeout=CONNECT_TIMEOUT_S)
+            [start] = consumer.offsets_for_times([tp], timeout=limit())
             if start.offset < 0:
                 return False  # nothing written since then
             consumer.assign([start])
-            deadline = time.monotonic() + CONNECT_TIMEOUT_S
+            deadline = time.monotonic() + limit()
             while time.monotonic() < deadline:
                 msg = consumer.poll(0.2)
                 if msg is None:

@@ -42,7 +42,8 @@ from confluent_kafka import (
 )
 
 from streams import codec, config
-from streams.client._kafka import CONNECT_TIMEOUT_S, build, known_topics
+from streams.client._budget import limit
+from streams.client._kafka import build, known_topics
 from streams.client.errors import ClientError, InvalidRequest, TopicMissing, UndecodableOutput
 from streams.client.records import Action, Outcome, Rejected
 from streams.codec import UndecodableRecord
@@ -126,7 +127,7 @@ class XwaitConsumer(Generic[T]):
             if key is not None and group_id is None:
                 # One partition holds the key's records: read it alone, no group.
                 count = len(self._consumer.list_topics(
-                    self.topic, timeout=CONNECT_TIMEOUT_S).topics[self.topic].partitions)
+                    self.topic, timeout=limit()).topics[self.topic].partitions)
                 own = TopicPartition(self.topic, partition_for(self._key_bytes or b"", count))
                 self._consumer.assign(self._place([own], committed=False))
             else:
@@ -144,7 +145,7 @@ class XwaitConsumer(Generic[T]):
         self._partitions = [tp.partition for tp in partitions]
         todo = partitions
         if committed:
-            found = self._consumer.committed(partitions, timeout=CONNECT_TIMEOUT_S)
+            found = self._consumer.committed(partitions, timeout=limit())
             todo = [tp for tp in found if tp.offset < 0]
             placed = [tp for tp in found if tp.offset >= 0]
         else:
@@ -163,17 +164,17 @@ class XwaitConsumer(Generic[T]):
 
     def _offsets_for_times(self, asked: list[TopicPartition]) -> list[TopicPartition]:
         """The broker's offsets for timestamps, retried while a fresh topic's leader settles."""
-        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        deadline = time.monotonic() + limit()
         while True:
             try:
                 found: list[TopicPartition] = self._consumer.offsets_for_times(
-                    asked, timeout=CONNECT_TIMEOUT_S)
+                    asked, timeout=limit())
                 return found
             except KafkaException as exc:
                 if time.monotonic() >= deadline:
                     raise KafkaUnavailable(
                         f"{self.settings.bootstrap} did not say where to start reading "
-                        f"{self.topic} within {CONNECT_TIMEOUT_S:g} s: {error_text(exc)}") from exc
+                        f"{self.topic} within {limit():g} s: {error_text(exc)}") from exc
                 time.sleep(0.2)  # NOT_LEADER... right after the topic was created
 
     @property

@@ -100,8 +100,12 @@ def test_a_command_for_a_party_key_is_refused_with_exit_2(
 def test_commands_against_an_unreachable_broker_exit_3(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("streams.client._budget.CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("XWAIT_CONNECT_TIMEOUT", "1")  # 5 s by default
     assert main(["reply", "W", "--channel", "portal", "--data", "{}",
                  "--bootstrap", "127.0.0.1:1"]) == 3
     assert main(["resume", "W", "--bootstrap", "127.0.0.1:1"]) == 3
-    assert capsys.readouterr().err.count("xwait: Kafka unreachable:") == 2
+    err = capsys.readouterr().err
+    assert err.count("xwait: Kafka unreachable:") == 2
+    waited = [float(line.split(" within ", 1)[1].split()[0]) for line in err.splitlines()
+              if " did not answer a metadata request within " in line]
+    assert len(waited) == 2 and all(s <= 1.0 for s in waited), err

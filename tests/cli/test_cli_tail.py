@@ -124,7 +124,7 @@ def test_tail_on_missing_topics_fails_and_on_an_unreachable_broker_exits_3(
 ) -> None:
     assert main(["tail", "outcomes", "--timeout", "1", *flags(settings)]) == 1
     assert "run `xwait topics create`" in capsys.readouterr().err
-    monkeypatch.setattr("streams.client._budget.CONNECT_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("XWAIT_CONNECT_TIMEOUT", "1")
     assert main(["tail", "outcomes", "--bootstrap", "127.0.0.1:1"]) == 3
     assert capsys.readouterr().err.startswith("xwait: Kafka unreachable:")
 

@@ -18,6 +18,19 @@ from tests.conftest import NO_CONSOLE
 from tests.e2e.harness import Client, Watcher, WorkerProcess, e2e_settings
 from tests.prefixes import unique_prefix
 
+# How long the commands these tests run (`main` in-process, the webhook adapter) wait for
+# the broker's first answer (XWAIT_CONNECT_TIMEOUT, 5 s by default): beside another suite
+# at load 75 the shared broker took longer, and `reply --wait` or the adapter's start said
+# "Kafka unreachable" (exit 3).  tests/cli checks the default fails fast.
+PATIENT_CONNECT_TIMEOUT_S = "30"
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _patient_commands() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XWAIT_CONNECT_TIMEOUT", PATIENT_CONNECT_TIMEOUT_S)
+        yield
+
 
 @pytest.fixture(scope="module")
 def e2e_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
