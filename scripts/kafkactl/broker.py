@@ -313,10 +313,11 @@ class Broker:
         try:
             wait_until_ready(self.port, timeout=timeout, alive=lambda: proc.poll() is None,
                              node_id=self.node_id, brokers=brokers)
-        except Fail:
+        except Fail as exc:
             if proc.poll() is None:
                 proc.kill()
             self.pidfile.unlink(missing_ok=True)
+            exc.logs = (self.stdout, self.log)
             raise
         print(f"{self.name} started in {time.monotonic() - self._started:.1f}s "
               f"(pid {proc.pid}): bootstrap {self.bootstrap}"

@@ -65,7 +65,7 @@ def main(doc: str) -> int:
         if exc.show_log:
             # The JVM's own output first: a JVM that never started the broker (an
             # unknown option, a heap it cannot have) says why there, not in the log.
-            for path in (broker.stdout, broker.log):
+            for path in exc.logs or (broker.stdout, broker.log):
                 text = tail(path, 20)
                 if text:
                     print(f"--- last lines of {path} ---\n{text}", file=sys.stderr)

@@ -97,6 +97,9 @@ class Fail(Exception):
     def __init__(self, message: str, show_log: bool = False) -> None:
         super().__init__(message)
         self.show_log = show_log
+        # The output and log of the node that failed, when a cluster's node did (a
+        # cluster's start named no file, and left its failing node unexplained).
+        self.logs: tuple[Path, ...] = ()
 
 
 # RocksDB folders of workers run from this checkout (scripts/demo.py, and
