@@ -61,6 +61,25 @@ def test_start_reuses_a_broker_another_checkout_started(
     assert "no broker started by this script is running" in stop.stdout
 
 
+def test_two_checkouts_starting_a_broker_on_one_port_at_once_both_get_one(
+    tmp_path: Path,
+) -> None:
+    """Two fresh clones' `make test` side by side: both launched a broker on 9092 at once,
+    one exited "Address already in use", and its whole suite errored (114 tests)."""
+    port = str(free_broker_port())
+    homes = [tmp_path / "a", tmp_path / "b"]
+    starts = [subprocess.Popen([sys.executable, str(SCRIPTS / "kafka"), "start", "--port", port],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=home(folder)) for folder in homes]
+    try:
+        outputs = [p.communicate(timeout=240) for p in starts]
+        assert [p.returncode for p in starts] == [0, 0], outputs
+        assert sum(broker_was_launched(out) for out, _ in outputs) == 1, outputs
+    finally:
+        for folder in homes:
+            run("kafka", "stop", "--port", port, env=home(folder))
+
+
 def test_reset_deletes_the_broker_data_and_keeps_the_jars(tmp_path: Path) -> None:
     port = str(free_broker_port())
     kafka = tmp_path / "kafka"

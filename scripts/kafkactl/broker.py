@@ -34,6 +34,10 @@ from kafkactl.wire import metadata_ok, port_in_use, tail, wait_until_ready
 if TYPE_CHECKING:
     from kafkactl.cluster import Cluster
 
+# How long a start that lost its port to another checkout's broker launched in the same
+# moment waits for that broker to answer before it reports its own failure.
+RACED_START_S = 30.0
+
 class Broker:
     """One KRaft node (broker and controller): the single node, or node i of a cluster."""
 
@@ -314,10 +318,25 @@ class Broker:
             wait_until_ready(self.port, timeout=timeout, alive=lambda: proc.poll() is None,
                              node_id=self.node_id, brokers=brokers)
         except Fail as exc:
-            if proc.poll() is None:
+            exited = proc.poll() is not None
+            if not exited:
                 proc.kill()
             self.pidfile.unlink(missing_ok=True)
             exc.logs = (self.stdout, self.log)
+            if exited and self.single and any("Address already in use" in tail(path, 80)
+                                              for path in exc.logs):
+                # Another checkout launched a broker on this port in the same moment (two
+                # fresh clones' `make test` side by side): it took the port (or the
+                # controller's, both chose the same free one), and this one exited
+                # "Address already in use".  Reuse it once it answers.
+                try:
+                    wait_until_ready(self.port, timeout=min(timeout, RACED_START_S))
+                except Fail:
+                    raise exc from None
+                print(f"kafka already running on {self.bootstrap} (another checkout's, "
+                      f"started in the same moment; reusing it): bootstrap {self.bootstrap}")
+                self._started = -1.0
+                return
             raise
         print(f"{self.name} started in {time.monotonic() - self._started:.1f}s "
               f"(pid {proc.pid}): bootstrap {self.bootstrap}"
