@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 # moment waits for that broker to answer before it reports its own failure.
 RACED_START_S = 30.0
 
+
 class Broker:
     """One KRaft node (broker and controller): the single node, or node i of a cluster."""
 
