@@ -383,8 +383,8 @@ def _process_started() -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     # Run as a command (argv None), the budget counts from the process start;
     # called from Python (tests, scripts), from this call.
+    # The budget itself is set once the settings say how long it is (`_main`).
     started = _process_started() if argv is None else time.monotonic()
-    _budget.answer_by(started + _budget.CONNECT_TIMEOUT_S - EXIT_MARGIN_S)
     try:
         return _main(argv, started)
     finally:

@@ -130,7 +130,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 
 from streams.errors import XwaitError
 from streams.kafka_errors import kafka_error
@@ -276,9 +276,10 @@ class _Transactions:
                 producer.init_transactions(tuning.transaction_timeout_s)
                 return producer
             except KafkaException as exc:
-                err: KafkaError = exc.args[0]
+                err = kafka_error(exc)
                 away = time.monotonic() - began
-                unanswered = not err.fatal() and (err.retriable() or err.code() == TIMED_OUT)
+                unanswered = err is not None and not err.fatal() and (
+                    err.retriable() or err.code() == TIMED_OUT)
                 if not unanswered or away >= tuning.broker_away_s:
                     raise CommitFailed(f"cannot start the transactional producer {tid} "
                                        f"(tried for {away:.0f} s): {exc}") from exc
