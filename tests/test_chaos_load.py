@@ -22,7 +22,14 @@ from confluent_kafka import KafkaError, Producer
 from streams import topics
 from streams.config import Settings
 from streams.testing import load as load_module
-from streams.testing.load import DEADLINE_MS, Load, Wait, expected_outcome, reread_replies
+from streams.testing.load import (
+    DEADLINE_MS,
+    Load,
+    Wait,
+    expected_outcome,
+    reread_replies,
+    reviews_due,
+)
 
 
 class _Message:
@@ -169,6 +176,20 @@ def test_a_resent_reply_is_judged_by_its_first_copy_in_the_log(settings: Setting
     reread_replies(load)
     assert _reply_times(wait) == (first, None)
     assert expected_outcome(wait) is None, "committed when is unknown: either is right"
+
+
+def test_only_an_invalid_reply_appended_before_its_deadline_is_a_review_due() -> None:
+    """A crash run on a machine at load ~100 appended every reply after its deadline:
+    it opened no review, rightly, and its test must tell that from a worker that fails
+    to open one."""
+    def wait(kind: str, appended_after_ms: int | None) -> Wait:
+        at = None if appended_after_ms is None else 1_000 + appended_after_ms
+        return Wait("k", 1_000, kind, 0, reply_appended=at)
+
+    in_time, late = DEADLINE_MS - 1, DEADLINE_MS
+    assert reviews_due([wait("invalid", in_time)]) == 1
+    assert reviews_due([wait("invalid", late), wait("invalid", None),
+                        wait("valid", in_time), wait("silent", None)]) == 0
 
 
 def _reply_times(wait: Wait) -> tuple[int | None, int | None]:

@@ -19,7 +19,7 @@ import secrets
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -549,6 +549,13 @@ def reread_replies(load: Load) -> None:
             wait.reply_appended, wait.reply_acked = at, None
 
 
+def reviews_due(waits: Iterable[Wait]) -> int:
+    """How many reviews the workers must open: invalid replies appended before their
+    deadline (one appended at or after it escalates the wait instead)."""
+    return sum(w.kind == "invalid" and w.reply_appended is not None
+               and w.reply_appended < w.requested_at + DEADLINE_MS for w in waits)
+
+
 def expected_outcome(wait: Wait, grace_ms: int = 0) -> str | None:
     """What the broker's clock says: a reply appended before the deadline and committed
     within the grace after it is received; None: in flight then, either is right."""
@@ -583,4 +590,4 @@ def make_waits(n: int, rng: random.Random) -> list[Wait]:
 
 __all__ = ["DEADLINE_MS", "DEFINITION", "LOAD_WARM_TIMEOUT_S", "Load", "Wait", "Watch",
            "commit_grace_ms", "expected_outcome", "first_appends", "make_waits",
-           "reread_replies"]
+           "reread_replies", "reviews_due"]

@@ -72,7 +72,18 @@ def _assert_clean(report: Report) -> None:
         f"(acknowledged/applied): {report.inputs}; load: {report.load}; {report.examples}")
     assert report.conflicting == 0, f"{report.conflicting} waits ended twice: {report.examples}"
     assert report.wrong == 0, f"{report.wrong} waits ended the wrong way: {report.examples}"
-    assert report.reviews > 0, "the run exercised the review flow"
+
+
+def _assert_reviewed(report: Report) -> None:
+    """The run raced invalid replies against their deadlines, and the workers opened their
+    reviews; a test's last check (it may skip)."""
+    if report.reviewable == 0:
+        # Beside two suites (load ~100) every reply of a run was once appended after its
+        # 6 s deadline: nothing lost or wrong, and no review to open.
+        pytest.skip(f"no invalid reply reached the log before its deadline (received "
+                    f"{report.received}, escalated {report.escalated}): the review flow "
+                    "was not exercised; nothing was lost, ended twice or ended wrong")
+    assert report.reviews > 0, f"{report.reviewable} invalid replies came in time: no review"
 
 
 @pytest.mark.parametrize("guarantee", list(Guarantee))
@@ -91,6 +102,7 @@ def test_kill_9_while_behind_and_a_worker_joining_and_leaving_lose_nothing(
     if guarantee is Guarantee.EXACTLY_ONCE:
         assert report.duplicate_outcomes == 0, "read_committed sees each outcome once"
         assert report.duplicate_actions == 0, "read_committed sees each action once"
+    _assert_reviewed(report)
 
 
 @pytest.mark.parametrize("guarantee", list(Guarantee))
@@ -118,6 +130,7 @@ def test_a_worker_frozen_past_its_session_timeout_wakes_fenced_and_corrupts_noth
     if guarantee is Guarantee.EXACTLY_ONCE:
         assert report.duplicate_outcomes == 0, "read_committed sees each outcome once"
         assert report.duplicate_actions == 0, "read_committed sees each action once"
+    _assert_reviewed(report)
     if report.fenced == 0:
         # Woken, the zombie races its heartbeat (which tells it it left the group) against
         # its next batch; beside two suites (load 40-60) it heard first twice in 20 runs,
@@ -202,6 +215,7 @@ def test_a_worker_never_restarted_lives_through_a_broker_restart(
     _assert_clean(report)
     assert [e["event"] for e in report.events].count("broker started") == 1
     assert not [e for e in report.events if e["event"] in ("kill -9", "worker exited")]
+    _assert_reviewed(report)
 
 
 def test_broker_restarts_mid_run_lose_nothing(
@@ -215,6 +229,7 @@ def test_broker_restarts_mid_run_lose_nothing(
 
     _assert_clean(report)
     assert [e["event"] for e in report.events].count("broker started") == 2
+    _assert_reviewed(report)
 
 
 @pytest.mark.parametrize("guarantee", list(Guarantee))
@@ -233,6 +248,7 @@ def test_a_broker_frozen_mid_run_loses_nothing(
     _assert_clean(report)
     assert [e["event"] for e in report.events].count("broker thawed") == 1
     assert "worker exited" not in [e["event"] for e in report.events]
+    _assert_reviewed(report)
 
 
 class _Watched:
