@@ -6,7 +6,8 @@ is started for the run and stopped at its end.
 
 `make test` runs the suite on five processes (pytest-xdist): each process asks
 for the broker under a lock, the run's controller stops it at the very end if
-one of them launched it, and each test module (the console's package, the
+one of them launched it (once no other checkout's run uses it:
+tests/broker_users.py), and each test module (the console's package, the
 registry's two modules) stays on one process with its topics and workers.
 The slowest modules go first, so that the processes end together.
 """
@@ -14,6 +15,7 @@ The slowest modules go first, so that the processes end together.
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import shutil
 import subprocess
@@ -30,6 +32,7 @@ from hypothesis import settings as hypothesis_settings
 
 from streams.config import Settings
 from streams.testing.workers import free_broker_port, free_port
+from tests import broker_users
 from tests.prefixes import made, unique_prefix
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,6 +47,8 @@ someone runs on the default port 6066."""
 
 RUN_DIR = "_XWAIT_TEST_RUN_DIR"
 """Environment variable naming a folder the run's processes share (set by the controller)."""
+RUN_PID = "_XWAIT_TEST_RUN_PID"
+"""Environment variable holding the pid of the run's controller (tests/broker_users.py)."""
 _OWN_RUN_DIR = pytest.StashKey[Path]()
 
 # Modules started first, slowest first (the cluster's package about 5 minutes, the crash
@@ -80,18 +85,27 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # an xdist worker (or a run inside a run): the controller owns the folder
     run_dir = Path(tempfile.mkdtemp(prefix="xwait-test-run-"))
     os.environ[RUN_DIR] = str(run_dir)  # xdist's workers start later and inherit it
+    os.environ[RUN_PID] = str(os.getpid())
     config.stash[_OWN_RUN_DIR] = run_dir
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """After every process is done: stop the broker if this run launched it."""
+    """After every process is done: stop the broker if this run launched it, once no
+    other checkout's run uses it any more (tests/broker_users.py)."""
     run_dir = config.stash.get(_OWN_RUN_DIR, None)
     if run_dir is None:
         return
-    for launched in run_dir.glob("launched-*"):
-        _kafka("stop", "--port", launched.name.removeprefix("launched-"))
+    for used in run_dir.glob("uses-*"):
+        port = used.name.removeprefix("uses-")
+        if (run_dir / f"launched-{port}").exists():
+            broker_users.stop_after_the_others(
+                port, run_dir.name, functools.partial(_kafka, "stop", "--port", port),
+                say=lambda line: print(line, file=sys.stderr, flush=True))
+        else:
+            broker_users.unregister(port, run_dir.name)
     shutil.rmtree(run_dir, ignore_errors=True)
     os.environ.pop(RUN_DIR, None)
+    os.environ.pop(RUN_PID, None)
 
 
 # Modules whose tests share no costly fixture (each starts its own broker) and take
@@ -217,8 +231,10 @@ def kafka_bootstrap() -> Iterator[str]:
     port = os.environ.get("XWAIT_KAFKA_PORT") or _bootstrap_port() or "9092"
     bootstrap = f"127.0.0.1:{port}"
     run_dir = Path(os.environ.get(RUN_DIR) or tempfile.gettempdir())
-    with open(run_dir / f"broker-{port}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other process waits while one starts it
+    # The run's other processes wait while one starts it; another checkout's run, while
+    # this one starts it or stops it (tests/broker_users.py).
+    with open(run_dir / f"broker-{port}.lock", "w") as lock, broker_users.exclusive(port):
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not _answers(bootstrap):
             result = _kafka("start", "--port", port)
             if result.returncode != 0:
@@ -229,6 +245,8 @@ def kafka_bootstrap() -> Iterator[str]:
             # it - is reused and left running.
             if broker_was_launched(result.stdout):
                 (run_dir / f"launched-{port}").touch()
+        broker_users.register(port, run_dir.name, int(os.environ.get(RUN_PID) or os.getpid()))
+        (run_dir / f"uses-{port}").touch()
     yield bootstrap
     _delete_topics_made(bootstrap)
 
