@@ -14,7 +14,6 @@ The slowest modules go first, so that the processes end together.
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import os
 import shutil
@@ -231,10 +230,9 @@ def kafka_bootstrap() -> Iterator[str]:
     port = os.environ.get("XWAIT_KAFKA_PORT") or _bootstrap_port() or "9092"
     bootstrap = f"127.0.0.1:{port}"
     run_dir = Path(os.environ.get(RUN_DIR) or tempfile.gettempdir())
-    # The run's other processes wait while one starts it; another checkout's run, while
-    # this one starts it or stops it (tests/broker_users.py).
-    with open(run_dir / f"broker-{port}.lock", "w") as lock, broker_users.exclusive(port):
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # One lock of the machine's: the run's other processes, and other checkouts' runs,
+    # wait while one starts it or stops it (tests/broker_users.py).
+    with broker_users.exclusive(port):
         if not _answers(bootstrap):
             result = _kafka("start", "--port", port)
             if result.returncode != 0:
