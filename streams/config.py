@@ -200,7 +200,9 @@ class Settings:
     connect_timeout: float = 5.0
     """Seconds a command (the CLI, the webhook adapter) waits for the broker's first
     answer before it says Kafka is unreachable (exit 3), a short command's own
-    start-up included. Raise it for a cluster slow to answer (far away, or busy)."""
+    start-up included; the SDK's clients wait as long for each answer they cannot go
+    on without (KafkaUnavailable). Raise it for a cluster slow to answer (far away,
+    or busy)."""
     # Net allocations between passes of Python's young-generation garbage
     # collector (Python's default: 700).  Decisions allocate many short-lived,
     # acyclic objects; fewer passes were 6-23% more records per second on a

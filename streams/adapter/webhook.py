@@ -350,19 +350,20 @@ class WebhookAdapter:
         run starts (the beginning, or the actions written since the adapter started),
         committed at once: a restart before anything was taken there must start there too,
         not at its own start time, or what came meanwhile would be skipped."""
-        found = consumer.committed(partitions, timeout=limit())
+        ask = limit(self.settings.connect_timeout)
+        found = consumer.committed(partitions, timeout=ask)
         placed = [tp for tp in found if tp.offset >= 0]
         fresh = [tp for tp in found if tp.offset < 0]
         if fresh:
             if self.config.from_beginning:
-                starts = [consumer.get_watermark_offsets(tp, timeout=limit())[0]
+                starts = [consumer.get_watermark_offsets(tp, timeout=ask)[0]
                           for tp in fresh]
             else:
                 by_time = consumer.offsets_for_times(
                     [TopicPartition(tp.topic, tp.partition, self._start_ms) for tp in fresh],
-                    timeout=limit())
+                    timeout=ask)
                 starts = [tp.offset if tp.offset >= 0 else consumer.get_watermark_offsets(
-                    tp, timeout=limit())[1] for tp in by_time]
+                    tp, timeout=ask)[1] for tp in by_time]
             first = [TopicPartition(tp.topic, tp.partition, start)
                      for tp, start in zip(fresh, starts, strict=True)]
             consumer.commit(offsets=first, asynchronous=False)
@@ -372,7 +373,7 @@ class WebhookAdapter:
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:
-        known_topics(self._consumer, self.settings.bootstrap, self.topic)
+        known_topics(self._consumer, self.settings, self.topic)
         if self.config.metrics_port:
             start_http_server(self.config.metrics_port, self.config.metrics_host,
                               registry=self.metrics.registry)

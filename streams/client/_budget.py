@@ -33,9 +33,13 @@ def set_limit(seconds: float | None) -> None:
     _limit_s = seconds
 
 
-def limit() -> float:
-    """Seconds a request the command cannot go on without may take (`set_limit`)."""
-    return CONNECT_TIMEOUT_S if _limit_s is None else _limit_s
+def limit(own: float | None = None) -> float:
+    """Seconds a request the command cannot go on without may take: the CLI's
+    (`set_limit`), else `own` (the caller's `Settings.connect_timeout`: the SDK's clients
+    follow the settings they were made with), else CONNECT_TIMEOUT_S."""
+    if _limit_s is not None:
+        return _limit_s
+    return CONNECT_TIMEOUT_S if own is None else own
 
 
 def answer_by(deadline: float | None) -> None:
@@ -49,9 +53,10 @@ def answer_by(deadline: float | None) -> None:
     _answer_by = deadline
 
 
-def connect_timeout() -> float:
-    """Seconds the first metadata request may take (see :func:`answer_by`)."""
-    most = limit()
+def connect_timeout(own: float | None = None) -> float:
+    """Seconds the first metadata request may take (see :func:`answer_by`; `own`: as
+    for :func:`limit`)."""
+    most = limit(own)
     if _answer_by is None:
         return most
     left = _answer_by - time.monotonic()

@@ -63,11 +63,13 @@ def build(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any]) -> _C:
                           ) from exc
 
 
-def known_topics(client: Producer | Consumer | AdminClient, bootstrap: str,
+def known_topics(client: Producer | Consumer | AdminClient, settings: Settings,
                  wanted: str | None) -> set[str]:
-    """One metadata round trip: the broker's topics, after checking ``wanted`` is among them."""
+    """One metadata round trip: the broker's topics, after checking ``wanted`` is among them
+    (within ``settings.connect_timeout``, or the CLI's budget: `connect_timeout`)."""
     _LAST_ERROR.message = None
-    timeout = connect_timeout()
+    bootstrap = settings.bootstrap
+    timeout = connect_timeout(settings.connect_timeout)
     try:
         meta = client.list_topics(timeout=timeout)
     except KafkaException as exc:
@@ -92,4 +94,4 @@ def probe(settings: Settings) -> set[str]:
     """
     admin = build(AdminClient, settings.confluent(**{
         "socket.connection.setup.timeout.ms": int(settings.connect_timeout * 1000)}))
-    return known_topics(admin, settings.bootstrap, None)
+    return known_topics(admin, settings, None)

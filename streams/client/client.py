@@ -344,17 +344,18 @@ class XwaitClient(Commands):
         consumer = build(Consumer, self.settings.confluent(**{
             "group.id": f"xwait-client-{secrets.token_hex(8)}", "enable.auto.commit": False,
             "enable.partition.eof": True, "client.id": "xwait-client"}))
+        ask = limit(self.settings.connect_timeout)
         try:
-            meta = consumer.list_topics(topic, timeout=limit()).topics.get(topic)
+            meta = consumer.list_topics(topic, timeout=ask).topics.get(topic)
             if meta is None or not meta.partitions:
                 return False
             tp = TopicPartition(topic, partition_for(wanted, len(meta.partitions)),
                                 int(time.time() * 1000) - REQUEST_IN_FLIGHT_MS)
-            [start] = consumer.offsets_for_times([tp], timeout=limit())
+            [start] = consumer.offsets_for_times([tp], timeout=ask)
             if start.offset < 0:
                 return False  # nothing written since then
             consumer.assign([start])
-            deadline = time.monotonic() + limit()
+            deadline = time.monotonic() + ask
             while time.monotonic() < deadline:
                 msg = consumer.poll(0.2)
                 if msg is None:
@@ -490,7 +491,7 @@ class XwaitClient(Commands):
                 "client.id": "xwait-client",
             }))
         if topic not in self._topics:
-            self._topics = known_topics(self._producer, self.settings.bootstrap, topic)
+            self._topics = known_topics(self._producer, self.settings, topic)
         return self._producer
 
     def _send_one(self, role: str, key: str, record_type: RecordType,

@@ -123,11 +123,11 @@ class XwaitConsumer(Generic[T]):
             "client.id": "xwait-client",
         }))
         try:
-            known_topics(self._consumer, self.settings.bootstrap, self.topic)
+            known_topics(self._consumer, self.settings, self.topic)
             if key is not None and group_id is None:
                 # One partition holds the key's records: read it alone, no group.
                 count = len(self._consumer.list_topics(
-                    self.topic, timeout=limit()).topics[self.topic].partitions)
+                    self.topic, timeout=self._ask()).topics[self.topic].partitions)
                 own = TopicPartition(self.topic, partition_for(self._key_bytes or b"", count))
                 self._consumer.assign(self._place([own], committed=False))
             else:
@@ -139,13 +139,17 @@ class XwaitConsumer(Generic[T]):
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.assign(self._place(partitions, committed=self._commits))
 
+    def _ask(self) -> float:
+        """Seconds a request this consumer cannot go on without may take."""
+        return limit(self.settings.connect_timeout)
+
     def _place(self, partitions: list[TopicPartition], *, committed: bool
                ) -> list[TopicPartition]:
         """Start offsets: the committed one if any, else the beginning or ``since_ms``."""
         self._partitions = [tp.partition for tp in partitions]
         todo = partitions
         if committed:
-            found = self._consumer.committed(partitions, timeout=limit())
+            found = self._consumer.committed(partitions, timeout=self._ask())
             todo = [tp for tp in found if tp.offset < 0]
             placed = [tp for tp in found if tp.offset >= 0]
         else:
@@ -164,17 +168,17 @@ class XwaitConsumer(Generic[T]):
 
     def _offsets_for_times(self, asked: list[TopicPartition]) -> list[TopicPartition]:
         """The broker's offsets for timestamps, retried while a fresh topic's leader settles."""
-        deadline = time.monotonic() + limit()
+        deadline = time.monotonic() + self._ask()
         while True:
             try:
                 found: list[TopicPartition] = self._consumer.offsets_for_times(
-                    asked, timeout=limit())
+                    asked, timeout=self._ask())
                 return found
             except KafkaException as exc:
                 if time.monotonic() >= deadline:
                     raise KafkaUnavailable(
                         f"{self.settings.bootstrap} did not say where to start reading "
-                        f"{self.topic} within {limit():g} s: {error_text(exc)}") from exc
+                        f"{self.topic} within {self._ask():g} s: {error_text(exc)}") from exc
                 time.sleep(0.2)  # NOT_LEADER... right after the topic was created
 
     @property

@@ -63,8 +63,8 @@ class ReceiptReader:
             "client.id": "xwait-client",
         }))
         try:
-            known_topics(self._consumer, settings.bootstrap, self.topic)
-            timeout = connect_timeout()
+            known_topics(self._consumer, settings, self.topic)
+            timeout = connect_timeout(settings.connect_timeout)
             count = len(self._consumer.list_topics(
                 self.topic, timeout=timeout).topics[self.topic].partitions)
             where = TopicPartition(self.topic, partition_for(self._key, count))

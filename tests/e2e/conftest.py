@@ -18,10 +18,11 @@ from tests.conftest import NO_CONSOLE
 from tests.e2e.harness import Client, Watcher, WorkerProcess, e2e_settings
 from tests.prefixes import unique_prefix
 
-# How long the commands these tests run (`main` in-process, the webhook adapter) wait for
-# the broker's first answer (XWAIT_CONNECT_TIMEOUT, 5 s by default): beside another suite
-# at load 75 the shared broker took longer, and `reply --wait` or the adapter's start said
-# "Kafka unreachable" (exit 3).  tests/cli checks the default fails fast.
+# How long the commands these tests run (`main` in-process, the webhook adapter) and the
+# SDK's clients of `new_e2e`'s settings wait for the broker's first answer
+# (XWAIT_CONNECT_TIMEOUT, 5 s by default): beside another suite at load 75 the shared
+# broker took longer, and `reply --wait` or the adapter's start said "Kafka unreachable"
+# (exit 3).  tests/cli checks the default fails fast.
 PATIENT_CONNECT_TIMEOUT_S = "30"
 
 
@@ -42,7 +43,8 @@ def new_e2e(bootstrap: str, folder: Path, tag: str = "e", partitions: int = 4,
     """Settings with topics of their own and the fast definitions of tests/e2e/waits."""
     prefix = unique_prefix(tag)
     base = Settings(bootstrap=bootstrap, topic_prefix=prefix, app_id=f"{prefix}-processor",
-                    partitions=partitions, console_url=NO_CONSOLE)
+                    partitions=partitions, console_url=NO_CONSOLE,
+                    connect_timeout=float(PATIENT_CONNECT_TIMEOUT_S))
     s = e2e_settings(base, folder, guarantee)
     topics.create(s, topics.load_specs(s))
     return s

@@ -144,8 +144,10 @@ def test_every_sender_gets_the_receipt_of_its_decision_across_a_kill_9(
         before = sum(end_offsets(settings, "replies"))
         worker.freeze()
         senders.send(keys[:WAITS // 2])
-        _until(lambda: sum(end_offsets(settings, "replies")) == before + WAITS // 2,
+        _until(lambda: senders.errors or
+               sum(end_offsets(settings, "replies")) == before + WAITS // 2,
                "the replies to reach the topic")
+        assert senders.errors == [], "a sender failed before its reply was written"
         worker.kill9()
         worker.start(timeout=180)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -87,13 +87,15 @@ class Headers:
     def __init__(self, settings: Settings, key: str) -> None:
         self.key = key.encode()
         self.kinds = {settings.topic("actions"): "Action", settings.topic("outcomes"): "Outcome"}
-        # A group of its own: with a name shared by every run ("headers"), two suites on
-        # one broker (a developer's and CI's) joined one group, its rebalance sent this
-        # consumer back to the first record, and it counted the actions twice.
+        # Assigned, not subscribed: beside another suite a group join took longer than the
+        # wait's whole life, and the restart below came after the wait had ended.  (A
+        # group shared by every run once also joined two suites' readers: counted twice.)
         self.consumer = Consumer(settings.confluent(**{
-            "group.id": f"{settings.app_id}-headers", "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "isolation.level": "read_committed"}))
-        self.consumer.subscribe(list(self.kinds))
+            "group.id": f"{settings.app_id}-headers", "enable.auto.commit": False,
+            "isolation.level": "read_committed"}))
+        self.consumer.assign([
+            TopicPartition(topic, p, OFFSET_BEGINNING) for topic in self.kinds
+            for p in self.consumer.list_topics(topic, timeout=30).topics[topic].partitions])
         self.seen: list[tuple[str, str | None]] = []  # (action or outcome, traceparent)
 
     def until(self, what: str, timeout: float = 90) -> None:
