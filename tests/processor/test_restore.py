@@ -27,6 +27,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from streams import topics
 from streams.core import ArmedTimer, TimerKind, WaitStatus
 from streams.processor import restore
 from streams.processor.envelope import Row, encode_row
@@ -56,10 +57,7 @@ def _topic(bootstrap: str, partitions: int = 1) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1,
                                   config={"cleanup.policy": "compact"})])[name].result(30)
-    deadline = time.monotonic() + 15
-    while name not in admin.list_topics(timeout=5).topics:
-        assert time.monotonic() < deadline, f"{name} never showed in the metadata"
-        time.sleep(0.1)
+    topics.wait_visible(admin, [name])  # a busy broker took longer than 15 s
     return name
 
 
