@@ -74,7 +74,6 @@ from streams.adapter.sending import (
     Sender,
 )
 from streams.client import Action, DeliveryFailed, XwaitClient
-from streams.client._budget import limit
 from streams.client._kafka import build, known_topics
 from streams.codec import RecordType, UndecodableRecord
 from streams.config import Settings
@@ -350,7 +349,7 @@ class WebhookAdapter:
         run starts (the beginning, or the actions written since the adapter started),
         committed at once: a restart before anything was taken there must start there too,
         not at its own start time, or what came meanwhile would be skipped."""
-        ask = limit(self.settings.connect_timeout)
+        ask = self.settings.connect_timeout
         found = consumer.committed(partitions, timeout=ask)
         placed = [tp for tp in found if tp.offset >= 0]
         fresh = [tp for tp in found if tp.offset < 0]

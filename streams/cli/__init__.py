@@ -389,7 +389,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv, started)
     finally:
         _budget.answer_by(None)  # the SDK, used in the same process later, has no budget
-        _budget.set_limit(None)
 
 
 def _main(argv: Sequence[str] | None, started: float) -> int:
@@ -404,7 +403,6 @@ def _main(argv: Sequence[str] | None, started: float) -> int:
         config.LIBRDKAFKA_LOGGER.propagate = False
     try:
         settings = settings_from(args)
-        _budget.set_limit(settings.connect_timeout)
         _budget.answer_by(started + settings.connect_timeout - EXIT_MARGIN_S)
         if args.command == "topics":
             from streams.cli.topics import run_topics

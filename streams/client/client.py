@@ -49,7 +49,6 @@ from confluent_kafka import (
 
 from streams import codec, config
 from streams.client import _console
-from streams.client._budget import limit
 from streams.client._kafka import build, known_topics
 from streams.client.commands import Commands, check_key, json_text, wait_key_of
 from streams.client.consumer import XwaitConsumer
@@ -344,7 +343,7 @@ class XwaitClient(Commands):
         consumer = build(Consumer, self.settings.confluent(**{
             "group.id": f"xwait-client-{secrets.token_hex(8)}", "enable.auto.commit": False,
             "enable.partition.eof": True, "client.id": "xwait-client"}))
-        ask = limit(self.settings.connect_timeout)
+        ask = self.settings.connect_timeout
         try:
             meta = consumer.list_topics(topic, timeout=ask).topics.get(topic)
             if meta is None or not meta.partitions:

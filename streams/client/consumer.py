@@ -42,7 +42,6 @@ from confluent_kafka import (
 )
 
 from streams import codec, config
-from streams.client._budget import limit
 from streams.client._kafka import build, known_topics
 from streams.client.errors import ClientError, InvalidRequest, TopicMissing, UndecodableOutput
 from streams.client.records import Action, Outcome, Rejected
@@ -126,8 +125,9 @@ class XwaitConsumer(Generic[T]):
             known_topics(self._consumer, self.settings, self.topic)
             if key is not None and group_id is None:
                 # One partition holds the key's records: read it alone, no group.
-                count = len(self._consumer.list_topics(
-                    self.topic, timeout=self._ask()).topics[self.topic].partitions)
+                meta = self._consumer.list_topics(self.topic,
+                                                  timeout=self.settings.connect_timeout)
+                count = len(meta.topics[self.topic].partitions)
                 own = TopicPartition(self.topic, partition_for(self._key_bytes or b"", count))
                 self._consumer.assign(self._place([own], committed=False))
             else:
@@ -139,17 +139,13 @@ class XwaitConsumer(Generic[T]):
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.assign(self._place(partitions, committed=self._commits))
 
-    def _ask(self) -> float:
-        """Seconds a request this consumer cannot go on without may take."""
-        return limit(self.settings.connect_timeout)
-
     def _place(self, partitions: list[TopicPartition], *, committed: bool
                ) -> list[TopicPartition]:
         """Start offsets: the committed one if any, else the beginning or ``since_ms``."""
         self._partitions = [tp.partition for tp in partitions]
         todo = partitions
         if committed:
-            found = self._consumer.committed(partitions, timeout=self._ask())
+            found = self._consumer.committed(partitions, timeout=self.settings.connect_timeout)
             todo = [tp for tp in found if tp.offset < 0]
             placed = [tp for tp in found if tp.offset >= 0]
         else:
@@ -168,17 +164,18 @@ class XwaitConsumer(Generic[T]):
 
     def _offsets_for_times(self, asked: list[TopicPartition]) -> list[TopicPartition]:
         """The broker's offsets for timestamps, retried while a fresh topic's leader settles."""
-        deadline = time.monotonic() + self._ask()
+        ask = self.settings.connect_timeout
+        deadline = time.monotonic() + ask
         while True:
             try:
                 found: list[TopicPartition] = self._consumer.offsets_for_times(
-                    asked, timeout=self._ask())
+                    asked, timeout=ask)
                 return found
             except KafkaException as exc:
                 if time.monotonic() >= deadline:
                     raise KafkaUnavailable(
                         f"{self.settings.bootstrap} did not say where to start reading "
-                        f"{self.topic} within {self._ask():g} s: {error_text(exc)}") from exc
+                        f"{self.topic} within {ask:g} s: {error_text(exc)}") from exc
                 time.sleep(0.2)  # NOT_LEADER... right after the topic was created
 
     @property
