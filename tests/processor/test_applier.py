@@ -422,9 +422,17 @@ def test_a_linger_gathers_the_records_released_meanwhile_into_the_next_batch(
             w.committer.gates[n - 1].set_result(None)
             await w.settle()
 
+        async def began(n: int) -> None:
+            while len(starts) < n:
+                await asyncio.sleep(0.005)
+
         await offer(request(0))
         await asyncio.wait_for(committed(1), 10)
         await offer(reply(0, {"decision": "approved"}))  # comes after the commit ...
+        if linger == 0:
+            # ... and without a linger its batch begins at once: the command comes after
+            # that (on a busy machine, load 20, twenty loop turns were not enough for it).
+            await asyncio.wait_for(began(2), 10)
         await offer(record(Role.COMMANDS, None, 0))  # ... and so does this one, later
         await asyncio.wait_for(committed(2), 10)
         if linger == 0:
