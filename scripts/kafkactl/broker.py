@@ -29,7 +29,7 @@ from kafkactl.layout import (
     sasl_settings,
 )
 from kafkactl.ports import default_ports, ephemeral_ports, plan
-from kafkactl.wire import metadata_ok, port_in_use, tail, wait_until_ready
+from kafkactl.wire import metadata_ok, port_in_use, since, size, tail, wait_until_ready
 
 if TYPE_CHECKING:
     from kafkactl.cluster import Cluster
@@ -67,6 +67,7 @@ class Broker:
         self.name = "kafka"
         self._started: float | None = None  # monotonic start of a launch; -1: reused
         self._proc: subprocess.Popen[bytes] | None = None
+        self._marks: dict[Path, int] = {}  # where a launch's lines begin in its logs
 
     @classmethod
     def node(cls, cluster: Cluster, node_id: int) -> Broker:
@@ -276,6 +277,10 @@ class Broker:
                *archive, *os.environ.get("XWAIT_KAFKA_JAVA_OPTS", "").split(),
                "-cp", self.classpath(), "kafka.Kafka", str(self.config)]
         started = time.monotonic()
+        # Where this start's lines begin in the logs (both are appended to): its bind error
+        # comes before the configuration dump and the shutdown, more than 80 lines from
+        # the end.
+        self._marks = {path: size(path) for path in (self.stdout, self.log)}
         with open(self.stdout, "ab") as out:
             proc = subprocess.Popen(  # noqa: S603
                 cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -324,8 +329,8 @@ class Broker:
                 proc.kill()
             self.pidfile.unlink(missing_ok=True)
             exc.logs = (self.stdout, self.log)
-            if exited and self.single and any("Address already in use" in tail(path, 80)
-                                              for path in exc.logs):
+            if exited and self.single and any("Address already in use" in since(path, mark)
+                                              for path, mark in self._marks.items()):
                 # Another checkout launched a broker on this port in the same moment (two
                 # fresh clones' `make test` side by side): it took the port (or the
                 # controller's, both chose the same free one), and this one exited

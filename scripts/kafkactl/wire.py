@@ -110,6 +110,24 @@ def wait_until_ready(port: int, timeout: float, alive: Callable[[], bool] = lamb
                + f"within {timeout:.0f}s", show_log=True)
 
 
+def size(path: Path) -> int:
+    """How many bytes `path` holds (0 when there is no such file)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def since(path: Path, offset: int) -> str:
+    """What was appended to `path` after its first `offset` bytes."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def tail(path: Path, lines: int) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
