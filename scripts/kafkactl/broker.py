@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -235,6 +236,15 @@ class Broker:
             raise Fail(f"formatting the broker storage failed:\n{proc.stdout}{proc.stderr}",
                        show_log=True)
 
+    def formatted_cluster_id(self) -> str | None:
+        """The cluster id this node's storage was formatted with (None: not formatted)."""
+        try:
+            text = (self.data / "meta.properties").read_text()
+        except OSError:
+            return None
+        found = re.search(r"^cluster\.id=(\S+)$", text, re.MULTILINE)
+        return found.group(1) if found else None
+
     # -- lifecycle -----------------------------------------------------------
     def start(self, timeout: float) -> None:
         self.launch()
@@ -322,7 +332,8 @@ class Broker:
         assert proc is not None  # noqa: S101 - set by launch()
         try:
             wait_until_ready(self.port, timeout=timeout, alive=lambda: proc.poll() is None,
-                             node_id=self.node_id, brokers=brokers)
+                             node_id=self.node_id, brokers=brokers,
+                             cluster=self.formatted_cluster_id())
         except Fail as exc:
             exited = proc.poll() is not None
             if not exited:

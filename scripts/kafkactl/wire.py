@@ -45,8 +45,14 @@ def _recv(sock: socket.socket, n: int) -> bytes:
 
 
 def metadata_brokers(port: int) -> set[int] | None:
+    """The node ids of the brokers the broker on `port` lists (`metadata`), or None."""
+    answer = metadata(port)
+    return None if answer is None else answer[0]
+
+
+def metadata(port: int) -> tuple[set[int], str | None] | None:
     """Ask the broker for cluster metadata over the Kafka protocol: the node ids of
-    the brokers it lists, or None when it does not answer.
+    the brokers it lists and its cluster id, or None when it does not answer.
 
     ApiVersions (v0, always accepted) says which Metadata versions the broker
     serves; a non-flexible one (<= v8) is then asked for all topics. Ready
@@ -84,7 +90,9 @@ def metadata_brokers(port: int) -> set[int] | None:
                 rack_len = struct.unpack(">h", meta[at:at + 2])[0]
                 at += 2 + max(rack_len, 0)
                 ids.add(node_id)
-            return ids
+            cluster_len = struct.unpack(">h", meta[at:at + 2])[0]
+            cluster = meta[at + 2:at + 2 + cluster_len].decode() if cluster_len >= 0 else None
+            return ids, cluster
     except (OSError, struct.error):
         return None
 
@@ -94,16 +102,20 @@ def metadata_ok(port: int) -> bool:
 
 
 def wait_until_ready(port: int, timeout: float, alive: Callable[[], bool] = lambda: True,
-                     node_id: int = 1, brokers: int = 1) -> None:
+                     node_id: int = 1, brokers: int = 1, cluster: str | None = None) -> None:
     """Until the broker on `port` lists at least `brokers` brokers (itself among
-    them, when it is a node of a cluster)."""
+    them, when it is a node of a cluster), of the cluster `cluster` when given: a
+    broker another checkout launched on the same port in the same moment answers
+    for a while on the port this one will fail to bind."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not alive():
             raise Fail("the broker process exited during start-up", show_log=True)
-        ids = metadata_brokers(port)
-        if ids and len(ids) >= brokers and (brokers == 1 or node_id in ids):
-            return
+        answer = metadata(port)
+        if answer is not None and (cluster is None or answer[1] == cluster):
+            ids = answer[0]
+            if ids and len(ids) >= brokers and (brokers == 1 or node_id in ids):
+                return
         time.sleep(0.25)
     raise Fail(f"the broker on port {port} did not answer a metadata request "
                + (f"listing {brokers} brokers " if brokers > 1 else "")
