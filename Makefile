@@ -169,8 +169,7 @@ browser-check:
 # (tests start one through scripts/kafka when none answers), on TEST_PROCS
 # processes: each test module stays on one, the slowest start first
 # (tests/conftest.py).  Most of a test's time is waiting for workers, brokers
-# and timers: on a quiet 2-core machine, 34 min of test time took 8 min 44 s of
-# pytest on four processes and 7 min 56 s on five (2026-12-06).
+# and timers; how long the suite takes, quiet and busy: docs/speed.md ("The tools").
 TEST_PROCS ?= 5
 test: lint docs browser-check registry-app bytecode
 	$(BIN)/pytest -n $(TEST_PROCS)
