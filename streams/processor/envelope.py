@@ -15,7 +15,7 @@ record its batch produced was acknowledged.
 The `outbox` kept the records each input produced until its offset was
 committed, for the faust-table design of 0.1.0, whose commit could lose them;
 this release writes it empty and still sends again what a 0.1.0 row holds.
-Reading it, like reading version 1 rows, is to be removed in 0.3.0
+Reading it, like reading version 1 rows, is to be removed in 0.4.0
 (CHANGELOG.md).
 
 A row starts with a head (`RowHead`: the wait's state, definition, tenant
