@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-def until(check: Callable[[], object], what: str, timeout: float = 60,
-          every: float = 0.2) -> None:
-    """Return as soon as `check()` is true; fail, naming `what`, after `timeout` seconds."""
+def until(check: Callable[[], T], what: str, timeout: float = 60, every: float = 0.2) -> T:
+    """`check()`'s first true value, as soon as it has one; fail, naming `what`, after
+    `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while not check():
+    while not (got := check()):
         assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
         time.sleep(every)
+    return got

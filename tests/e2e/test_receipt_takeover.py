@@ -25,6 +25,7 @@ from streams.config import Guarantee, Settings
 from tests.e2e.conftest import new_e2e
 from tests.e2e.harness import Watcher, WorkerProcess
 from tests.records import end_offsets
+from tests.waiting import until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -118,13 +119,6 @@ class Senders:
         assert self.errors == []
 
 
-def _until(check: Any, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("guarantee", list(Guarantee))
 def test_every_sender_gets_the_receipt_of_its_decision_across_a_kill_9(
     kafka_bootstrap: str, tmp_path: Path, guarantee: Guarantee
@@ -144,9 +138,9 @@ def test_every_sender_gets_the_receipt_of_its_decision_across_a_kill_9(
         before = sum(end_offsets(settings, "replies"))
         worker.freeze()
         senders.send(keys[:WAITS // 2])
-        _until(lambda: senders.errors or
+        until(lambda: senders.errors or
                sum(end_offsets(settings, "replies")) == before + WAITS // 2,
-               "the replies to reach the topic")
+               "the replies to reach the topic", every=0.05)
         assert senders.errors == [], "a sender failed before its reply was written"
         worker.kill9()
         worker.start(timeout=180)

@@ -18,6 +18,7 @@ from streams.client import XwaitClient
 from streams.config import Settings
 from tests.e2e.conftest import new_e2e
 from tests.e2e.harness import Watcher, WorkerProcess
+from tests.waiting import until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule13]
 
@@ -75,11 +76,8 @@ def _state_after(settings: Settings, key: str, console: str, was: str,
                  capsys: pytest.CaptureFixture[str]) -> str:
     """The wait's state once it is no longer `was` (a reply decided in a later batch than
     the one the test watched: busy round 19 read it still parked)."""
-    deadline = time.monotonic() + 60
-    while (state := _status(settings, key, console, capsys)["state"]) == was:
-        assert time.monotonic() < deadline, f"{key} still {was} after 60 s"
-        time.sleep(0.2)
-    return str(state)
+    return str(until(lambda: (state := _status(settings, key, console, capsys)["state"])
+                     != was and state, f"{key} to be no longer {was}"))
 
 
 def test_an_edit_leaves_parked_waits_on_their_version_until_an_operator_migrates_them(
