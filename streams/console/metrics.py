@@ -54,7 +54,6 @@ from typing import Any, TypeVar
 from prometheus_client import (
     CollectorRegistry,
     GCCollector,
-    Histogram,
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
@@ -63,6 +62,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from streams.console.histograms import LoopHistogram
 from streams.console.host import ConsoleHost
 from streams.core import (
     ActionKind,
@@ -122,16 +122,16 @@ class Observations:
 
     def __init__(self, registry: CollectorRegistry,
                  definitions: Mapping[str, Any]) -> None:
-        self.lateness = Histogram(
+        self.lateness = LoopHistogram(
             "xwait_timer_lateness_seconds",
             "Time between a live timer's due time and its processing, by kind "
             "(reminder, deadline, poll).", ["kind"], buckets=LATENESS_BUCKETS,
             registry=registry)
-        self.latency = Histogram(
+        self.latency = LoopHistogram(
             "xwait_record_latency_seconds",
             "Time from an input record's broker append to its decision being durable.",
             ["topic"], buckets=LATENCY_BUCKETS, registry=registry)
-        self.duration = Histogram(
+        self.duration = LoopHistogram(
             "xwait_wait_duration_seconds",
             "How long waits lasted, from parked to ended, by exit and definition.",
             ["outcome", "definition"], buckets=DURATION_BUCKETS, registry=registry)
