@@ -36,7 +36,6 @@ from streams.processor.commit import Committed, Committer
 from streams.processor.context import PartitionStart, Room, WorkerContext
 from streams.processor.model import InputRecord
 from streams.processor.partitions import PartitionBook
-from streams.processor.recent import RecentRows
 from streams.processor.records import RecordHandler
 from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
@@ -78,8 +77,6 @@ class Applier(Room):
         self._store_thread = ThreadPoolExecutor(1, thread_name_prefix="xwait-store")
         self._staged: list[InputRecord] = []  # released, to be decided in the next batch
         self._pending_rows: dict[int, Mapping[bytes, bytes | None]] = {}
-        # The rows stored last, read before RocksDB (`streams.processor.recent`).
-        self.recent = RecentRows(self.tuning.recent_rows)
         self._committing: asyncio.Future[None] | None = None
         self.committing_since: float | None = None  # monotonic start of the commit in flight
 
@@ -194,16 +191,12 @@ class Applier(Room):
         """
         stream_times = self.sequencer.times()
         pending_rows = self._pending_rows
-        recent = self.recent.of
         stores = self.stores
 
         def load(partition: int, key: bytes) -> bytes | None:
             pending = pending_rows.get(partition)
             if pending is not None and key in pending:
                 return pending[key]
-            kept = recent(partition)
-            if key in kept:
-                return kept[key]
             return stores.get(partition, key)
 
         steps = decide_batch(self.handler, records, load, self.book.decided, stream_times,
@@ -318,7 +311,6 @@ class Applier(Room):
         """Step 6 of the commit protocol: what the worker keeps in memory."""
         for p, part in batch.parts.items():
             self.book.durable[p] = part.positions
-            self.recent.remember(p, part.rows)
             for change in part.changes:
                 self.index.changed(p, change.wait_key, change.before.timers,
                                    change.after.timers)
@@ -334,14 +326,12 @@ class Applier(Room):
                 observe(about, handled, now)
 
     def take(self, starts: Sequence[PartitionStart]) -> None:
-        """A partition taken over: its records come through the sequencer (ownership's
-        `Partitioned`), its rows from its database, which a restore may have written."""
-        self.recent.forget(s.partition for s in starts)
+        """Nothing to hold for a partition taken over: its records come through the
+        sequencer (ownership's `Partitioned`)."""
 
     def forget(self, partitions: set[int]) -> None:
         """Drop what was staged for partitions given up (their next owner reads it again)."""
         self._staged = [r for r in self._staged if r.partition not in partitions]
-        self.recent.forget(partitions)
         self.fenced -= partitions
 
 

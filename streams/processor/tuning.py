@@ -50,12 +50,6 @@ class Tuning:
     # How long the applier waits before deciding again records whose schema the
     # registry could not give (the registry is down; the records are fine).
     registry_retry_s: float = 2.0
-    # Rows kept in memory per owned partition, the last ones stored
-    # (`streams.processor.recent`): a wait decided again within seconds of its
-    # last decision (a reminder, a reply, its deadline) reads no RocksDB.  At
-    # 1,000 waits/s over 8 partitions 4,096 rows cover the last ~30 s of waits;
-    # a row is ~0.3-1 KiB, so up to ~4 MiB a partition.  0: none kept.
-    recent_rows: int = 4096
 
     # -- committing (commit) ------------------------------------------------------------
     # How long librdkafka keeps retrying a record before it reports it failed.

@@ -23,7 +23,6 @@ from streams.partitioning import partition_for
 from streams.processor.applier import Applier
 from streams.processor.batch import Batch
 from streams.processor.commit import Committed
-from streams.processor.context import PartitionStart
 from streams.processor.context import wall_ms as now_ms
 from streams.processor.model import INPUT_ROLES, Role
 from streams.processor.partitions import PartitionBook
@@ -32,7 +31,6 @@ from streams.processor.sequencer import Sequencer
 from streams.processor.state import StateStores
 from streams.processor.tuning import TUNING, Tuning
 from streams.timers.due import DueTimers
-from streams.timers.stored import Summary
 from tests.processor.contexts import Escalations, context
 from tests.processor.test_records import KEY, NOW, PART, PARTITIONS, handler, record, reply, request
 
@@ -183,33 +181,6 @@ def test_a_fenced_partition_stores_nothing_and_the_worker_goes_on(tmp_path: Path
         w.stage(reply(1, {"decision": "approved"}))  # fetched before ownership gave it up
         await w.applier.run_batch()
         assert len(w.committer.batches) == 1
-
-    asyncio.run(scenario())
-
-
-def test_a_partition_taken_again_is_decided_on_its_database_not_on_rows_kept_before(
-    tmp_path: Path
-) -> None:
-    """The applier keeps the rows it stored last (`streams.processor.recent`); a partition
-    given up and taken again may have been restored meanwhile, so its rows come from its
-    database again.  Here the restore brought a log in which the wait was never parked: the
-    reply finds no wait and is held, where the row kept before would have ended it."""
-    async def scenario() -> None:
-        w = World(tmp_path)
-        await w.park()
-        assert w.applier.recent.of(PART)[KEY.encode()] == w.stores.get(PART, KEY.encode())
-        w.applier.forget({PART})
-        w.stores[PART].write({KEY.encode(): None}, w.book.durable[PART], 30)  # the restore
-        w.applier.take([PartitionStart(PART, dict(w.book.durable[PART].next_offset), 0,
-                                       Summary())])
-        w.stage(reply(0, {"decision": "approved"}))
-        await w.applier.run_batch()
-        await w.settle()
-        assert len(w.committer.batches) == 2
-        decided = w.committer.batches[1]
-        assert decided.counters["processed.replies"] == 1
-        assert [o.role for o in decided.parts[PART].out].count(Role.OUTCOMES) == 0
-        assert w.failures == []
 
     asyncio.run(scenario())
 
