@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import io
 import re
 import subprocess
@@ -88,6 +89,13 @@ def _prose(name: str, text: str) -> str:
 
 
 def _imports(name: str) -> bool:
+    """Whether `name` is a module, or an attribute of one.  A module is found, not
+    imported: importing `streams.app` builds the worker and exits without a broker."""
+    try:
+        if importlib.util.find_spec(name) is not None:
+            return True
+    except ImportError:  # a parent that is no package, or absent
+        pass
     parts = name.split(".")
     for i in range(len(parts), 0, -1):
         try:

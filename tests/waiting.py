@@ -10,9 +10,11 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def until(check: Callable[[], T], what: str, timeout: float = 60, every: float = 0.2) -> T:
+def until(check: Callable[[], T | None], what: str, timeout: float = 60, every: float = 0.2
+          ) -> T:
     """`check()`'s first true value, as soon as it has one; fail, naming `what`, after
-    `timeout` seconds."""
+    `timeout` seconds.  (A check that answers None until it has its value types as that
+    value.)"""
     deadline = time.monotonic() + timeout
     while not (got := check()):
         assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,6 +46,7 @@ from streams.testing.workers import WorkerProcess
 from streams.topics import assignment_topic
 from tests.cluster.conftest import KafkaCluster
 from tests.prefixes import unique_prefix
+from tests.waiting import until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -58,14 +58,6 @@ STALE_LEADER = ("Failed fetch offsets from", "NotLeaderForPartitionError")
 # the second round of waits below.
 HANDFUL = 20
 WAITS = 10  # of each kind a round, started once the worker owns its partitions again
-
-
-def _until(condition: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not {what} within {timeout:.0f} s")
-        time.sleep(0.5)
 
 
 def _others(cluster: KafkaCluster, node: int) -> AdminClient:
@@ -165,8 +157,8 @@ def test_a_worker_taking_a_partition_over_after_its_leader_froze_stops_asking_th
 
         kafka_cluster.run("freeze", str(node))
         try:
-            _until(lambda: _led_elsewhere(kafka_cluster, [assignment], node),
-                   f"{assignment} led by another node than the frozen {node}", 60)
+            until(lambda: _led_elsewhere(kafka_cluster, [assignment], node),
+                  f"{assignment} led by another node than the frozen {node}", 60, every=0.5)
         finally:
             kafka_cluster.run("thaw", str(node))
         kafka_cluster.wait_whole()
@@ -199,8 +191,8 @@ def test_a_worker_expelled_while_its_coordinator_froze_takes_its_partitions_back
         kafka_cluster.run("freeze", str(node))
         try:
             # The controller fences it: its leaderships move, the group's among them...
-            _until(lambda: _led_elsewhere(kafka_cluster, [assignment, "__consumer_offsets"],
-                                          node), "led by other nodes", 60)
+            until(lambda: _led_elsewhere(kafka_cluster, [assignment, "__consumer_offsets"],
+                                          node), "led by other nodes", 60, every=0.5)
             # ...and the coordinator that took the group over expels the member one
             # session timeout after it loaded the group: the member's heartbeats wait on
             # the frozen node.  The fault is a freeze past the session timeout (a
@@ -211,8 +203,8 @@ def test_a_worker_expelled_while_its_coordinator_froze_takes_its_partitions_back
         finally:
             thawed = worker.log_path.stat().st_size
             kafka_cluster.run("thaw", str(node))
-        _until(lambda: b"Setting newly assigned partitions"
-               in worker.log_path.read_bytes()[thawed:], "the member back in the group", 60)
+        until(lambda: b"Setting newly assigned partitions" in worker.log_path.read_bytes()[thawed:],
+              "the member back in the group", 60, every=0.5)
         assert b"member_id was not recognized" in worker.log_path.read_bytes()[thawed:], (
             f"the member was not expelled while node {node} was frozen "
             f"{time.monotonic() - frozen:.0f} s: it took nothing back after the thaw")

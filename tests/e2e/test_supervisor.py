@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from streams.config import Settings
 from streams.partitioning import partition_for
 from tests.e2e.conftest import new_e2e
 from tests.e2e.harness import XWAIT, Client, WorkerProcess, free_port, new_key
+from tests.waiting import until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -39,16 +39,6 @@ def _children(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(c) for c in text.split()]
-
-
-def _until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -83,17 +73,18 @@ def test_each_child_owns_partitions_in_a_folder_of_its_own_and_serves_any_key(
             return [set(s["ownedPartitions"]) for s in stats]
         return None
 
-    owned = _until(split, 120, "both children to own two of the four partitions")
+    owned = until(split, "both children to own two of the four partitions", 120, every=0.3)
     assert owned[0] | owned[1] == {0, 1, 2, 3}
     assert sorted(p.name for p in supervisor.data_dir.iterdir()) == ["0", "1"]
 
-    key = _until(lambda: (k := new_key()) and partition_for(k.encode(), 4) in owned[1] and k,
-                 10, "a key of the second child")
+    key = until(lambda: k if partition_for((k := new_key()).encode(), 4) in owned[1] else None,
+                "a key of the second child", 10, every=0.3)
     client = Client(settings)
     client.start(key, "slow-approval")
     client.flush()
     # Started through Kafka, read through the first child's console: it forwards the key.
-    status = _until(lambda: _json(f"{urls[0]}/xwait/api/waits/{key}"), 60, "the wait via child 0")
+    status = until(lambda: _json(f"{urls[0]}/xwait/api/waits/{key}"), "the wait via child 0",
+                   60, every=0.3)
     assert status["state"] == "parked"
     assert status["worker"].endswith(str(supervisor.web_port + 1))
     assert all(_json(f"{u}/readyz")["ready"] for u in urls)
@@ -101,15 +92,16 @@ def test_each_child_owns_partitions_in_a_folder_of_its_own_and_serves_any_key(
 
 def test_a_child_killed_with_kill_9_is_started_again(supervisor: WorkerProcess) -> None:
     assert supervisor.pid is not None
-    before = _until(lambda: len(c := _children(supervisor.pid or 0)) == 2 and c, 30,
-                    "two children")
+    before = until(lambda: c if len(c := _children(supervisor.pid or 0)) == 2 else None,
+                   "two children", 30, every=0.3)
     os.kill(before[1], signal.SIGKILL)
-    after = _until(lambda: (c := _children(supervisor.pid or 0)) and len(c) == 2
-                   and before[1] not in c and c, 60, "the killed child started again")
+    after = until(lambda: c if len(c := _children(supervisor.pid or 0)) == 2
+                  and before[1] not in c else None, "the killed child started again", 60,
+                  every=0.3)
     assert before[0] in after, "the other child was left alone"
     url = _urls(supervisor)[1]
-    _until(lambda: (s := _json(f"{url}/xwait/stats")) and s["ownedPartitions"], 120,
-           "the new child to own partitions")
+    until(lambda: (s := _json(f"{url}/xwait/stats")) and s["ownedPartitions"],
+          "the new child to own partitions", 120, every=0.3)
 
 
 def test_sigterm_to_the_supervisor_stops_every_child_and_exits_0(

@@ -28,6 +28,7 @@ from streams.testing.workers import XWAIT, free_port, settings_env
 from tests.adapter.hooks import Answer, Hit, Script, webhook_server
 from tests.e2e.conftest import new_e2e
 from tests.e2e.harness import Watcher, WorkerProcess
+from tests.waiting import until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule12]
 
@@ -152,13 +153,6 @@ def _committed_to_the_end(e2e: Settings) -> bool:
         consumer.close()
 
 
-def _until(check: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def _sent(script: Script, key: str) -> list[Hit]:
     return [h for h in script.for_key(key) if h.path.startswith("/send/")]
 
@@ -183,14 +177,14 @@ def test_a_webhook_that_bounces_twice_then_fails_for_good_escalates_with_send_fa
     assert all(h.body["idempotencyKey"] == first for h in sent)
     assert all(h.headers["X-Token"] == "t0ken" for h in sent)
     assert sent[0].body["payload"] == {"to": "sam@example.com"}
-    _until(lambda: bool([h for h in script.for_key(key) if h.path.startswith("/escalate/")]),
-           30, "the escalation's POST")
+    until(lambda: [h for h in script.for_key(key) if h.path.startswith("/escalate/")],
+          "the escalation's POST", 30)
     trace = [(t["event"], t["detail"]) for t in outcome["trace"]]
     assert [e for e, _ in trace].count("send_failed") == 2
     assert [e for e, _ in trace].count("send_retried") == 1
     assert any(e == "send_failed" and "HTTP 503 Service Unavailable" in d and "(2 POSTs)" in d
                for e, d in trace)
-    _until(lambda: adapter.count("SEND_REQUEST", "permanent") >= 1, 30, "the metrics")
+    until(lambda: adapter.count("SEND_REQUEST", "permanent") >= 1, "the metrics", 30)
     assert adapter.count("SEND_REQUEST", "failed") >= 1
     assert adapter.count_retries("503") >= 1
 
@@ -203,8 +197,8 @@ def test_a_delivered_send_and_a_timeout_are_reported_and_the_retry_is_delivered(
     with XwaitClient(e2e) as xw:
         key = xw.start_wait("hooked")
         # The worker has decided the delivery (the reply below must come after it).
-        _until(lambda: [s["state"] for s in _status(worker, key)["sends"]] == ["delivered"],
-               60, "the retry to be delivered")
+        until(lambda: [s["state"] for s in _status(worker, key)["sends"]] == ["delivered"],
+              "the retry to be delivered", 60)
         xw.reply(key, {"decision": "approved"}, channel="portal")
     outcome = watcher.outcome(key, timeout=60)
     assert outcome["reason"] == "reply_valid"
@@ -223,8 +217,8 @@ def test_a_429_asking_to_wait_is_posted_again_after_it_and_the_approval_is_recei
     script.answers["/send/"] = [Answer(429, {"Retry-After": "2"}), 200]
     with XwaitClient(e2e) as xw:
         key = xw.start_wait("hooked", payload={"to": "sam@example.com"})
-        _until(lambda: [s["state"] for s in _status(worker, key)["sends"]] == ["delivered"],
-               60, "the send to be delivered")
+        until(lambda: [s["state"] for s in _status(worker, key)["sends"]] == ["delivered"],
+              "the send to be delivered", 60)
         xw.reply(key, {"decision": "approved"}, channel="portal")
     outcome = watcher.outcome(key, timeout=60)
     assert (outcome["outcome"], outcome["reason"]) == ("RECEIVED", "reply_valid")
@@ -236,7 +230,7 @@ def test_a_429_asking_to_wait_is_posted_again_after_it_and_the_approval_is_recei
     assert sent[1].at - sent[0].at >= 2 - 0.05  # the Retry-After, not the 1 s backoff
     for header in ("Idempotency-Key", "X-Xwait-Action-Id"):  # one action, POSTed twice
         assert sent[0].headers[header] == sent[1].headers[header]
-    _until(lambda: adapter.count_retries("429") >= 1, 30, "the metrics")
+    until(lambda: adapter.count_retries("429") >= 1, "the metrics", 30)
 
 
 def test_a_restart_while_waiting_to_post_again_posts_the_same_action_with_the_same_key(
@@ -245,14 +239,14 @@ def test_a_restart_while_waiting_to_post_again_posts_the_same_action_with_the_sa
     script.answers["/send/"] = [Answer(429, {"Retry-After": "25"}), 200]
     with XwaitClient(e2e) as xw:
         key = xw.start_wait("hooked")
-    _until(lambda: bool(_sent(script, key)), 60, "the first POST")
+    until(lambda: bool(_sent(script, key)), "the first POST", 60)
     stopping = time.monotonic()
     assert adapter.stop() == 0
     assert time.monotonic() - stopping < 20  # SIGTERM cut the 25 s wait short
     adapter.start()
-    _until(lambda: len(_sent(script, key)) == 2, 60, "the action POSTed again")
-    _until(lambda: [s["state"] for s in _status(worker, key)["sends"]] == ["delivered"],
-           60, "the send to be delivered")
+    until(lambda: len(_sent(script, key)) == 2, "the action POSTed again", 60)
+    until(lambda: [s["state"] for s in _status(worker, key)["sends"]] == ["delivered"],
+          "the send to be delivered", 60)
     # Nothing was reported for the POST cut short: no failure, no send retry.
     events = [t["event"] for t in _status(worker, key)["trace"]]
     assert "send_failed" not in events and "send_retried" not in events
@@ -272,8 +266,8 @@ def test_a_restarted_adapter_goes_on_where_it_committed(
         key = xw.start_wait("hooked")
     watcher.parked(key)
     adapter.start()
-    _until(lambda: bool(script.for_key(key)), 60, "the new wait's POST")
-    _until(lambda: _committed_to_the_end(e2e), 60, "the adapter to commit every action")
+    until(lambda: bool(script.for_key(key)), "the new wait's POST", 60)
+    until(lambda: _committed_to_the_end(e2e), "the adapter to commit every action", 60)
     assert len(script.hits) == before + 1  # nothing it had committed came again
     (hit,) = script.for_key(key)
     assert hit.status == 200
