@@ -26,6 +26,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from streams.core import TimerKind
+from streams.core.frozen import fast_init
 from streams.processor.model import Handled, InputRecord, OutRecord, Role, RowHead, RowWrite
 from streams.processor.positions import Positions
 from streams.processor.records import RecordHandler
@@ -36,7 +37,8 @@ RowSource = Callable[[int, bytes], bytes | None]
 """`load(partition, key)`: the row stored under `key` in the partition's table."""
 
 
-@dataclass(frozen=True)
+@fast_init
+@dataclass(frozen=True, slots=True)
 class RowChange:
     """A wait's row went from one head (state, definition, timers) to another."""
 
@@ -180,28 +182,32 @@ _PROCESSED = {role: f"processed.{role.value}" for role in Role}
 
 
 def _take(part: PartitionBatch, handled: Handled) -> None:
+    """Gather one decision into its partition's part (once per decision: kept lean)."""
     if handled.not_due is not None:
         part.not_due.append(handled.not_due)
-    if handled.wait_key is None:
+    wait_key = handled.wait_key
+    if wait_key is None:
         return
-    key = handled.wait_key.encode()
-    if handled.row is RowWrite.DELETE:
+    key = wait_key.encode()
+    row = handled.row
+    if row is RowWrite.DELETE:
         part.rows[key] = None
-    elif isinstance(handled.row, bytes):
-        part.rows[key] = handled.row
-    if handled.head_before != handled.head_after:
-        part.changes.append(RowChange(handled.wait_key, handled.head_before,
-                                      handled.head_after))
-        deletes, puts = index_changes(handled.wait_key, handled.head_before.timers,
-                                      handled.head_after.timers)
-        for index_key_ in deletes:
-            part.index[index_key_] = None
-        part.index.update(puts)  # after the deletes: a new generation of the same timer
-        part.armed += len(puts) - len(deletes)
+    elif type(row) is bytes:
+        part.rows[key] = row
+    before, after = handled.head_before, handled.head_after
+    if before is not after and before != after:
+        part.changes.append(RowChange(wait_key, before, after))
+        if before.timers != after.timers:
+            deletes, puts = index_changes(key, before.timers, after.timers)
+            index = part.index
+            for index_key_ in deletes:
+                index[index_key_] = None
+            index.update(puts)  # after the deletes: a new generation of the same timer
+            part.armed += len(puts) - len(deletes)
     if handled.unindexed is not None:
         kind, due_at = handled.unindexed
-        part.index[index_key(due_at, kind, handled.wait_key)] = None
-        part.unindexed.append((handled.wait_key, kind, due_at))
+        part.index[index_key(due_at, kind, wait_key)] = None
+        part.unindexed.append((wait_key, kind, due_at))
 
 
 __all__ = ["Batch", "PartitionBatch", "RowChange", "RowSource", "build_batch", "decide_batch"]

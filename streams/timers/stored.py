@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,11 @@ def index_key(due_at: int, kind: TimerKind, wait_key: str) -> bytes:
     return INDEX_PREFIX + _DUE.pack(due_at + _SIGN, _KIND_INDEX[kind]) + wait_key.encode()
 
 
+def _index_key(due_at: int, kind: TimerKind, key: bytes) -> bytes:
+    """`index_key` of a wait key already encoded."""
+    return INDEX_PREFIX + _DUE.pack(due_at + _SIGN, _KIND_INDEX[kind]) + key
+
+
 def raw_index_entry(timer: bytes, wait_key: bytes) -> tuple[bytes, bytes]:
     """The index key and value of a timer as a row's head stores it (17 bytes: kind:u8
     due_at:i64 generation:i64, `envelope.raw_facts`), without unpacking it: flipping the
@@ -80,13 +85,18 @@ def parse_index(key: bytes, value: bytes) -> IndexEntry:
     return IndexEntry(due - _SIGN, _KINDS[kind_i], wait_key, _GEN.unpack(value)[0])
 
 
-def index_changes(wait_key: str, before: Iterable[ArmedTimer], after: Iterable[ArmedTimer]
-                  ) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
-    """The index keys to delete and the entries to put when a wait's timers change."""
-    old, new = set(before), set(after)
-    deletes = [index_key(t.due_at, t.kind, wait_key) for t in old - new]
-    puts = [(index_key(t.due_at, t.kind, wait_key), _GEN.pack(t.generation))
-            for t in new - old]
+def index_changes(wait_key: str | bytes, before: Sequence[ArmedTimer],
+                  after: Sequence[ArmedTimer]) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
+    """The index keys to delete and the entries to put when a wait's timers change.
+
+    A head holds a few timers, so membership in the other tuple is asked
+    directly (identity first, then equality) instead of hashing both sides
+    into sets: once per decision, that was a sixth of the batch loop's time.
+    """
+    key = wait_key.encode() if isinstance(wait_key, str) else wait_key
+    deletes = [_index_key(t.due_at, t.kind, key) for t in before if t not in after]
+    puts = [(_index_key(t.due_at, t.kind, key), _GEN.pack(t.generation))
+            for t in after if t not in before]
     return deletes, puts
 
 
