@@ -115,8 +115,9 @@ class DueTimers:
         timer that is still armed).  Otherwise - the timer it rode
         on went stale (a moved deadline) - it is emitted again.
         """
-        now_armed = {(t.kind, t.due_at, t.generation) for t in after}
-        self._uncover(partition, wait_key, now_armed)
+        emitted = self._emitted.get(partition)
+        if emitted and any((wait_key, kind) in emitted for kind in _KINDS):
+            self._uncover(partition, wait_key, {(t.kind, t.due_at, t.generation) for t in after})
         if partition in self._low:
             for t in after:
                 self._lower(partition, t.due_at)
