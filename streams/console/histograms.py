@@ -1,13 +1,13 @@
 """Prometheus histograms observed on the event loop's thread, a bucket index and an add each.
 
 prometheus_client's `Histogram` takes a lock and walks its buckets on every
-`observe` (0.78 µs each measured here, against 0.13 µs for this one), and a
-worker observes a histogram or two per decision: at 1,000 waits/s they were
-~4 % of the event loop's time (docs/speed.md).  Every observation a worker
-makes is on the event loop's thread, and the endpoint renders on it too, so
-no lock is needed.  The exposition is prometheus_client's own
-(`HistogramMetricFamily`): the same series, `le` labels and `_count` /
-`_sum` as its `Histogram` writes.
+`observe`, and a worker observes a histogram or two per decision: a few per
+cent of the event loop's time in a profile at 1,000 waits/s, six times what
+this one costs (docs/speed.md, "Live traffic's CPU, 2026-12-07").  Every
+observation a worker makes is on the event loop's thread, and the endpoint
+renders on it too, so no lock is needed.  The exposition is
+prometheus_client's own (`HistogramMetricFamily`): the same series, `le`
+labels and `_count` / `_sum` as its `Histogram` writes.
 """
 
 from __future__ import annotations
