@@ -53,7 +53,7 @@ class IndexEntry:
 
 
 def index_key(due_at: int, kind: TimerKind, wait_key: str) -> bytes:
-    return INDEX_PREFIX + _DUE.pack(due_at + _SIGN, _KIND_INDEX[kind]) + wait_key.encode()
+    return _index_key(due_at, kind, wait_key.encode())
 
 
 def _index_key(due_at: int, kind: TimerKind, key: bytes) -> bytes:
@@ -91,7 +91,8 @@ def index_changes(wait_key: str | bytes, before: Sequence[ArmedTimer],
 
     A head holds a few timers, so membership in the other tuple is asked
     directly (identity first, then equality) instead of hashing both sides
-    into sets: once per decision, that was a sixth of the batch loop's time.
+    into sets: this runs once per decision (docs/speed.md, "Live traffic's
+    CPU, 2026-12-07").
     """
     key = wait_key.encode() if isinstance(wait_key, str) else wait_key
     deletes = [_index_key(t.due_at, t.kind, key) for t in before if t not in after]
