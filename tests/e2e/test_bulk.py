@@ -21,6 +21,7 @@ from streams.config import Settings
 from streams.core.operations import carries
 from tests.e2e.harness import XWAIT, Watcher, WorkerProcess, new_key, status, until_status
 from tests.records import end_offsets
+from tests.waiting import until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule9]
 
@@ -211,7 +212,11 @@ def test_the_worker_takes_one_operation_s_command_once_however_often_it_comes(
     seen = watcher.until(lambda s: bool(s.for_key("rejected", key)), 30, "the repeat refused")
     [rejected] = seen.for_key("rejected", key)
     assert rejected["reason"] == "duplicate" and operation in rejected["detail"]
-    wait = _wait(worker, key)
+    # The refusal is an output: under at_least_once it is out before its batch's state is
+    # stored, and the console shows what is stored, so the first command's mark may come
+    # a moment later.
+    wait = until(lambda: w if _marks(w := _wait(worker, key), operation) else None,
+                 "the first command's mark in the wait's trace", 30)
     assert len(_marks(wait, operation)) == 1
     assert wait["nextDueAt"] == due + 3_600_000
 
