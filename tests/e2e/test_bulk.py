@@ -65,6 +65,15 @@ def _marks(wait: dict[str, Any], operation: str) -> list[dict[str, Any]]:
     return [e for e in wait["trace"] if carries((e["detail"],), operation)]
 
 
+def _marked(worker: WorkerProcess, key: str, operation: str) -> dict[str, Any]:
+    """The wait once its trace carries the operation.  That a command was applied is
+    told by an output (its receipt, or a duplicate's refusal), which under at_least_once
+    can be out before the state of its batch is stored, and the console shows what is
+    stored: read until it is there."""
+    return until(lambda: w if _marks(w := _wait(worker, key), operation) else None,
+                 f"the mark of operation {operation} on {key}", 30)
+
+
 def _commands_written(settings: Settings) -> int:
     """Records on the commands topic so far (its partitions' end offsets, summed)."""
     return sum(end_offsets(settings, "commands"))
@@ -174,7 +183,7 @@ def test_a_run_killed_midway_goes_on_when_run_again_and_commands_each_wait_once(
     assert summary["skippedBy"].get("already done by this operation", 0) >= len(done_first)
     assert summary["applied"] + summary["skipped"] == 12
     for key in keys:
-        wait = _wait(worker, key)
+        wait = _marked(worker, key, operation)
         assert len(_marks(wait, operation)) == 1, wait["trace"]
         [deadline_timer] = [t for t in wait["timers"] if t["kind"] == "deadline"]
         assert deadline_timer["dueAt"] == due[key] + 3_600_000, "moved once, by one hour"
@@ -212,11 +221,7 @@ def test_the_worker_takes_one_operation_s_command_once_however_often_it_comes(
     seen = watcher.until(lambda s: bool(s.for_key("rejected", key)), 30, "the repeat refused")
     [rejected] = seen.for_key("rejected", key)
     assert rejected["reason"] == "duplicate" and operation in rejected["detail"]
-    # The refusal is an output: under at_least_once it is out before its batch's state is
-    # stored, and the console shows what is stored, so the first command's mark may come
-    # a moment later.
-    wait = until(lambda: w if _marks(w := _wait(worker, key), operation) else None,
-                 "the first command's mark in the wait's trace", 30)
+    wait = _marked(worker, key, operation)
     assert len(_marks(wait, operation)) == 1
     assert wait["nextDueAt"] == due + 3_600_000
 
