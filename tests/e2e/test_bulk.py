@@ -21,7 +21,6 @@ from streams.config import Settings
 from streams.core.operations import carries
 from tests.e2e.harness import XWAIT, Watcher, WorkerProcess, new_key, status, until_status
 from tests.records import end_offsets
-from tests.waiting import until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.rule9]
 
@@ -70,8 +69,8 @@ def _marked(worker: WorkerProcess, key: str, operation: str) -> dict[str, Any]:
     told by an output (its receipt, or a duplicate's refusal), which under at_least_once
     can be out before the state of its batch is stored, and the console shows what is
     stored: read until it is there."""
-    return until(lambda: w if _marks(w := _wait(worker, key), operation) else None,
-                 f"the mark of operation {operation} on {key}", 30)
+    return until_status(worker, key, lambda code, body: code == 200 and bool(
+        _marks(body, operation)), f"the mark of operation {operation} on {key}")
 
 
 def _commands_written(settings: Settings) -> int:

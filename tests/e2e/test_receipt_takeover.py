@@ -139,8 +139,8 @@ def test_every_sender_gets_the_receipt_of_its_decision_across_a_kill_9(
         worker.freeze()
         senders.send(keys[:WAITS // 2])
         until(lambda: senders.errors or
-               sum(end_offsets(settings, "replies")) == before + WAITS // 2,
-               "the replies to reach the topic", every=0.05)
+              sum(end_offsets(settings, "replies")) == before + WAITS // 2,
+              "the replies to reach the topic", every=0.05)
         assert senders.errors == [], "a sender failed before its reply was written"
         worker.kill9()
         worker.start(timeout=180)
