@@ -223,24 +223,26 @@ class Settings:
     at start.
 
     Default: `0`"""
-    # Least seconds between the starts of two batches (0: a batch starts as
-    # soon as the previous one is committed; a full batch always does); the
-    # input fetch and the applier's end-offset probes keep to the same pace.
-    # Records and due timers that come meanwhile wait for the next batch:
-    # fewer, larger batches, for more latency (each of the three may wait up
-    # to this; measured at 0.05, the median rose 40-65 ms).  At most
+    # How long the input fetch waits at the broker for records, and the most
+    # between the starts of two batches (0: a batch starts as soon as the
+    # previous one is committed; a full batch always does).  A batch starts
+    # sooner once the records of a fetch taken since the last one are released
+    # (the probe for them is sent when they are taken): about one batch a
+    # fetch.  Records and due timers that come meanwhile wait for the next
+    # batch: fewer, larger batches, for more latency (measured at 0.05 when
+    # fetch, probe and batch each waited up to it, the median rose 40-65 ms;
+    # docs/speed.md has what following the fetch took off).  At most
     # MAX_BATCH_LINGER.  A batch's fixed costs and its decisions' cold caches
     # made many small batches dear: at 0.05 against 0, interleaved open runs
     # took 35% less CPU per event at 500 waits/s (564-620 against 917-940 us)
     # and 42-50% less at 100 waits/s, for reply p99 163-178 ms against 89-350
     # (docs/speed.md, "CPU by load, and the batch linger").
     batch_linger: float = 0.05
-    """Least seconds between the starts of two batches; the input fetch and the
-    worker's end-offset probes keep the same pace. What comes meanwhile waits for
-    the next batch (a full batch of 500 starts at once): fewer, larger batches, for
-    less CPU per record and more latency, since the fetch, the probe and the batch
-    may each wait up to this. At most 1 s; `0` for the lowest latency
-    (docs/speed.md measures both)."""
+    """How long the input fetch waits at the broker for records to gather; a batch
+    starts when a fetch's records are released, and at most this long after the
+    previous batch started (a full batch of 500 at once). Fewer, larger batches,
+    for less CPU per record and up to about this much more latency. At most 1 s;
+    `0` for the lowest latency (docs/speed.md measures both)."""
     # How long after its append an input record may still be invisible to
     # consumers: Kafka shows a record once it is committed (copied to the
     # in-sync replicas; a producer's transaction committed), and a worker

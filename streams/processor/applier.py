@@ -89,14 +89,17 @@ class Applier(Room):
         records gather, so batches grow with the load instead of shrinking to
         one record each.
 
-        With a `linger`, a batch starts at least that long after the previous
-        one started (a full one at once): what is released meanwhile joins it.
-        A batch costs a fixed part (a commit, a RocksDB write per partition)
-        and its first decisions run on cold caches, so a few larger batches
-        take less CPU than many small ones, for up to `linger` more latency
-        here (the fetch and the probes keep the same pace: see the setting).
+        With a `linger`, a batch starts that long after the previous one
+        started (a full one at once), or sooner once the records taken since
+        then are released as far as a probe can release them
+        (`_fetch_settled`): what is released meanwhile joins it.  The fetch
+        waits at the broker for the linger, so this is about one batch a
+        fetch.  A batch costs a fixed part (a commit, a RocksDB write per
+        partition) and its first decisions run on cold caches, so a few
+        larger batches take less CPU than many small ones.
         """
         last_batch = 0.0
+        taken_then = 0  # the sequencer's `taken` when the last batch started
         idle = self.tuning.idle_wake_s
         timeout = idle
         wake = self.ctx.wake
@@ -120,13 +123,31 @@ class Applier(Room):
             full = len(self._staged) >= self.tuning.batch_max
             if (self._staged and (not busy or full)) or due:
                 early = self.linger - (time.monotonic() - last_batch)
-                if early > 0 and not full:
+                if early > 0 and not full and not self._fetch_settled(taken_then):
                     timeout = early  # decided then, with whatever is released meanwhile
                 else:
                     last_batch = time.monotonic()
+                    taken_then = self.sequencer.taken
                     await self.run_batch()
                     if self.sequencer.held():
                         wake.set()  # more may be releasable now
+
+    def _fetch_settled(self, taken_then: int) -> bool:
+        """Records were taken since the last batch started, and all of them a probe could
+        release are released: the batch need not wait out the linger.
+
+        The fetch waits at the broker for the linger already, so a batch paced
+        by the linger on its own clock started up to a linger after the fetch
+        that filled it, and waited a probe more for records of partitions
+        whose commands topic is quiet.  The probe sent once the fetch is taken
+        (`StreamClock.probe_soon`) releases them; deciding then keeps about
+        one batch a fetch, and takes that wait off the reply's latency.
+        """
+        taken = self.sequencer.taken
+        if taken == taken_then:
+            return False
+        return (self.clock is None or not self.sequencer.wants_probe()
+                or self.clock.covered >= taken)
 
     async def run_batch(self) -> None:
         """Decide the staged records and start committing them (see the module docstring)."""

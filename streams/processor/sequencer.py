@@ -82,6 +82,9 @@ class Sequencer:
     def __init__(self) -> None:
         self._parts: dict[int, _Partition] = {}
         self._turn = 0  # where the next release starts among the partitions
+        # Records taken so far, in all: a probe sent when this read N proves a quiet
+        # topic caught up past every record taken before it (`StreamClock.covered`).
+        self.taken = 0
 
     # -- ownership ---------------------------------------------------------------
     def assign(self, partition: int, next_offsets: Mapping[Role, int], stream_time: int) -> None:
@@ -113,6 +116,7 @@ class Sequencer:
         part = self._parts.get(rec.partition)
         if part is None:
             return
+        self.taken += 1
         if rec.role not in part.topics:
             part.timers.append(rec)
             return

@@ -13,7 +13,10 @@ takeovers' end and earliest offsets on its own connections.
 
 The applier asks for a probe of its own when released records wait for proof
 (`probe_soon`): under a steady load a record of a partition whose commands
-topic is quiet would otherwise wait for the next tick.
+topic is quiet would otherwise wait for the next tick.  For records taken
+since the last probe was sent (a fetch just taken) it goes at once, and
+the applier holds their batch for its answer; otherwise probes keep to the
+batch linger's pace.
 
 A probe proves less than its send time: Kafka shows a record only once it
 is committed (on the in-sync replicas, or its producer's transaction), so a
@@ -81,6 +84,11 @@ class StreamClock(Room):
         # than batches start costs a request each (90 a second at 100 waits/s).
         self._least_gap = max(self.tuning.probe_min_s, settings.batch_linger)
         self._probe_gap = self._least_gap  # least time before the next probe of the applier's
+        # The sequencer's `taken` when the latest probe was sent, and when the latest
+        # probe answered was sent: that one proved quiet topics caught up past every
+        # record taken before it (the applier starts a fresh fetch's batch then).
+        self._sent_after = 0
+        self.covered = 0
         self._background: asyncio.Future[None] | None = None
         self._last_group_commit = 0.0
         fixed = settings.commit_grace
@@ -139,10 +147,14 @@ class StreamClock(Room):
 
     async def _probe_and_wake(self) -> None:
         try:
-            early = self._probe_gap - (time.monotonic() - self._last_probe)
+            # Records taken since the last probe was sent (a fetch just taken): their
+            # batch waits for this probe (`Applier._fetch_settled`), so it goes at once.
+            fresh = self.sequencer.taken > self._sent_after
+            gap = self.tuning.probe_min_s if fresh else self._probe_gap
+            early = gap - (time.monotonic() - self._last_probe)
             if early > 0:
                 await asyncio.sleep(early)
-            if self._probing.locked() or time.monotonic() - self._last_probe < self._probe_gap:
+            if self._probing.locked() or time.monotonic() - self._last_probe < gap:
                 return
             owned = self.active()
             targets = [(self.topics[role], p) for role, p in self.sequencer.probe_targets()
@@ -164,6 +176,7 @@ class StreamClock(Room):
             return
         async with self._probing:
             self._last_probe = time.monotonic()
+            self._sent_after = taken = self.sequencer.taken
             if tps is None:
                 tps = [(self.topics[r], p) for p in sorted(owned) for r in INPUT_ROLES]
             loop = asyncio.get_running_loop()
@@ -183,6 +196,8 @@ class StreamClock(Room):
                 self.counters["probes.unanswered"] += len(tps) - len(ends)
             self.sequencer.probed(at - self._grace_in_use(),
                                   [(self.roles[t], p, end) for (t, p), end in ends.items()])
+            if len(ends) == len(tps):
+                self.covered = max(self.covered, taken)
 
     def _grace_in_use(self) -> int:
         """The commit grace (ms): until an automatic one is known, the replicated one."""

@@ -88,6 +88,14 @@ class World:
                            batch_linger=0.0)
         self.applier = Applier(self.ctx, handler, self.sequencer, self.stores,
                                port(self.committer), self.book, self.index, None)
+        self.applier_starts: list[float] = []  # when `run` began each batch (monotonic)
+        run_batch = self.applier.run_batch
+
+        async def timed_batch() -> None:
+            self.applier_starts.append(time.monotonic())
+            await run_batch()
+
+        self.applier.run_batch = timed_batch  # type: ignore[method-assign]
 
     def stop(self) -> None:
         """The worker failed: every loop ends."""
@@ -386,71 +394,115 @@ def test_a_commit_that_never_returns_stops_the_worker(tmp_path: Path) -> None:
         "a commit: a step of the commit in flight has not returned in 0 s"]
 
 
-@pytest.mark.parametrize("linger", [0.0, 1.0])
-def test_a_linger_gathers_the_records_released_meanwhile_into_the_next_batch(
-    tmp_path: Path, linger: float
+def test_without_a_linger_each_record_after_the_previous_commit_is_a_batch_of_its_own(
+    tmp_path: Path
 ) -> None:
-    """`XWAIT_BATCH_LINGER`: a batch starts at least that long after the previous one
-    started, with every record released meanwhile; without it, each record that comes
-    after the previous commit is decided in a batch of its own."""
+    """`XWAIT_BATCH_LINGER=0`: a record that comes after the previous commit is decided at
+    once, in a batch of its own."""
 
-    async def scenario() -> tuple[list[int], float, bool]:
+    async def scenario() -> list[int]:
         w = World(tmp_path)
-        w.applier.linger = linger
-        starts: list[float] = []
-        added: list[float] = []
-        run_batch = w.applier.run_batch
-
-        async def timed_batch() -> None:
-            starts.append(time.monotonic())
-            await run_batch()
-
-        w.applier.run_batch = timed_batch  # type: ignore[method-assign]
         running = asyncio.ensure_future(w.applier.run())
-
-        async def offer(rec: Any) -> None:
-            added.append(time.monotonic())
-            w.sequencer.add(rec, now_ms())
-            w.sequencer.probed(now_ms() + 1, [(role, PART, 0) for role in INPUT_ROLES
-                                              if role is not rec.role])
-            w.ctx.wake.set()
-            await w.settle()
-
-        async def committed(n: int) -> None:
-            while len(w.committer.batches) < n:
-                await asyncio.sleep(0.005)
-            w.committer.gates[n - 1].set_result(None)
-            await w.settle()
-
-        async def began(n: int) -> None:
-            while len(starts) < n:
-                await asyncio.sleep(0.005)
-
-        await offer(request(0))
-        await asyncio.wait_for(committed(1), 10)
-        await offer(reply(0, {"decision": "approved"}))  # comes after the commit ...
-        if linger == 0:
-            # ... and without a linger its batch begins at once: the command comes after
-            # that (on a busy machine, load 20, twenty loop turns were not enough for it).
-            await asyncio.wait_for(began(2), 10)
-        await offer(record(Role.COMMANDS, None, 0))  # ... and so does this one, later
-        await asyncio.wait_for(committed(2), 10)
-        if linger == 0:
-            await asyncio.wait_for(committed(3), 10)
+        await offer(w, request(0))
+        await asyncio.wait_for(committed(w, 1), 10)
+        await offer(w, reply(0, {"decision": "approved"}))  # comes after the commit ...
+        # ... and its batch begins at once: the command comes after that (on a busy
+        # machine, load 20, twenty loop turns were not enough for it).
+        await asyncio.wait_for(began(w, 2), 10)
+        await offer(w, record(Role.COMMANDS, None, 0))  # ... and so does this one, later
+        await asyncio.wait_for(committed(w, 2), 10)
+        await asyncio.wait_for(committed(w, 3), 10)
         w.stop()
         await asyncio.wait_for(running, 10)
-        # Whether the command came before the second batch began: on a busy machine
-        # (load 40) offering it took longer than the linger.
-        return [len(b) for b in w.committer.batches], starts[1] - starts[0], \
-            added[-1] < starts[1]
+        return [len(b) for b in w.committer.batches]
 
-    sizes, gap, in_time = asyncio.run(scenario())
-    if linger:
-        # Every record released before the batch began is in it; one after, in the next.
-        assert sizes[:2] == ([1, 2] if in_time else [1, 1])
-        assert gap >= linger - 0.01  # started by `run` once the linger had passed
+    assert asyncio.run(scenario()) == [1, 1, 1]
+
+
+class FakeClock:
+    """The stream clock as the applier sees it: asked to probe; `covered` moved by the test
+    (the sequencer's `taken` when the latest probe answered was sent)."""
+
+    def __init__(self) -> None:
+        self.covered = 0
+        self.asked = 0
+
+    def probe_soon(self) -> None:
+        self.asked += 1
+
+
+OTHER = (PART + 1) % PARTITIONS
+
+
+@pytest.mark.parametrize("answered", [True, False])
+def test_a_batch_waits_for_the_linger_only_while_records_taken_wait_for_a_probe(
+    tmp_path: Path, answered: bool
+) -> None:
+    """`XWAIT_BATCH_LINGER`: a batch starts a linger after the previous one, or as soon as
+    every record taken since then that a probe could release is released (the fetch waited
+    at the broker for the linger already).  Here a reply is released at once and a request
+    of another partition waits for a probe of its quiet topics: the batch waits for the
+    probe's answer and takes both - or, unanswered, starts when the linger has passed,
+    with the reply alone."""
+    linger = 30.0 if answered else 0.3  # answered: a batch that waited for it would time out
+
+    async def scenario() -> tuple[list[int], float]:
+        w = World(tmp_path, partitions=(PART, OTHER))
+        clock = FakeClock()
+        w.applier.clock = port(clock)
+        w.applier.linger = linger
+        w.sequencer.probed(now_ms(), [(role, OTHER, 0) for role in INPUT_ROLES])
+        running = asyncio.ensure_future(w.applier.run())
+        await offer(w, request(0))
+        await asyncio.wait_for(committed(w, 1), 10)  # the first batch: nothing to linger after
+        first = w.applier_starts[0]
+        # One fetch: a reply, proven at once, and a request of OTHER, whose quiet topics
+        # were probed before it came.
+        await offer(w, reply(0, {"decision": "approved"}),
+                    record(Role.REQUESTS, b"anything", 0, partition=OTHER))
+        assert len(w.applier_starts) == 1 and clock.asked  # waiting for the probe asked for
+        if answered:
+            w.sequencer.probed(now_ms() + 10, [(role, OTHER, 0) for role in INPUT_ROLES
+                                               if role is not Role.REQUESTS])
+            clock.covered = w.sequencer.taken
+            w.ctx.wake.set()
+        await asyncio.wait_for(committed(w, 2), 10)
+        w.stop()
+        await asyncio.wait_for(running, 10)
+        return [len(b) for b in w.committer.batches], w.applier_starts[1] - first
+
+    sizes, gap = asyncio.run(scenario())
+    if answered:
+        assert sizes == [1, 2]
+        assert gap < linger
     else:
-        assert sizes == [1, 1, 1]
+        assert sizes == [1, 1]
+        assert gap >= linger - 0.01  # started by `run` once the linger had passed
+
+
+async def offer(w: World, rec: Any, held: Any = None) -> None:
+    """One fetch taken: `rec`, its partition's other topics proven caught up by a probe,
+    and `held`, taken after that probe (its partition's other topics are not proven)."""
+    w.sequencer.add(rec, now_ms())
+    w.sequencer.probed(now_ms() + 1, [(role, rec.partition, 0) for role in INPUT_ROLES
+                                      if role is not rec.role])
+    if held is not None:
+        w.sequencer.add(held, now_ms() + 5)
+    w.ctx.wake.set()
+    await w.settle()
+
+
+async def committed(w: World, n: int) -> None:
+    """Batch n was handed to the committer: acknowledge it."""
+    while len(w.committer.batches) < n:
+        await asyncio.sleep(0.005)
+    w.committer.gates[n - 1].set_result(None)
+    await w.settle()
+
+
+async def began(w: World, n: int) -> None:
+    while len(w.applier_starts) < n:
+        await asyncio.sleep(0.005)
 
 
 def test_a_full_batch_does_not_wait_for_the_linger(tmp_path: Path) -> None:
@@ -462,22 +514,15 @@ def test_a_full_batch_does_not_wait_for_the_linger(tmp_path: Path) -> None:
         w.applier.linger = 30.0
         running = asyncio.ensure_future(w.applier.run())
         roles = [role for role in INPUT_ROLES if role is not Role.REQUESTS]
-
-        async def committed(n: int) -> None:
-            while len(w.committer.batches) < n:
-                await asyncio.sleep(0.005)
-            w.committer.gates[n - 1].set_result(None)
-            await w.settle()
-
         w.sequencer.add(request(0), now_ms())
         w.sequencer.probed(now_ms() + 1, [(role, PART, 0) for role in roles])
         w.ctx.wake.set()
-        await asyncio.wait_for(committed(1), 10)  # the first batch: nothing to linger after
+        await asyncio.wait_for(committed(w, 1), 10)  # the first batch: nothing to linger after
         for offset in range(1, TUNING.batch_max + 1):  # one wait's requests, repeated: refused
             w.sequencer.add(request(offset), now_ms())
         w.sequencer.probed(now_ms() + 1, [(role, PART, 0) for role in roles])
         w.ctx.wake.set()
-        await asyncio.wait_for(committed(2), 10)
+        await asyncio.wait_for(committed(w, 2), 10)
         w.stop()
         await asyncio.wait_for(running, 10)
         return [len(b) for b in w.committer.batches]

@@ -12,6 +12,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,35 @@ def test_with_a_batch_linger_the_applier_probes_no_more_often_than_batches_start
     assert f.ends.calls == 2
     # Stamped in the probe thread: the first one's start-up may stamp it late (see above).
     assert f.ends.sent[1] - f.ends.sent[0] >= 0.3 * 0.5
+
+
+def test_records_taken_since_the_last_probe_are_probed_for_at_once_whatever_the_linger(
+        tmp_path: Path) -> None:
+    """A fetch just taken is probed for at once, not a linger after the last probe: the
+    applier decides its records once that probe proves their quiet topics (so about one
+    probe a fetch, the fetch paced by the linger at the broker)."""
+    f = Fixture(tmp_path, linger=1.0)  # the most it may be; a probe that waited it is late
+    f.sequencer.release(10)
+    began: list[float] = []
+
+    async def probes() -> None:
+        for offset in (1, 2):
+            f.punctuator.probe_soon()
+            assert f.punctuator._background is not None
+            await f.punctuator._background
+            began.append(f.punctuator._last_probe)
+            later = replace(f.rec, offset=offset, timestamp=wall_ms() + 50)
+            f.sequencer.add(later, wall_ms())  # the next fetch, appended after the probe
+            f.sequencer.release(10)
+        assert f.punctuator.covered == 2  # sent after the second record was taken
+        f.punctuator.probe_soon()
+        assert f.punctuator._background is not None
+        await f.punctuator._background
+
+    asyncio.run(probes())
+    assert f.ends.calls == 3
+    assert began[1] - began[0] < 1.0
+    assert f.punctuator.covered == f.sequencer.taken == 3
 
 
 def quiet_partition_time(f: Fixture) -> tuple[int, int, int]:
