@@ -460,7 +460,8 @@ def test_a_batch_waits_for_the_linger_only_while_records_taken_wait_for_a_probe(
         # were probed before it came.
         await offer(w, reply(0, {"decision": "approved"}),
                     record(Role.REQUESTS, b"anything", 0, partition=OTHER))
-        assert len(w.applier_starts) == 1 and clock.asked  # waiting for the probe asked for
+        await asyncio.wait_for(asked(clock), 10)  # the loop has looked at the fetch ...
+        assert len(w.applier_starts) == 1  # ... and waits for the probe it asked for
         if answered:
             w.sequencer.probed(now_ms() + 10, [(role, OTHER, 0) for role in INPUT_ROLES
                                                if role is not Role.REQUESTS])
@@ -502,6 +503,13 @@ async def committed(w: World, n: int) -> None:
 
 async def began(w: World, n: int) -> None:
     while len(w.applier_starts) < n:
+        await asyncio.sleep(0.005)
+
+
+async def asked(clock: FakeClock) -> None:
+    """The applier asked for a probe (after which, in the same turn of its loop, it chose
+    whether to begin a batch)."""
+    while not clock.asked:
         await asyncio.sleep(0.005)
 
 
