@@ -115,25 +115,25 @@ class DueTimers:
         timer that is still armed).  Otherwise - the timer it rode
         on went stale (a moved deadline) - it is emitted again.
         """
-        emitted = self._emitted.get(partition)
-        if emitted and any((wait_key, kind) in emitted for kind in _KINDS):
-            self._uncover(partition, wait_key, {(t.kind, t.due_at, t.generation) for t in after})
+        self._uncover(partition, wait_key, after)
         if partition in self._low:
             for t in after:
                 self._lower(partition, t.due_at)
 
     def _uncover(self, partition: int, wait_key: str,
-                 armed: set[tuple[TimerKind, int, int]] | None = None) -> None:
-        """Drop the wait's marks whose timer is not armed (`armed`, when known), and
-        those no timer taken fires (none, or one due before them): they are
-        read again."""
+                 after: Iterable[ArmedTimer] | None = None) -> None:
+        """Drop the wait's marks whose timer is not armed (among `after`, the wait's
+        timers now, when known), and those no timer taken fires (none, or one due
+        before them): they are read again.  Most waits have no mark: nothing is
+        built for them."""
         emitted = self._emitted.get(partition)
         if not emitted:
             return
         marks = _marks(emitted, wait_key)
         if not marks:
             return
-        if armed is not None:
+        if after is not None:
+            armed = {(t.kind, t.due_at, t.generation) for t in after}
             for kind, (due, generation, _) in list(marks.items()):
                 if (kind, due, generation) not in armed:
                     del emitted[(wait_key, kind)]
